@@ -1,0 +1,5 @@
+/* iabn.h: the whole public API of libiabn (pkg-config iabn). */
+#ifndef IABN_H
+#define IABN_H
+#include "tensor/tensor.h"
+#endif

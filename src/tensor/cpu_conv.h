@@ -1,0 +1,61 @@
+/* cpu_conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers.
+ *
+ * Dense and dilated convolutions go through im2col + OpenBLAS sgemm (1x1
+ * stride-1 convs skip im2col; dilated taps lying entirely in padding are
+ * dropped from K).  Grouped convolutions with few channels per group use
+ * hand-written direct kernels in all three passes.
+ *
+ * Scratch comes from the caller (the memory planner accounts for it): ask
+ * iabn_conv_scratch_bytes() for the pass and thread count, pass a buffer of at
+ * least that size.  Kernels never allocate.
+ */
+#ifndef IABN_CPU_CONV_H
+#define IABN_CPU_CONV_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct iabn_conv_geom {
+    int n, c_in, h_in, w_in;     /* input  N x C_in x H_in x W_in          */
+    int c_out, h_out, w_out;     /* output N x C_out x H_out x W_out       */
+    int kh, kw;                  /* kernel                                  */
+    int stride, pad, dil;        /* same along H and W                      */
+    int groups;                  /* c_in and c_out divisible by groups      */
+} iabn_conv_geom;
+
+typedef enum iabn_conv_pass {
+    IABN_CONV_FWD = 0,
+    IABN_CONV_BWD_DATA = 1,
+    IABN_CONV_BWD_FILTER = 2
+} iabn_conv_pass;
+
+/* Fills h_out / w_out; returns 0, or -1 if the geometry is impossible
+ * (non-positive output, channels not divisible by groups). */
+int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
+                        int c_out, int kh, int kw, int stride, int pad, int dil,
+                        int groups);
+
+/* Bytes of scratch one call of `pass` needs when run with `threads` threads. */
+size_t iabn_conv_scratch_bytes(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+
+/* y = conv(x, w) (+ bias per output channel if bias != NULL).
+ * x: N,C_in,H_in,W_in; w: C_out, C_in/groups, kh, kw; y: N,C_out,H_out,W_out. */
+void iabn_conv_fwd(const iabn_conv_geom *g, const float *x, const float *w,
+                   const float *bias, float *y, void *scratch);
+
+/* dx = conv_transpose(dy, w); dx is overwritten (beta 0). */
+void iabn_conv_bwd_data(const iabn_conv_geom *g, const float *dy, const float *w,
+                        float *dx, void *scratch);
+
+/* dw += correlation(x, dy); dbias += sum over N,H,W of dy (if dbias != NULL).
+ * Accumulates: parameter gradients add up over fan-in and micro-batches. */
+void iabn_conv_bwd_filter(const iabn_conv_geom *g, const float *x, const float *dy,
+                          float *dw, float *dbias, void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

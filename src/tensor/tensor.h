@@ -1,0 +1,112 @@
+/* tensor.h: the interface of src/tensor.
+ *
+ * What every other directory builds on: the error type every call reports
+ * through (the library never exits), dtypes, the activation descriptor, the
+ * counter-based RNG, and the CPU primitive kernels (raw pointers, NCHW
+ * float32) that the layers call.  Kernel families live in their own headers,
+ * included here so that this file stays the one interface of the directory.
+ *
+ * Usage:
+ *     iabn_err e = {0};
+ *     if (iabn_something(..., &e)) fprintf(stderr, "%s\n", e.msg);
+ */
+#ifndef IABN_TENSOR_H
+#define IABN_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/iabn_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors -------------------------------------------------------------- */
+
+enum {
+    IABN_OK = 0,
+    IABN_EINVAL = -1,   /* bad argument, shape, config value            */
+    IABN_ENOMEM = -2,   /* allocation failed or a plan does not fit       */
+    IABN_EIO = -3,      /* file missing, unreadable, truncated            */
+    IABN_EFORMAT = -4,  /* file present but its contents are wrong        */
+    IABN_EDEVICE = -5,  /* CUDA / cuDNN / cuBLAS / NCCL failure           */
+    IABN_ENUM = -6,     /* NaN or Inf met where a number was needed       */
+    IABN_EINTR = -7     /* stopped on request (signal)                    */
+};
+
+typedef struct iabn_err {
+    int code;
+    char msg[1024];
+} iabn_err;
+
+/* Records code and a printf-style message in e (which may be NULL) and returns
+ * code, so that `return iabn_err_set(e, IABN_EINVAL, "...")` reads naturally. */
+int iabn_err_set(iabn_err *e, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Prepends context ("while loading X: ") to an existing message. */
+int iabn_err_prefix(iabn_err *e, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+const char *iabn_err_name(int code);
+
+/* ---- dtypes -------------------------------------------------------------- */
+
+typedef enum iabn_dtype {
+    IABN_F32 = 0,
+    IABN_I32 = 1,
+    IABN_U8 = 2,
+    IABN_I64 = 3
+} iabn_dtype;
+
+size_t iabn_dtype_size(iabn_dtype dt);
+const char *iabn_dtype_name(iabn_dtype dt);
+
+/* ---- activation ---------------------------------------------------------- */
+
+/* iabn_act_kind / iabn_act are defined in iabn_math.h (shared with CUDA). */
+
+const char *iabn_act_name(iabn_act_kind k);
+/* Parses "leaky_relu", "elu", "relu", "identity" (also "none"). */
+int iabn_act_parse(const char *s, iabn_act_kind *out);
+
+/* ---- RNG ----------------------------------------------------------------- */
+
+/* Counter-based: the value for (seed, stream, index) is a pure function, so a
+ * kernel on any backend, any thread count, any aliasing, draws the same bits. */
+typedef struct iabn_rng {
+    uint64_t seed;
+    uint64_t counter; /* advanced by users that draw a block of values */
+} iabn_rng;
+
+uint64_t iabn_rng_u64(uint64_t seed, uint64_t stream, uint64_t index);
+/* uniform in [0, 1) */
+float iabn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index);
+/* standard normal (Box-Muller on two uniforms) */
+float iabn_rng_normal(uint64_t seed, uint64_t stream, uint64_t index);
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* Aligned host allocation (64 B); NULL on failure, never aborts. */
+void *iabn_aligned_alloc(size_t align, size_t bytes);
+void iabn_aligned_free(void *p);
+
+/* Threads the CPU kernels use (OpenMP's max threads, 1 without OpenMP). */
+int iabn_num_threads(void);
+void iabn_set_num_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#include "tensor/cpu_conv.h"
+#include "tensor/cpu_norm.h"
+#include "tensor/cpu_ops.h"
+#include "tensor/safetensors.h"
+
+#endif

@@ -1,0 +1,100 @@
+/* test_util.h: the minimal harness every test program uses.
+ *
+ * A test program is a set of `static void test_x(void)` functions run by
+ * RUN(test_x) from main(); CHECK* record failures with file:line and go on.
+ * main() ends with `return TEST_END();` which prints "N checks, M failed" and
+ * returns 0 or 1 (77 = skipped, for meson, via TEST_SKIP).
+ */
+#ifndef IABN_TEST_UTIL_H
+#define IABN_TEST_UTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_checks, t_failed;
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        t_checks++;                                                                      \
+        if (!(cond)) {                                                                   \
+            t_failed++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);     \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                             \
+    do {                                                                                 \
+        t_checks++;                                                                      \
+        if (!(cond)) {                                                                   \
+            t_failed++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+        }                                                                                \
+    } while (0)
+
+/* |a-b| <= atol + rtol*|b| */
+#define CHECK_CLOSE(a, b, atol, rtol)                                                    \
+    do {                                                                                 \
+        double ta_ = (double)(a), tb_ = (double)(b);                                     \
+        t_checks++;                                                                      \
+        if (!(fabs(ta_ - tb_) <= (atol) + (rtol) * fabs(tb_))) {                         \
+            t_failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s = %.9g, %s = %.9g\n", __FILE__, __LINE__, #a,     \
+                    ta_, #b, tb_);                                                       \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_OK(call)                                                                   \
+    do {                                                                                 \
+        iabn_err e_ = {0};                                                               \
+        (void)e_;                                                                        \
+        int rc_ = (call);                                                                \
+        t_checks++;                                                                      \
+        if (rc_ != 0) {                                                                  \
+            t_failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, rc_);  \
+        }                                                                                \
+    } while (0)
+
+#define RUN(fn)                                                                          \
+    do {                                                                                 \
+        int before_ = t_failed;                                                          \
+        fn();                                                                            \
+        fprintf(stderr, "%-40s %s\n", #fn, t_failed == before_ ? "ok" : "FAILED");      \
+    } while (0)
+
+#define TEST_SKIP(...)                                                                   \
+    do {                                                                                 \
+        fprintf(stderr, "SKIP: ");                                                       \
+        fprintf(stderr, __VA_ARGS__);                                                    \
+        fputc('\n', stderr);                                                             \
+        return 77;                                                                       \
+    } while (0)
+
+#define TEST_END() (fprintf(stderr, "%d checks, %d failed\n", t_checks, t_failed), t_failed ? 1 : 0)
+
+/* Largest |a-b| / (atol + rtol*|b|) over two arrays (<= 1 means close). */
+static inline double t_max_err(const float *a, const float *b, size_t n, double atol, double rtol)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / (atol + rtol * fabs((double)b[i]));
+        if (!(d <= worst)) worst = d; /* NaN propagates as worst */
+    }
+    return worst;
+}
+
+/* Deterministic fill in [-1, 1) (xorshift), for test data. */
+static inline void t_fill(float *x, size_t n, unsigned seed)
+{
+    unsigned s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+        x[i] = (float)((s >> 8) * (1.0 / 8388608.0)) - 1.0f;
+    }
+}
+
+#endif
