@@ -2,4 +2,6 @@
 #ifndef IABN_H
 #define IABN_H
 #include "tensor/tensor.h"
+#include "graph/graph.h"
+#include "layers/layers.h"
 #endif

@@ -1,6 +1,7 @@
 /* common.c: errors, dtypes, activation names, the counter-based RNG, aligned
  * allocation and the thread count.  Nothing here keeps state between calls. */
 #include "tensor/tensor.h"
+#include "tensor/ops_math.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -32,7 +33,7 @@ int iabn_err_prefix(iabn_err *e, const char *fmt, ...)
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s%s", head, old);
+    snprintf(e->msg, sizeof e->msg, "%.400s%.600s", head, old);
     return e->code;
 }
 
@@ -95,25 +96,15 @@ int iabn_act_parse(const char *s, iabn_act_kind *out)
     return IABN_EINVAL;
 }
 
-/* SplitMix64 finaliser over a mix of the three coordinates: a well-tested
- * bijective mixer, cheap enough per element, identical on every backend. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
+/* The mixer lives in ops_math.h so that CUDA kernels draw the identical bits. */
 uint64_t iabn_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    uint64_t z = mix64(seed + 0x9e3779b97f4a7c15ULL);
-    z = mix64(z ^ (stream * 0xd1b54a32d192ed03ULL + 0x632be59bd9b4e019ULL));
-    return mix64(z ^ (index + 0x9e3779b97f4a7c15ULL * (stream + 1)));
+    return iabn_rng_bits(seed, stream, index);
 }
 
 float iabn_rng_uniform(uint64_t seed, uint64_t stream, uint64_t index)
 {
-    return (float)(iabn_rng_u64(seed, stream, index) >> 40) * (1.0f / 16777216.0f);
+    return iabn_rng_unit(iabn_rng_bits(seed, stream, index));
 }
 
 float iabn_rng_normal(uint64_t seed, uint64_t stream, uint64_t index)

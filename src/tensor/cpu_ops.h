@@ -57,7 +57,8 @@ void iabn_dropout2d_apply(int n, int c, int hw, float p, uint64_t seed, uint64_t
                           const float *x, float *y);
 
 /* ---- channel concat: y = concat over channels of parts -------------------- */
-/* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW) */
+/* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW); with
+ * n == 1 and x already at its place in y (a view) nothing moves */
 void iabn_copy_channels(int n, int cx, int cy, int c_off, int hw, const float *x, float *y);
 /* copies channels [c_off, c_off+cx) of y (N,cy,HW) into x (N,cx,HW) */
 void iabn_slice_channels(int n, int cx, int cy, int c_off, int hw, const float *y, float *x);
@@ -69,23 +70,31 @@ void iabn_bilinear_fwd(int n, int c, int hi, int wi, int ho, int wo, const float
 void iabn_bilinear_bwd(int n, int c, int hi, int wi, int ho, int wo, const float *dy, float *dx);
 
 /* ---- softmax cross-entropy over channels, labels int32, ignore index -----
- * logits N,K,HW (HW = 1 for classification), labels N*HW.  The loss is the mean
- * over the counted pixels; with top_frac in (0,1) only the hardest
+ * logits N,K,HW (HW = 1 for classification), labels N*HW.  The loss is the
+ * mean over the counted pixels; with top_frac in (0,1) only the hardest
  * ceil(top_frac * valid) pixels count (online bootstrapping), ties broken by
- * index so that the choice is deterministic.  Labels outside [0,K) that are not
- * ignore_index are an error: returns -1 and writes the offending position in
- * *bad (if bad != NULL).  `weight` (N*HW floats, scratch from the caller)
- * receives per-pixel weights in {0, 1/counted} for the backward; *loss the
- * mean.  scratch must hold iabn_xent_scratch_bytes(n, hw) bytes. */
+ * the lower index so that the choice is deterministic (a fractional part of
+ * top_frac*valid below float precision counts as rounding: 0.3f of 10 is 3).
+ * Loss, weights and choice are the same bits for any thread count.
+ * Labels outside [0,K) that are not ignore_index are an error: returns -1
+ * (IABN_EINVAL) and writes the first offending position in *bad (if bad !=
+ * NULL).  `weight` (N*HW floats, scratch from the caller) receives per-pixel
+ * weights in {0, 1/counted} for the backward; *loss the mean (0, with all
+ * weights 0, when every pixel is ignored).  scratch must hold
+ * iabn_xent_scratch_bytes(n, hw) bytes (used only when bootstrapping: NULL is
+ * fine for top_frac outside (0,1)). */
 size_t iabn_xent_scratch_bytes(int n, int hw);
 int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                   int ignore_index, float top_frac, float *loss, float *weight,
                   void *scratch, long *bad);
 /* dlogits = weight * (softmax(logits) - onehot(label)) * scale; overwritten.
- * dlogits may NOT alias logits' storage only if the caller keeps logits. */
+ * dlogits may be the logits' storage: each pixel's logits are read before any
+ * of its gradients is written.  Pixels of weight 0 get an exact 0. */
 void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                    const float *weight, float scale, float *dlogits);
-/* Accuracy helpers: counts of samples whose label is in the top-1 / top-k. */
+/* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
+ * Rank of the label = larger logits + equal logits at a lower class index;
+ * labels outside [0,K) (ignored samples) never count as correct. */
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk);
 

@@ -1,0 +1,201 @@
+/* exec.c: the executor.  Binds one arena of exactly the planned size, one io
+ * region, and the store's persistent tensors, then walks the schedule calling
+ * each node's kernel for the store's backend.
+ *
+ * Check mode (iabn_exec_set_check, or IABN_CHECK=1): after every node, the
+ * guard bytes of every live buffer are verified and float outputs are scanned
+ * for NaN/Inf, so a fault is reported at the node that caused it. */
+#include "graph/graph_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD_BYTE 0xA5
+
+struct iabn_exec {
+    iabn_graph *g;
+    const iabn_plan *p;
+    const iabn_backend *be;
+    unsigned char *arena;
+    unsigned char *io;
+    void **ptr;
+    uint64_t seed, step;
+    int check;
+};
+
+int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e)
+{
+    iabn_exec *ex = calloc(1, sizeof *ex);
+    if (!ex) return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");
+    ex->g = g;
+    ex->p = p;
+    ex->be = iabn_store_backend(g->store);
+    ex->ptr = calloc((size_t)g->nt, sizeof *ex->ptr);
+    const char *chk = getenv("IABN_CHECK");
+    ex->check = chk && chk[0] == '1';
+    if (!ex->ptr) {
+        free(ex);
+        return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");
+    }
+    ex->arena = ex->be->alloc(ex->be->ctx, p->arena_bytes ? p->arena_bytes : 1);
+    ex->io = ex->be->alloc(ex->be->ctx, p->io_bytes ? p->io_bytes : 1);
+    if (!ex->arena || !ex->io) {
+        size_t need = p->arena_bytes + p->io_bytes;
+        iabn_exec_free(ex);
+        return iabn_err_set(e, IABN_ENOMEM,
+                            "cannot allocate the planned arena (%zu bytes) and io (%zu bytes) "
+                            "on %s: %zu bytes needed",
+                            p->arena_bytes, p->io_bytes, ex->be->name, need);
+    }
+    /* Uninitialised reads must show: NaN bytes, never zeros that hide them. */
+    ex->be->fill(ex->be->ctx, ex->arena, 0xFF, p->arena_bytes);
+    ex->be->fill(ex->be->ctx, ex->io, 0, p->io_bytes);
+    for (int t = 0; t < g->nt; t++) {
+        const iabn_tensor *tt = &g->t[t];
+        iabn_param *par = tt->store_id >= 0 ? iabn_store_get(g->store, tt->store_id) : NULL;
+        switch (tt->kind) {
+        case IABN_T_ACT: ex->ptr[t] = ex->arena + p->offset[t]; break;
+        case IABN_T_PARAM:
+        case IABN_T_STATE: ex->ptr[t] = par->data; break;
+        case IABN_T_GRAD: ex->ptr[t] = par->grad; break;
+        case IABN_T_INPUT:
+        case IABN_T_OUTPUT: ex->ptr[t] = ex->io + p->io_offset[t]; break;
+        }
+        if (tt->kind == IABN_T_GRAD && !par->grad) {
+            iabn_exec_free(ex);
+            return iabn_err_set(e, IABN_EINVAL, "%s has no gradient storage", tt->name);
+        }
+    }
+    *out = ex;
+    return 0;
+}
+
+void iabn_exec_free(iabn_exec *ex)
+{
+    if (!ex) return;
+    if (ex->arena) ex->be->free(ex->be->ctx, ex->arena);
+    if (ex->io) ex->be->free(ex->be->ctx, ex->io);
+    free(ex->ptr);
+    free(ex);
+}
+
+void *iabn_exec_ptr(iabn_exec *ex, int t) { return ex->ptr[t]; }
+void iabn_exec_set_seed(iabn_exec *ex, uint64_t seed)
+{
+    ex->seed = seed;
+    ex->step = 0;
+}
+
+void iabn_exec_set_step(iabn_exec *ex, uint64_t step) { ex->step = step; }
+uint64_t iabn_exec_step(const iabn_exec *ex) { return ex->step; }
+size_t iabn_exec_arena_bytes(const iabn_exec *ex) { return ex->p->arena_bytes; }
+void iabn_exec_set_check(iabn_exec *ex, int on) { ex->check = on; }
+
+int iabn_exec_set(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_err *e)
+{
+    if (bytes != ex->g->t[t].nbytes)
+        return iabn_err_set(e, IABN_EINVAL, "%s holds %zu bytes, %zu given", ex->g->t[t].name,
+                            ex->g->t[t].nbytes, bytes);
+    if (ex->be->h2d(ex->be->ctx, ex->ptr[t], host, bytes))
+        return iabn_err_set(e, IABN_EDEVICE, "copying %s to the device failed", ex->g->t[t].name);
+    return 0;
+}
+
+int iabn_exec_get(iabn_exec *ex, int t, void *host, size_t bytes, iabn_err *e)
+{
+    if (bytes != ex->g->t[t].nbytes)
+        return iabn_err_set(e, IABN_EINVAL, "%s holds %zu bytes, %zu asked", ex->g->t[t].name,
+                            ex->g->t[t].nbytes, bytes);
+    if (ex->be->d2h(ex->be->ctx, host, ex->ptr[t], bytes))
+        return iabn_err_set(e, IABN_EDEVICE, "copying %s from the device failed",
+                            ex->g->t[t].name);
+    return 0;
+}
+
+/* Guard bytes of groups starting at step s are (re)armed before the step:
+ * earlier groups that shared the address range may have written over them. */
+static void arm_guards(iabn_exec *ex, int s)
+{
+    const iabn_plan *p = ex->p;
+    for (int t = 0; t < p->ntensors; t++)
+        if (p->group[t] == t && p->first[t] == s)
+            ex->be->fill(ex->be->ctx, ex->arena + p->offset[t] + ex->g->t[t].nbytes, GUARD_BYTE,
+                         p->opts.guard);
+}
+
+static int check_step(iabn_exec *ex, int s, const iabn_node *n, iabn_err *e)
+{
+    const iabn_plan *p = ex->p;
+    const iabn_graph *g = ex->g;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int t = 0; t < p->ntensors && p->opts.guard && !rc; t++) {
+        if (p->group[t] != t || p->first[t] > s || p->last[t] < s) continue;
+        size_t gb = p->opts.guard;
+        if (gb > cap) {
+            free(buf);
+            buf = malloc(gb);
+            cap = gb;
+        }
+        if (!buf) return iabn_err_set(e, IABN_ENOMEM, "out of memory checking guards");
+        size_t nb = g->t[t].nbytes;
+        for (int m = 0; m < p->ntensors; m++)
+            if (p->group[m] == t && g->t[m].nbytes > nb) nb = g->t[m].nbytes;
+        ex->be->d2h(ex->be->ctx, buf, ex->arena + p->offset[t] + nb, gb);
+        for (size_t i = 0; i < gb; i++)
+            if (buf[i] != GUARD_BYTE) {
+                rc = iabn_err_set(e, IABN_EINVAL,
+                                  "step %d (%s): guard bytes after %s overwritten at +%zu", s,
+                                  n->name, g->t[t].name, i);
+                break;
+            }
+    }
+    for (int j = 0; j < n->nout && !rc; j++) {
+        const iabn_tensor *o = &g->t[n->out[j]];
+        if (o->dtype != IABN_F32) continue;
+        size_t nb = o->nbytes;
+        if (nb > cap) {
+            free(buf);
+            buf = malloc(nb);
+            cap = nb;
+        }
+        if (!buf) return iabn_err_set(e, IABN_ENOMEM, "out of memory checking outputs");
+        ex->be->d2h(ex->be->ctx, buf, ex->ptr[n->out[j]], nb);
+        if (!iabn_all_finite(nb / 4, (const float *)buf))
+            rc = iabn_err_set(e, IABN_ENUM, "step %d (%s): NaN or Inf in output %s", s, n->name,
+                              o->name);
+    }
+    free(buf);
+    return rc;
+}
+
+int iabn_exec_run(iabn_exec *ex, iabn_err *e)
+{
+    const iabn_graph *g = ex->g;
+    int dev = ex->be->kind;
+    for (int s = 0; s < g->ns; s++) {
+        const iabn_node *n = &g->n[g->sched[s]];
+        if (!n->op->run[dev])
+            return iabn_err_set(e, IABN_EINVAL, "op %s (node %s) has no %s kernel", n->op->name,
+                                n->name, ex->be->name);
+        iabn_bind b;
+        memset(&b, 0, sizeof b);
+        for (int k = 0; k < n->nin; k++) b.in[k] = ex->ptr[n->in[k]];
+        for (int j = 0; j < n->nout; j++) b.out[j] = ex->ptr[n->out[j]];
+        if (n->scratch >= 0) {
+            b.scratch = ex->ptr[n->scratch];
+            b.scratch_bytes = g->t[n->scratch].nbytes;
+        }
+        b.backend = ex->be;
+        b.seed = ex->seed;
+        b.step = ex->step;
+        if (ex->p->opts.guard) arm_guards(ex, s);
+        int rc = n->op->run[dev](g, n, &b, e);
+        if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
+        if (ex->check && check_step(ex, s, n, e)) return e->code;
+    }
+    ex->step++;
+    return 0;
+}

@@ -1,0 +1,346 @@
+/* graph.h: the interface of src/graph.
+ *
+ * A model is a static graph.  Layers (src/layers) append forward nodes through
+ * iabn_graph_node(); iabn_graph_backward() appends the backward nodes each
+ * op's backward builder emits; iabn_graph_finalize() applies the storage
+ * policies (recompute) and the in-place rules (copies before MUST in-place ops
+ * whose input is still needed).  The planner then gives every arena tensor an
+ * offset without allocating anything, and the executor binds one arena and
+ * runs the schedule.
+ *
+ *     iabn_store *s = iabn_store_new(iabn_backend_cpu(), &e);
+ *     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+ *     int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){8, 3, 32, 32});
+ *     ... layers ...
+ *     iabn_graph_backward(g, loss, &e);
+ *     iabn_graph_finalize(g, &e);
+ *     iabn_plan *p; iabn_plan_build(g, NULL, &p, &e);
+ *     iabn_exec *ex; iabn_exec_new(g, p, &ex, &e);
+ *     iabn_exec_run(ex, &e);
+ *
+ * Tensors and nodes are integer ids into arrays owned by the graph.
+ */
+#ifndef IABN_GRAPH_H
+#define IABN_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IABN_MAX_DIMS 4
+#define IABN_MAX_IN 8
+#define IABN_MAX_OUT 4
+#define IABN_NAME_LEN 96
+#define IABN_PARAMS_BYTES 192
+
+typedef struct iabn_graph iabn_graph;
+typedef struct iabn_store iabn_store;
+typedef struct iabn_plan iabn_plan;
+typedef struct iabn_exec iabn_exec;
+typedef struct iabn_node iabn_node;
+
+/* ---- backends ------------------------------------------------------------- */
+
+typedef enum iabn_device_kind { IABN_DEV_CPU = 0, IABN_DEV_CUDA = 1 } iabn_device_kind;
+
+/* Memory operations of a device; kernels are dispatched per op (iabn_op_def). */
+typedef struct iabn_backend {
+    iabn_device_kind kind;
+    const char *name;
+    size_t align;                                   /* arena alignment */
+    void *ctx;                                      /* cuda: iabn_cuda_ctx */
+    void *(*alloc)(void *ctx, size_t bytes);        /* NULL on failure */
+    void (*free)(void *ctx, void *p);
+    int (*h2d)(void *ctx, void *dst, const void *src, size_t bytes);
+    int (*d2h)(void *ctx, void *dst, const void *src, size_t bytes);
+    int (*fill)(void *ctx, void *dst, int byte, size_t bytes);
+    int (*sync)(void *ctx);
+} iabn_backend;
+
+/* The CPU backend: a constant vtable, no state. */
+const iabn_backend *iabn_backend_cpu(void);
+
+/* ---- tensors --------------------------------------------------------------- */
+
+typedef enum iabn_tkind {
+    IABN_T_ACT = 0,    /* activation / activation gradient / scratch: arena   */
+    IABN_T_PARAM,      /* parameter value: store                              */
+    IABN_T_GRAD,       /* parameter gradient: store, accumulated (+=)        */
+    IABN_T_STATE,      /* running statistics: store                           */
+    IABN_T_INPUT,      /* fed by the caller each run: io region               */
+    IABN_T_OUTPUT      /* read by the caller after a run (loss): io region    */
+} iabn_tkind;
+
+typedef enum iabn_policy {
+    IABN_KEEP = 0,     /* alive from producer to last reader                   */
+    IABN_RECOMPUTE,    /* dies after its last forward reader, rebuilt before    */
+                       /* its first backward reader                            */
+    IABN_OFFLOAD       /* copied to host after production, prefetched back     */
+} iabn_policy;
+
+typedef struct iabn_tensor {
+    iabn_dtype dtype;
+    int nd;
+    int shape[IABN_MAX_DIMS];
+    size_t nbytes;
+    iabn_tkind kind;
+    iabn_policy policy;
+    int producer;        /* node id, -1 for leaves                             */
+    int store_id;        /* PARAM / GRAD / STATE: entry in the store           */
+    int view_of;         /* -1, or the tensor whose storage this one shares    */
+    int requires_grad;
+    int scratch;         /* per-node scratch: lives only during its producer   */
+    int block;           /* report row (module / block) this tensor belongs to */
+    char name[IABN_NAME_LEN];
+} iabn_tensor;
+
+/* ---- ops ------------------------------------------------------------------- */
+
+typedef enum iabn_phase {
+    IABN_PHASE_FWD = 0,
+    IABN_PHASE_BWD = 1,
+    IABN_PHASE_RECOMPUTE = 2   /* a forward node re-run during the backward   */
+} iabn_phase;
+
+/* What the executor hands a kernel: one pointer per input / output, the
+ * node's scratch, and the run's mutable scalars. */
+typedef struct iabn_bind {
+    void *in[IABN_MAX_IN];
+    void *out[IABN_MAX_OUT];
+    void *scratch;
+    size_t scratch_bytes;
+    const iabn_backend *backend;
+    uint64_t seed;       /* per-run seed (dropout) */
+    uint64_t step;       /* run counter (dropout stream) */
+} iabn_bind;
+
+/* dout value meaning "the gradient of a scalar loss with respect to itself". */
+#define IABN_GRAD_ONE (-2)
+
+typedef struct iabn_op_def {
+    const char *name;
+    /* Emits backward nodes.  dout[j]: gradient tensor of output j or -1.
+     * Writes din[k] (gradient of input k) for inputs that require a gradient
+     * and are not parameters; parameter gradients go straight into the store
+     * through iabn_graph_param_grad().  Optional (NULL: no gradient flows). */
+    int (*backward)(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e);
+    /* Emits the node that rebuilds this node's outputs during the backward
+     * (storage policy RECOMPUTE); inputs[] are the (possibly recomputed)
+     * inputs to read.  Returns the new node id or <0.  Optional: NULL means
+     * "re-run the same op on the same inputs" (deterministic ops). */
+    int (*recompute)(iabn_graph *g, int node, const int *inputs, iabn_err *e);
+    /* Scratch bytes the kernel needs on this backend.  Optional. */
+    size_t (*scratch_bytes)(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev);
+    /* Kernels per backend (NULL: unsupported there). */
+    int (*run[2])(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e);
+} iabn_op_def;
+
+struct iabn_node {
+    const iabn_op_def *op;
+    int nin, nout;
+    int in[IABN_MAX_IN];
+    int out[IABN_MAX_OUT];
+    /* Output j overwrites input inplace[j] (-1: none).  must[j]: required
+     * (in-place ABN) rather than permitted (activations, add). */
+    int inplace[IABN_MAX_OUT];
+    unsigned char must[IABN_MAX_OUT];
+    iabn_phase phase;
+    int fwd;             /* forward node this backward / recompute node serves */
+    int scratch;         /* scratch tensor id or -1                             */
+    int block;
+    char name[IABN_NAME_LEN];
+    _Alignas(8) unsigned char params[IABN_PARAMS_BYTES];
+};
+
+/* ---- the store: persistent tensors shared by the graphs of one model ------- */
+
+typedef enum iabn_pkind {
+    IABN_P_WEIGHT = 0,   /* conv / linear weight: weight decay applies          */
+    IABN_P_BIAS,         /* bias, BN beta                                       */
+    IABN_P_BN_WEIGHT,    /* BN gamma                                            */
+    IABN_P_BUFFER        /* running statistics: no gradient                     */
+} iabn_pkind;
+
+typedef struct iabn_param {
+    char name[IABN_NAME_LEN];
+    iabn_pkind kind;
+    int nd;
+    int shape[IABN_MAX_DIMS];
+    size_t count;
+    float *data;         /* on the store's backend */
+    float *grad;         /* NULL for buffers and frozen parameters */
+    float *mom;          /* optimizer state, allocated on first step */
+    int lr_group;        /* 0 body, 1 classifier (separate lr) */
+    int frozen;          /* no gradient */
+} iabn_param;
+
+iabn_store *iabn_store_new(const iabn_backend *be, iabn_err *e);
+void iabn_store_free(iabn_store *s);
+const iabn_backend *iabn_store_backend(const iabn_store *s);
+/* Finds `name` or creates it (data zeroed; grads allocated unless BUFFER).
+ * An existing entry with another shape is an error naming both shapes. */
+int iabn_store_param(iabn_store *s, const char *name, iabn_pkind kind, int nd,
+                     const int *shape, int *id, iabn_err *e);
+int iabn_store_count(const iabn_store *s);
+iabn_param *iabn_store_get(iabn_store *s, int id);
+int iabn_store_find(const iabn_store *s, const char *name);
+/* Totals: parameters (elements / bytes, BUFFERs excluded), gradient bytes,
+ * optimizer bytes (momentum, as allocated or as it would be), buffer bytes. */
+void iabn_store_totals(const iabn_store *s, size_t *params, size_t *param_bytes,
+                       size_t *grad_bytes, size_t *opt_bytes, size_t *buffer_bytes);
+int iabn_store_zero_grads(iabn_store *s, iabn_err *e);
+/* Host copies in and out (safetensors, tests), whatever the backend. */
+int iabn_store_read(iabn_store *s, int id, float *host, iabn_err *e);
+int iabn_store_write(iabn_store *s, int id, const float *host, iabn_err *e);
+int iabn_store_read_grad(iabn_store *s, int id, float *host, iabn_err *e);
+
+/* ---- graph ---------------------------------------------------------------- */
+
+typedef enum iabn_mode { IABN_EVAL = 0, IABN_TRAIN = 1 } iabn_mode;
+
+iabn_graph *iabn_graph_new(iabn_store *s, iabn_mode mode);
+void iabn_graph_free(iabn_graph *g);
+iabn_store *iabn_graph_store(const iabn_graph *g);
+iabn_mode iabn_graph_mode(const iabn_graph *g);
+/* The first error met while building (layers record it and return -1, so a
+ * model builder can check once at the end). */
+const iabn_err *iabn_graph_error(const iabn_graph *g);
+int iabn_graph_fail(iabn_graph *g, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+int iabn_graph_ok(const iabn_graph *g);
+
+int iabn_graph_input(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape);
+/* A new arena tensor (layers use this for outputs). */
+int iabn_graph_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape);
+/* A graph tensor bound to store entry `name` (created if absent). */
+int iabn_graph_param(iabn_graph *g, const char *name, iabn_pkind kind, int nd, const int *shape);
+/* The GRAD tensor of parameter tensor t (created on first use). */
+int iabn_graph_param_grad(iabn_graph *g, int t);
+/* A view sharing t's storage with another shape (same byte count). */
+int iabn_graph_view(iabn_graph *g, int t, const char *name, int nd, const int *shape);
+/* Marks t as a graph output (kept to the end, readable after a run). */
+void iabn_graph_mark_output(iabn_graph *g, int t);
+
+/* Appends a node; returns its id or -1 (error recorded in the graph). */
+int iabn_graph_node(iabn_graph *g, const iabn_op_def *op, const char *name, int nin,
+                    const int *in, int nout, const int *out, const void *params,
+                    size_t params_size);
+/* Declares that output j of node overwrites input k (must: required). */
+void iabn_graph_inplace(iabn_graph *g, int node, int j, int k, int must);
+void iabn_graph_set_policy(iabn_graph *g, int t, iabn_policy p);
+
+/* Report rows: nodes and tensors created after begin_block belong to it. */
+void iabn_graph_begin_block(iabn_graph *g, const char *name);
+int iabn_graph_block_count(const iabn_graph *g);
+const char *iabn_graph_block_name(const iabn_graph *g, int b);
+
+/* Ops the graph itself inserts (gradient fan-in, copies before MUST in-place
+ * ops); defined with the other elementwise layers in src/layers. */
+extern const iabn_op_def iabn_op_add;
+extern const iabn_op_def iabn_op_copy;
+
+int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e);
+int iabn_graph_finalize(iabn_graph *g, iabn_err *e);
+
+int iabn_graph_ntensors(const iabn_graph *g);
+int iabn_graph_nnodes(const iabn_graph *g);
+const iabn_tensor *iabn_graph_t(const iabn_graph *g, int t);
+iabn_tensor *iabn_graph_t_mut(iabn_graph *g, int t);
+const iabn_node *iabn_graph_n(const iabn_graph *g, int n);
+iabn_node *iabn_graph_n_mut(iabn_graph *g, int n);
+/* Schedule: node ids in execution order. */
+int iabn_graph_schedule_len(const iabn_graph *g);
+const int *iabn_graph_schedule(const iabn_graph *g);
+/* Copy nodes inserted by finalize for MUST in-place ops (report). */
+int iabn_graph_copies(const iabn_graph *g);
+int iabn_graph_find(const iabn_graph *g, const char *name);
+
+/* ---- planner ---------------------------------------------------------------- */
+
+typedef enum iabn_plan_mode {
+    IABN_PLAN_FULL = 0,      /* in-place aliasing and buffer reuse            */
+    IABN_PLAN_NOINPLACE,     /* reuse, but every output gets its own buffer   */
+    IABN_PLAN_NAIVE          /* no reuse at all: one buffer per tensor        */
+} iabn_plan_mode;
+
+typedef struct iabn_plan_opts {
+    iabn_plan_mode mode;
+    size_t guard;            /* guard bytes after each buffer (checked)       */
+    size_t align;            /* 0: the backend's                              */
+} iabn_plan_opts;
+
+/* Default options, overridden by the environment: IABN_PLAN=naive|noinplace,
+ * IABN_PLAN_GUARD=<bytes>. */
+void iabn_plan_opts_default(iabn_plan_opts *o);
+
+/* An in-place decision, for the report. */
+typedef struct iabn_plan_note {
+    int node, out, in;       /* node, output index, input index */
+    int granted;
+    int must;
+    char why[128];
+} iabn_plan_note;
+
+struct iabn_plan {
+    iabn_plan_opts opts;
+    int ntensors, nsteps;
+    int *group;              /* tensor -> group root (arena tensors), -1 otherwise */
+    size_t *offset;          /* tensor -> arena offset (views: base + 0)          */
+    int *first, *last;       /* group root -> schedule steps                       */
+    size_t *gsize;           /* group root -> bytes (aligned, guard included)      */
+    size_t arena_bytes;      /* planned peak                                        */
+    size_t lower_bound;      /* max over steps of live bytes                        */
+    size_t naive_bytes;      /* sum of all groups (no reuse)                       */
+    size_t io_bytes;         /* inputs and outputs                                  */
+    size_t *io_offset;       /* tensor -> io offset                                 */
+    size_t *live;            /* per step: bytes live                                */
+    size_t saved_bytes;      /* activation bytes alive across the fwd/bwd boundary  */
+    int boundary;            /* first backward step                                 */
+    int nnotes;
+    iabn_plan_note *notes;
+};
+
+int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan **out,
+                    iabn_err *e);
+void iabn_plan_free(iabn_plan *p);
+/* Checks the no-overlap invariant; returns 0 or an error describing the pair. */
+int iabn_plan_validate(const iabn_graph *g, const iabn_plan *p, iabn_err *e);
+
+/* Per-step table: phase, node, op, live bytes, outputs with offsets, inputs. */
+void iabn_plan_dump(const iabn_graph *g, const iabn_plan *p, FILE *f);
+
+/* ---- executor --------------------------------------------------------------- */
+
+int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e);
+void iabn_exec_free(iabn_exec *ex);
+/* Runs the whole schedule (forward, recompute and backward nodes). */
+int iabn_exec_run(iabn_exec *ex, iabn_err *e);
+/* Pointer to a tensor's storage (io, arena or store) on the backend. */
+void *iabn_exec_ptr(iabn_exec *ex, int t);
+/* Host copies of inputs / outputs. */
+int iabn_exec_set(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_err *e);
+int iabn_exec_get(iabn_exec *ex, int t, void *host, size_t bytes, iabn_err *e);
+/* Dropout masks are a function of (seed, run counter, node): setting the seed
+ * restarts the counter; resume restores the counter with set_step. */
+void iabn_exec_set_seed(iabn_exec *ex, uint64_t seed);
+void iabn_exec_set_step(iabn_exec *ex, uint64_t step);
+uint64_t iabn_exec_step(const iabn_exec *ex);
+/* Bytes the executor allocated for the arena (equals the plan's arena_bytes). */
+size_t iabn_exec_arena_bytes(const iabn_exec *ex);
+/* Check mode: after every node, verify guard bytes and look for NaN/Inf in
+ * float outputs; the error names the node. */
+void iabn_exec_set_check(iabn_exec *ex, int on);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

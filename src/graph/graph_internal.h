@@ -1,0 +1,29 @@
+/* graph_internal.h: the graph's private layout, shared by the files of
+ * src/graph only (graph.c, autograd.c, plan.c, exec.c, store.c). */
+#ifndef IABN_GRAPH_INTERNAL_H
+#define IABN_GRAPH_INTERNAL_H
+
+#include "graph/graph.h"
+
+struct iabn_graph {
+    iabn_store *store;
+    iabn_mode mode;
+    iabn_err err;
+    iabn_tensor *t;
+    int nt, tcap;
+    iabn_node *n;
+    int nn, ncap;
+    int *sched;          /* node ids in execution order */
+    int ns, scap;
+    char (*blocks)[64];
+    int nb, bcap, cur_block;
+    iabn_phase building_phase;   /* phase stamped on new nodes */
+    int building_fwd;            /* forward node stamped on new nodes */
+    int ncopies;
+    int finalized, has_backward;
+};
+
+/* Moves node to schedule position pos (before the node that is there now). */
+int iabn_graph_insert_before(iabn_graph *g, int node, int pos);
+
+#endif

@@ -1,0 +1,54 @@
+/* layer_util.h: helpers shared by the layer files of src/layers (private). */
+#ifndef IABN_LAYER_UTIL_H
+#define IABN_LAYER_UTIL_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "layers/layers.h"
+
+/* Copies a node's typed parameters out of its byte buffer. */
+#define IABN_PARAMS(type, node) \
+    type P; memcpy(&P, (node)->params, sizeof P)
+
+static inline const iabn_tensor *lt(const iabn_graph *g, int t) { return iabn_graph_t(g, t); }
+
+/* A new arena tensor shaped like t, named "<prefix><t's name><suffix>". */
+static inline int like(iabn_graph *g, int t, const char *prefix, const char *suffix)
+{
+    char name[IABN_NAME_LEN];
+    const iabn_tensor *x = iabn_graph_t(g, t);
+    int nd = x->nd, shape[IABN_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    snprintf(name, sizeof name, "%s%.80s%s", prefix, x->name, suffix);
+    return iabn_graph_tensor(g, name, x->dtype, nd, shape);
+}
+
+static inline int named(iabn_graph *g, const char *base, const char *suffix, iabn_dtype dt,
+                        int nd, const int *shape)
+{
+    char name[IABN_NAME_LEN];
+    snprintf(name, sizeof name, "%.80s%s", base, suffix);
+    return iabn_graph_tensor(g, name, dt, nd, shape);
+}
+
+static inline int param(iabn_graph *g, const char *base, const char *suffix, iabn_pkind kind,
+                        int nd, const int *shape)
+{
+    char name[IABN_NAME_LEN];
+    snprintf(name, sizeof name, "%.80s%s", base, suffix);
+    return iabn_graph_param(g, name, kind, nd, shape);
+}
+
+static inline int needs_grad(const iabn_graph *g, int t) { return iabn_graph_t(g, t)->requires_grad; }
+
+/* N, C, H*W of a 2-D (N,C) or 4-D (N,C,H,W) tensor */
+static inline void nchw(const iabn_tensor *t, int *n, int *c, int *hw)
+{
+    *n = t->shape[0];
+    *c = t->nd > 1 ? t->shape[1] : 1;
+    *hw = 1;
+    for (int i = 2; i < t->nd; i++) *hw *= t->shape[i];
+}
+
+#endif

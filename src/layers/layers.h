@@ -1,0 +1,92 @@
+/* layers.h: the interface of src/layers: functions that append a layer's
+ * forward nodes to a graph and return the output tensor id (or -1, with the
+ * error recorded in the graph).  Parameters are created in the graph's store
+ * under `name.weight`, `name.bias`, `name.running_mean`, `name.running_var`
+ * (the reference implementation's state_dict names).
+ *
+ *     int y = iabn_conv2d(g, "mod1.conv1", x, 64, 3, 1, 1, 1, 1, 0);
+ *     iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_INPLACE_II);
+ *     y = iabn_norm_act(g, "mod1.bn1", y, &bn);
+ */
+#ifndef IABN_LAYERS_H
+#define IABN_LAYERS_H
+
+#include "graph/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- BN + activation ------------------------------------------------------ */
+
+typedef enum iabn_bn_mode {
+    IABN_BN_STANDARD = 0,     /* BN then act, separate nodes; keeps x and z         */
+    IABN_BN_CHECKPOINT,       /* keeps x; BN and act recomputed in the backward     */
+    IABN_BN_CHECKPOINT_OPT,   /* keeps xhat; z recomputed from xhat                 */
+    IABN_BN_INPLACE,          /* InPlace-ABN I: z over x, backward from z           */
+    IABN_BN_INPLACE_II,       /* InPlace-ABN II: dx = A*dy + B*y + C                */
+    IABN_BN_INPLACE_SYNC,     /* II with statistics synchronised across workers     */
+    IABN_BN_NMODES
+} iabn_bn_mode;
+
+const char *iabn_bn_mode_name(iabn_bn_mode m);
+/* Accepts our names and the reference configs' ("standard", "inplace", "sync",
+ * "checkpoint", "checkpoint_opt", "inplace_abn", "inplace_abn_ii", ...). */
+int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out);
+int iabn_bn_mode_is_inplace(iabn_bn_mode m);
+
+typedef struct iabn_norm_act_cfg {
+    iabn_bn_mode mode;
+    iabn_act act;
+    float eps;          /* 1e-5 */
+    float momentum;     /* 0.1  */
+    int frozen;         /* running statistics, no gradient to gamma / beta       */
+    int plain_gamma;    /* scale = gamma (torchvision BN) instead of |gamma|+eps;
+                           the in-place modes refuse it                           */
+} iabn_norm_act_cfg;
+
+iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode);
+int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cfg *cfg);
+
+/* ---- convolution, linear, pooling ----------------------------------------- */
+
+int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,
+                int pad, int dil, int groups, int bias);
+/* x: N,C or N,C,1,1 -> N,out */
+int iabn_linear(iabn_graph *g, const char *name, int x, int out, int bias);
+int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad);
+/* N,C,H,W -> N,C,1,1 */
+int iabn_global_avgpool(iabn_graph *g, const char *name, int x);
+
+/* ---- elementwise and shape ---------------------------------------------------- */
+
+int iabn_act_layer(iabn_graph *g, const char *name, int x, iabn_act act);
+int iabn_add_layer(iabn_graph *g, const char *name, int a, int b);
+/* a: N,C,H,W plus b: N,C,1,1 broadcast over H,W */
+int iabn_add_bcast(iabn_graph *g, const char *name, int a, int b);
+int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p);
+int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs);
+int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w);
+
+/* ---- loss ------------------------------------------------------------------- */
+
+/* Mean softmax cross-entropy of logits (N,K or N,K,H,W) against int32 labels
+ * (N or N,H,W); labels equal to ignore_index do not count; top_frac in (0,1)
+ * keeps only the hardest fraction of the counted pixels (bootstrapping).
+ * Returns the scalar loss tensor (a graph output). */
+int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
+                      int ignore_index, float top_frac);
+
+/* ---- weight initialisation ----------------------------------------------------- */
+
+typedef enum iabn_init_kind { IABN_INIT_XAVIER_NORMAL = 0, IABN_INIT_KAIMING_NORMAL } iabn_init_kind;
+/* Initialises every parameter of the store the reference way: conv / linear
+ * weights xavier-normal with the activation's gain (or kaiming), biases 0,
+ * BN weight 1, bias 0, running mean 0, var 1.  Deterministic for a seed. */
+int iabn_init_params(iabn_store *s, iabn_init_kind kind, iabn_act act, uint64_t seed,
+                     iabn_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* pool.c: max pooling (keeps an int32 argmax for the backward, never its
+ * input) and global average pooling. */
+#include "layers/layer_util.h"
+
+typedef struct pool_p {
+    int k, s, p;
+} pool_p;
+
+static int max_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    IABN_PARAMS(pool_p, n);
+    const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
+    iabn_maxpool_fwd(x->shape[0], x->shape[1], x->shape[2], x->shape[3], P.k, P.s, P.p,
+                     y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
+    return 0;
+}
+
+/* in: dy, argmax   out: dx */
+static int max_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
+    iabn_maxpool_bwd(dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
+                     dy->shape[3], b->in[0], b->in[1], b->out[0]);
+    return 0;
+}
+
+static const iabn_op_def op_max_bwd = {.name = "maxpool_bwd", .run = {max_bwd_cpu}};
+
+static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    const iabn_node fw = *iabn_graph_n(g, node);
+    (void)e;
+    if (dout[0] < 0) return 0;
+    int dx = like(g, fw.in[0], "d.", "");
+    int ins[2] = {dout[0], fw.out[1]};
+    iabn_graph_node(g, &op_max_bwd, fw.name, 2, ins, 1, &dx, NULL, 0);
+    din[0] = dx;
+    return iabn_graph_ok(g) ? 0 : -1;
+}
+
+static const iabn_op_def op_max = {.name = "maxpool", .backward = max_backward, .run = {max_cpu}};
+
+int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad)
+{
+    if (x < 0 || !iabn_graph_ok(g)) return -1;
+    const iabn_tensor *t = lt(g, x);
+    if (t->nd != 4 || k < 1 || stride < 1 || pad < 0 || 2 * pad > k)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: bad max pool (kernel %d, stride %d, pad %d)",
+                               name, k, stride, pad);
+    int ho = iabn_pool_out(t->shape[2], k, stride, pad), wo = iabn_pool_out(t->shape[3], k, stride, pad);
+    if (ho < 1 || wo < 1)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: input %dx%d too small for the pool", name,
+                               t->shape[2], t->shape[3]);
+    int shape[4] = {t->shape[0], t->shape[1], ho, wo};
+    int y = named(g, name, "", IABN_F32, 4, shape);
+    int am = named(g, name, ".argmax", IABN_I32, 4, shape);
+    pool_p P = {k, stride, pad};
+    int outs[2] = {y, am};
+    return iabn_graph_node(g, &op_max, name, 1, &x, 2, outs, &P, sizeof P) < 0 ? -1 : y;
+}
+
+static int gap_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    int nn, c, hw;
+    nchw(lt(g, n->in[0]), &nn, &c, &hw);
+    iabn_gap_fwd(nn, c, hw, b->in[0], b->out[0]);
+    return 0;
+}
+
+static int gap_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    int nn, c, hw;
+    nchw(lt(g, n->out[0]), &nn, &c, &hw);
+    iabn_gap_bwd(nn, c, hw, b->in[0], b->out[0]);
+    return 0;
+}
+
+static const iabn_op_def op_gap_bwd = {.name = "avgpool_bwd", .run = {gap_bwd_cpu}};
+
+static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    const iabn_node fw = *iabn_graph_n(g, node);
+    (void)e;
+    if (dout[0] < 0) return 0;
+    int dx = like(g, fw.in[0], "d.", "");
+    iabn_graph_node(g, &op_gap_bwd, fw.name, 1, &dout[0], 1, &dx, NULL, 0);
+    din[0] = dx;
+    return iabn_graph_ok(g) ? 0 : -1;
+}
+
+static const iabn_op_def op_gap = {.name = "global_avgpool", .backward = gap_backward,
+                                   .run = {gap_cpu}};
+
+int iabn_global_avgpool(iabn_graph *g, const char *name, int x)
+{
+    if (x < 0 || !iabn_graph_ok(g)) return -1;
+    const iabn_tensor *t = lt(g, x);
+    if (t->nd != 4) return iabn_graph_fail(g, IABN_EINVAL, "%s: %s is not 4-D", name, t->name);
+    int shape[4] = {t->shape[0], t->shape[1], 1, 1};
+    int y = named(g, name, "", IABN_F32, 4, shape);
+    return iabn_graph_node(g, &op_gap, name, 1, &x, 1, &y, NULL, 0) < 0 ? -1 : y;
+}

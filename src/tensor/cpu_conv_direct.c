@@ -1,0 +1,439 @@
+/* cpu_conv_direct.c: direct kernels for grouped convolutions with few
+ * channels per group (ResNeXt's 3x3 with 4 channels per group, depthwise),
+ * where any GEMM formulation is too thin to run well.
+ *
+ * Per (image, group) the input planes are copied into a zero-padded buffer,
+ * split into stride x stride phase planes so that every tap reads contiguous
+ * memory.  Outputs are then computed on a "flat" grid: output (oh, ow) sits at
+ * oh*Wq + ow, where Wq is the padded row width, and tap (r, s) reads input at
+ * the same flat index plus a fixed offset.  The few columns past w_out are
+ * computed and dropped, which buys long unit-stride vectors with no row
+ * tails.  Register tile: up to 4 output channels x 3 vectors of 8.
+ *   fwd:        y = sum over ci, taps of w * shifted input.
+ *   bwd-data:   the forward kernel on dy (zero-upsampled when strided) with
+ *               flipped, transposed weights.
+ *   bwd-filter: dw[co][ci][t] = dot(dy_flat[co], x_flat[ci] + off[t]), with dy
+ *               zero on the dropped columns; tiles of 4 co x 3 taps over
+ *               L1-sized chunks, accumulated as vectors, summed at the end.
+ * Threads: fwd / bwd-data over (image, group) items, bwd-filter over groups
+ * (each group's dw belongs to one thread), static schedules throughout.
+ */
+#include "tensor/cpu_conv_impl.h"
+
+#include <string.h>
+
+#define VL 8
+#define FWD_V 3
+#define WCHUNK 64 /* vectors of the flat grid per bwd-filter chunk */
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 vf;
+static inline vf vzero(void) { return _mm256_setzero_ps(); }
+static inline vf vload(const float *p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float *p, vf a) { _mm256_storeu_ps(p, a); }
+static inline vf vbcast(const float *p) { return _mm256_broadcast_ss(p); }
+static inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
+#else
+typedef struct vf { float v[VL]; } vf;
+static inline vf vzero(void) { vf r; for (int i = 0; i < VL; i++) r.v[i] = 0; return r; }
+static inline vf vload(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
+static inline void vstore(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
+static inline vf vbcast(const float *p) { vf r; for (int i = 0; i < VL; i++) r.v[i] = *p; return r; }
+static inline vf vfma(vf a, vf b, vf c)
+{
+    for (int i = 0; i < VL; i++) c.v[i] += a.v[i] * b.v[i];
+    return c;
+}
+static inline vf vadd(vf a, vf b)
+{
+    for (int i = 0; i < VL; i++) a.v[i] += b.v[i];
+    return a;
+}
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* One direct convolution as run (for bwd-data: dy -> dx). */
+typedef struct dplan {
+    int cin, cout;    /* channels per group, of the conv as run            */
+    int hs, ws;       /* source plane                                       */
+    int up;           /* source zero-upsampling factor (bwd-data stride)    */
+    int st;           /* conv stride = phases per axis                      */
+    int pt, pl;       /* virtual top / left padding (may be negative)       */
+    int hq, wq;       /* phase plane                                        */
+    int ho, wo;       /* outputs                                            */
+    int nt;           /* taps                                               */
+    int nv;           /* vectors on the flat grid: ceil(ho*wq / 8)          */
+    size_t cs;        /* packed channel block: st*st planes + slack         */
+    size_t os;        /* flat output row stride                             */
+    int toff[IABN_CONV_DIRECT_MAX_TAPS];
+} dplan;
+
+static void dplan_finish(dplan *d, int hp, int wp)
+{
+    d->hq = (hp + d->st - 1) / d->st;
+    d->wq = (wp + d->st - 1) / d->st;
+    d->nv = (int)(((size_t)d->ho * d->wq + VL - 1) / VL);
+    /* Vectors run past the last output into the next block or the slack. */
+    d->cs = iabn_conv_round16((size_t)d->st * d->st * d->hq * d->wq + d->wq + 4 * VL);
+    d->os = iabn_conv_round16((size_t)d->nv * VL);
+}
+
+static void dplan_fwd(const iabn_conv_geom *g, dplan *d)
+{
+    int S = g->stride, dl = g->dil;
+    d->cin = g->c_in / g->groups; d->cout = g->c_out / g->groups;
+    d->hs = g->h_in; d->ws = g->w_in; d->up = 1; d->st = S;
+    d->pt = d->pl = g->pad; d->ho = g->h_out; d->wo = g->w_out;
+    d->nt = g->kh * g->kw;
+    dplan_finish(d, (g->h_out - 1) * S + (g->kh - 1) * dl + 1,
+                 (g->w_out - 1) * S + (g->kw - 1) * dl + 1);
+    size_t plane = (size_t)d->hq * d->wq;
+    for (int r = 0; r < g->kh; r++)
+        for (int s = 0; s < g->kw; s++) {
+            int b = r * dl % S, a = s * dl % S;
+            d->toff[r * g->kw + s] =
+                (int)((b * S + a) * plane + (size_t)(r * dl / S) * d->wq + s * dl / S);
+        }
+}
+
+static void dplan_bwd_data(const iabn_conv_geom *g, dplan *d)
+{
+    int dl = g->dil;
+    d->cin = g->c_out / g->groups; d->cout = g->c_in / g->groups;
+    d->hs = g->h_out; d->ws = g->w_out; d->up = g->stride; d->st = 1;
+    d->pt = dl * (g->kh - 1) - g->pad; d->pl = dl * (g->kw - 1) - g->pad;
+    d->ho = g->h_in; d->wo = g->w_in;
+    d->nt = g->kh * g->kw;
+    dplan_finish(d, g->h_in + (g->kh - 1) * dl, g->w_in + (g->kw - 1) * dl);
+    for (int r = 0; r < g->kh; r++)
+        for (int s = 0; s < g->kw; s++) d->toff[r * g->kw + s] = r * dl * d->wq + s * dl;
+}
+
+/* Source index of virtual coordinate v, or -1 if it is padding / a hole. */
+static inline long src_index(long v, int pad, int up, int n)
+{
+    long sr = v - pad;
+    if (sr < 0 || sr % up) return -1;
+    sr /= up;
+    return sr < n ? sr : -1;
+}
+
+/* Copies channels source planes into packed blocks (phases, padding, slack). */
+static void pack_src(const dplan *d, const float *src, int channels, float *dst)
+{
+    size_t plane = (size_t)d->hq * d->wq, hw = (size_t)d->hs * d->ws;
+    for (int c = 0; c < channels; c++) {
+        const float *sp = src + c * hw;
+        float *blk = dst + c * d->cs;
+        if (d->st == 1 && d->up == 1) {
+            long jl = d->pl > 0 ? d->pl : 0, jh = (long)d->ws + d->pl;
+            if (jh > d->wq) jh = d->wq;
+            if (jh < jl) jh = jl;
+            for (int i = 0; i < d->hq; i++) {
+                float *row = blk + (size_t)i * d->wq;
+                long sr = (long)i - d->pt;
+                if (sr < 0 || sr >= d->hs || jh == jl) {
+                    memset(row, 0, sizeof(float) * d->wq);
+                    continue;
+                }
+                memset(row, 0, sizeof(float) * jl);
+                memcpy(row + jl, sp + sr * d->ws + (jl - d->pl), sizeof(float) * (jh - jl));
+                memset(row + jh, 0, sizeof(float) * (d->wq - jh));
+            }
+        } else {
+            for (int b = 0; b < d->st; b++)
+                for (int a = 0; a < d->st; a++) {
+                    float *pp = blk + (size_t)(b * d->st + a) * plane;
+                    for (int i = 0; i < d->hq; i++) {
+                        long sr = src_index((long)i * d->st + b, d->pt, d->up, d->hs);
+                        float *row = pp + (size_t)i * d->wq;
+                        if (sr < 0) {
+                            memset(row, 0, sizeof(float) * d->wq);
+                            continue;
+                        }
+                        for (int j = 0; j < d->wq; j++) {
+                            long sc = src_index((long)j * d->st + a, d->pl, d->up, d->ws);
+                            row[j] = sc < 0 ? 0.0f : sp[sr * d->ws + sc];
+                        }
+                    }
+                }
+        }
+        size_t used = (size_t)d->st * d->st * plane;
+        memset(blk + used, 0, sizeof(float) * (d->cs - used));
+    }
+}
+
+/* Output channel blocks: 4, then 2, then 1. */
+static inline int block_size(int rem) { return rem >= 4 ? 4 : rem >= 2 ? 2 : 1; }
+
+/* wp for group g0: per output-channel block [ci][t][cb], blocks in order.
+ * flip: the weights of the bwd-data conv (in/out swapped, taps reversed). */
+static void pack_weights(const iabn_conv_geom *g, const dplan *d, int flip, const float *w,
+                         float *wp, int threads)
+{
+    int G = g->groups, cpi = g->c_in / G, cpo = g->c_out / G, T = d->nt;
+    size_t gsz = (size_t)d->cout * d->cin * T;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int g0 = 0; g0 < G; g0++) {
+        float *dst = wp + g0 * gsz;
+        for (int o0 = 0; o0 < d->cout;) {
+            int cb = block_size(d->cout - o0);
+            for (int ci = 0; ci < d->cin; ci++)
+                for (int t = 0; t < T; t++)
+                    for (int c = 0; c < cb; c++) {
+                        size_t idx = flip ? (((size_t)g0 * cpo + ci) * cpi + o0 + c) * T + (T - 1 - t)
+                                          : (((size_t)g0 * cpo + o0 + c) * cpi + ci) * T + t;
+                        *dst++ = w[idx];
+                    }
+            o0 += cb;
+        }
+    }
+}
+
+/* out[c][f .. f+8V) for cb = COB output channels of one block. */
+ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, int nt,
+                         const float *wp, float *out, size_t os, const int COB, const int V)
+{
+    vf acc[4][4];
+#pragma GCC unroll 4
+    for (int c = 0; c < COB; c++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) acc[c][v] = vzero();
+    for (int ci = 0; ci < cin; ci++) {
+        const float *ip = in + ci * cs;
+        for (int t = 0; t < nt; t++, wp += COB) {
+            const float *xp = ip + toff[t];
+            vf xv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < V; v++) xv[v] = vload(xp + v * VL);
+#pragma GCC unroll 4
+            for (int c = 0; c < COB; c++) {
+                vf wv = vbcast(wp + c);
+#pragma GCC unroll 4
+                for (int v = 0; v < V; v++) acc[c][v] = vfma(wv, xv[v], acc[c][v]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < COB; c++)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; v++) vstore(out + c * os + v * VL, acc[c][v]);
+}
+
+ALWAYS_INLINE void fwd_block_n(const dplan *d, const float *in, const float *wp, float *out,
+                               const int COB)
+{
+    int v = 0;
+    for (; v + FWD_V <= d->nv; v += FWD_V)
+        ftile(in + v * VL, d->cs, d->cin, d->toff, d->nt, wp, out + v * VL, d->os, COB, FWD_V);
+    for (; v < d->nv; v++)
+        ftile(in + v * VL, d->cs, d->cin, d->toff, d->nt, wp, out + v * VL, d->os, COB, 1);
+}
+
+static void fwd_block(const dplan *d, const float *in, const float *wp, float *out, int cb)
+{
+    switch (cb) {
+    case 4: fwd_block_n(d, in, wp, out, 4); break;
+    case 2: fwd_block_n(d, in, wp, out, 2); break;
+    default: fwd_block_n(d, in, wp, out, 1); break;
+    }
+}
+
+/* One (image, group): src planes -> dst planes (+ bias), through the flat grid. */
+static void run_item(const dplan *d, const float *src, const float *wg, const float *bias,
+                     float *dst, float *buf)
+{
+    float *in = buf, *out = buf + (size_t)d->cin * d->cs;
+    pack_src(d, src, d->cin, in);
+    for (int o0 = 0; o0 < d->cout;) {
+        int cb = block_size(d->cout - o0);
+        fwd_block(d, in, wg + (size_t)o0 * d->cin * d->nt, out + (size_t)o0 * d->os, cb);
+        o0 += cb;
+    }
+    size_t hw = (size_t)d->ho * d->wo;
+    for (int co = 0; co < d->cout; co++) {
+        float b = bias ? bias[co] : 0.0f;
+        const float *op = out + co * d->os;
+        float *yp = dst + co * hw;
+        for (int oh = 0; oh < d->ho; oh++)
+            for (int ow = 0; ow < d->wo; ow++)
+                yp[(size_t)oh * d->wo + ow] = op[(size_t)oh * d->wq + ow] + b;
+    }
+}
+
+static size_t item_floats(const dplan *d)
+{
+    return iabn_conv_round16((size_t)d->cin * d->cs + (size_t)d->cout * d->os);
+}
+
+static void run_items(const iabn_conv_geom *g, const dplan *d, int threads, const float *src,
+                      const float *wp, const float *bias, float *dst, float *scratch,
+                      size_t src_c, size_t dst_c)
+{
+    int G = g->groups, items = g->n * G;
+    size_t wsz = iabn_conv_round16((size_t)G * d->cout * d->cin * d->nt);
+    size_t per = item_floats(d);
+    size_t shw = (size_t)d->hs * d->ws, dhw = (size_t)d->ho * d->wo;
+#pragma omp parallel num_threads(threads)
+    {
+        float *buf = scratch + wsz + per * (size_t)iabn_conv_tid();
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++) {
+            int n = it / G, g0 = it % G;
+            run_item(d, src + ((size_t)n * G + g0) * src_c * shw,
+                     wp + (size_t)g0 * d->cout * d->cin * d->nt,
+                     bias ? bias + (size_t)g0 * d->cout : NULL,
+                     dst + ((size_t)n * G + g0) * dst_c * dhw, buf);
+        }
+    }
+}
+
+void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,
+                          const float *w, const float *bias, float *y, float *scratch)
+{
+    dplan d;
+    dplan_fwd(g, &d);
+    pack_weights(g, &d, 0, w, scratch, threads);
+    run_items(g, &d, threads, x, scratch, bias, y, scratch, (size_t)d.cin, (size_t)d.cout);
+}
+
+void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
+                               const float *w, float *dx, float *scratch)
+{
+    dplan d;
+    dplan_bwd_data(g, &d);
+    pack_weights(g, &d, 1, w, scratch, threads);
+    run_items(g, &d, threads, dy, scratch, NULL, dx, scratch, (size_t)d.cin, (size_t)d.cout);
+}
+
+/* ---- bwd-filter ----------------------------------------------------------- */
+
+/* acc[c][tb] over vectors [k0, k1) of the flat grid, added to the vector
+ * accumulators va (layout [co][ci][t]). */
+ALWAYS_INLINE void wtile(const float *dyp, size_t os, const float *xp, const int *toff,
+                         int k0, int k1, float *va, size_t va_co, const int COB, const int TB)
+{
+    vf acc[4][3];
+#pragma GCC unroll 4
+    for (int c = 0; c < COB; c++)
+#pragma GCC unroll 3
+        for (int t = 0; t < TB; t++) acc[c][t] = vzero();
+    for (int k = k0; k < k1; k++) {
+        vf dv[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < COB; c++) dv[c] = vload(dyp + c * os + k * VL);
+#pragma GCC unroll 3
+        for (int t = 0; t < TB; t++) {
+            vf xv = vload(xp + toff[t] + k * VL);
+#pragma GCC unroll 4
+            for (int c = 0; c < COB; c++) acc[c][t] = vfma(dv[c], xv, acc[c][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < COB; c++)
+#pragma GCC unroll 3
+        for (int t = 0; t < TB; t++) {
+            float *p = va + (c * va_co + t) * VL;
+            vstore(p, vadd(vload(p), acc[c][t]));
+        }
+}
+
+ALWAYS_INLINE void wblock_n(const dplan *d, const float *dyp, const float *xin, int k0, int k1,
+                            float *va, const int COB)
+{
+    size_t va_co = (size_t)d->cin * d->nt;
+    for (int ci = 0; ci < d->cin; ci++) {
+        const float *xp = xin + ci * d->cs;
+        float *vp = va + (size_t)ci * d->nt * VL;
+        int t = 0;
+        for (; t + 3 <= d->nt; t += 3)
+            wtile(dyp, d->os, xp, d->toff + t, k0, k1, vp + t * VL, va_co, COB, 3);
+        for (; t < d->nt; t++)
+            wtile(dyp, d->os, xp, d->toff + t, k0, k1, vp + t * VL, va_co, COB, 1);
+    }
+}
+
+static void wblock(const dplan *d, const float *dyp, const float *xin, int k0, int k1, float *va,
+                   int cb)
+{
+    switch (cb) {
+    case 4: wblock_n(d, dyp, xin, k0, k1, va, 4); break;
+    case 2: wblock_n(d, dyp, xin, k0, k1, va, 2); break;
+    default: wblock_n(d, dyp, xin, k0, k1, va, 1); break;
+    }
+}
+
+static size_t filter_floats(const dplan *d)
+{
+    return iabn_conv_round16((size_t)d->cin * d->cs) +
+           iabn_conv_round16((size_t)d->cout * d->os) +
+           iabn_conv_round16((size_t)d->cout * d->cin * d->nt * VL);
+}
+
+void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                                 const float *dy, float *dw, float *scratch)
+{
+    dplan d;
+    dplan_fwd(g, &d);
+    int G = g->groups;
+    size_t per = filter_floats(&d);
+    size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
+#pragma omp parallel num_threads(threads)
+    {
+        float *xin = scratch + per * (size_t)iabn_conv_tid();
+        float *dyp = xin + iabn_conv_round16((size_t)d.cin * d.cs);
+        float *va = dyp + iabn_conv_round16((size_t)d.cout * d.os);
+        size_t nva = (size_t)d.cout * d.cin * d.nt;
+#pragma omp for schedule(static)
+        for (int g0 = 0; g0 < G; g0++) {
+            memset(va, 0, sizeof(float) * nva * VL);
+            for (int n = 0; n < g->n; n++) {
+                pack_src(&d, x + ((size_t)n * G + g0) * d.cin * hwi, d.cin, xin);
+                const float *dsrc = dy + ((size_t)n * G + g0) * d.cout * hwo;
+                for (int co = 0; co < d.cout; co++) {
+                    float *row = dyp + co * d.os;
+                    memset(row, 0, sizeof(float) * d.os);
+                    for (int oh = 0; oh < d.ho; oh++)
+                        memcpy(row + (size_t)oh * d.wq, dsrc + co * hwo + (size_t)oh * d.wo,
+                               sizeof(float) * d.wo);
+                }
+                for (int k0 = 0; k0 < d.nv; k0 += WCHUNK) {
+                    int k1 = k0 + WCHUNK < d.nv ? k0 + WCHUNK : d.nv;
+                    for (int o0 = 0; o0 < d.cout;) {
+                        int cb = block_size(d.cout - o0);
+                        wblock(&d, dyp + o0 * d.os, xin, k0, k1,
+                               va + (size_t)o0 * d.cin * d.nt * VL, cb);
+                        o0 += cb;
+                    }
+                }
+            }
+            for (int co = 0; co < d.cout; co++)
+                for (int ci = 0; ci < d.cin; ci++)
+                    for (int t = 0; t < d.nt; t++) {
+                        const float *lane = va + (((size_t)co * d.cin + ci) * d.nt + t) * VL;
+                        float s = 0;
+                        for (int l = 0; l < VL; l++) s += lane[l];
+                        dw[(((size_t)g0 * d.cout + co) * d.cin + ci) * d.nt + t] += s;
+                    }
+        }
+    }
+}
+
+size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+{
+    dplan d;
+    if (threads < 1) threads = 1;
+    if (pass == IABN_CONV_BWD_FILTER) {
+        dplan_fwd(g, &d);
+        return filter_floats(&d) * (size_t)threads;
+    }
+    if (pass == IABN_CONV_FWD)
+        dplan_fwd(g, &d);
+    else
+        dplan_bwd_data(g, &d);
+    size_t wsz = iabn_conv_round16((size_t)g->groups * d.cout * d.cin * d.nt);
+    return wsz + item_floats(&d) * (size_t)threads;
+}
