@@ -90,6 +90,9 @@ static double dact_d(iabn_act a, double y)
 
 typedef struct refout {
     double *mean, *var, *z, *dx, *dgamma, *dbeta;
+    /* natural magnitudes, the yardsticks of the errors: dx can cancel to ~0
+     * (m = 2 gives dx = 0 exactly), so scale it by g*invstd*|dy| instead */
+    double dx_scale, pg_scale;
 } refout;
 
 /* Training mode normalises with the batch statistics, or with smean/svar
@@ -104,6 +107,7 @@ static refout ref_run_stats(const tcase *t, const float *x, const float *gamma,
     refout r;
     r.mean = da(c); r.var = da(c); r.z = da(t->cnt); r.dx = da(t->cnt);
     r.dgamma = da(c); r.dbeta = da(c);
+    r.dx_scale = r.pg_scale = 0;
     double *xh = da(t->cnt), *dy = da(t->cnt);
     for (int ci = 0; ci < c; ci++) {
         double s = 0, q = 0;
@@ -120,7 +124,7 @@ static refout ref_run_stats(const tcase *t, const float *x, const float *gamma,
         double mean = training ? (smean ? smean[ci] : mu) : t->rmean[ci];
         double var = training ? (svar ? svar[ci] : q / m) : t->rvar[ci];
         double invstd = 1.0 / sqrt(var + EPS), g = fabs(gamma[ci]) + EPS;
-        double sdy = 0, sdyx = 0;
+        double sdy = 0, sdyx = 0, sabs = 0;
         for (int ni = 0; ni < n; ni++)
             for (int i = 0; i < hw; i++) {
                 size_t k = ((size_t)ni * c + ci) * hw + i;
@@ -130,7 +134,10 @@ static refout ref_run_stats(const tcase *t, const float *x, const float *gamma,
                 dy[k] = dz ? dz[k] * dact_d(t->act, y) : 0;
                 sdy += dy[k];
                 sdyx += dy[k] * xh[k];
+                if (fabs(g * invstd * dy[k]) > r.dx_scale) r.dx_scale = fabs(g * invstd * dy[k]);
+                sabs += fabs(dy[k]) * (fabs(xh[k]) > 1 ? fabs(xh[k]) : 1);
             }
+        if (sabs > r.pg_scale) r.pg_scale = sabs;
         double sg = gamma[ci] > 0 ? 1 : gamma[ci] < 0 ? -1 : 0;
         r.dgamma[ci] = sdyx * sg;
         r.dbeta[ci] = sdy;
@@ -227,10 +234,12 @@ static modeout run_mode(const tcase *t, int mode, int training)
     return o;
 }
 
-/* Largest |a-b| over an array, scaled by the reference's largest magnitude. */
-static double rel_err_d(const float *a, const double *ref, size_t n)
+/* Largest |a-b| over an array, scaled by the reference's largest magnitude
+ * or by `scale` if that is larger. */
+static double rel_err_d(const float *a, const double *ref, size_t n, double scale)
 {
-    double worst = 0, scale = 1e-30;
+    double worst = 0;
+    if (!(scale > 1e-30)) scale = 1e-30;
     for (size_t i = 0; i < n; i++)
         if (fabs(ref[i]) > scale) scale = fabs(ref[i]);
     for (size_t i = 0; i < n; i++) {
@@ -318,18 +327,29 @@ static void test_kernel_finite_differences(void)
     }
 }
 
-/* Tolerances, relative to the largest reference magnitude of each output.
- * z: a handful of float roundings.  dx, dgamma: the in-place modes rebuild y
- * from z; the ELU inverse log1p(z/alpha) loses about 6e-8/(1+z/alpha)
- * relative, i.e. 1e-5 at y = -5 (the lowest y these cases reach), which is
- * why ELU gets the looser bound. */
+/* Tolerances, relative to each output's natural magnitude (refout).  All
+ * modes stay within a few float roundings (worst seen: 3.2e-7; the test
+ * prints the worst per mode).  The in-place modes rebuild y from z, and the
+ * ELU inverse log1p(z/alpha) loses about 6e-8/(1+z/alpha) relative, 2e-5 at
+ * y = -6, which is why in-place ELU gets the wider bound. */
+/* worst error seen per mode, [in-place ELU or not], z/dx/dgamma/dbeta: printed
+ * so that the log shows the margin under each tolerance */
+static double worst_err[4][2][4];
+
 static void check_against_ref(const tcase *t, const modeout *o, const refout *r, int mode,
                               int training, const char *what)
 {
     int elu = t->act.kind == IABN_ACT_ELU && (mode == M_IABN1 || mode == M_IABN2);
-    double tz = 2e-6, tdx = elu ? 1e-4 : 2e-5, tdg = elu ? 1e-4 : 2e-5;
-    double ez = rel_err_d(o->z, r->z, t->cnt), edx = rel_err_d(o->dx, r->dx, t->cnt);
-    double edg = rel_err_d(o->dgamma, r->dgamma, t->c), edb = rel_err_d(o->dbeta, r->dbeta, t->c);
+    double tz = 1e-6, tdx = elu ? 5e-5 : 1e-5, tdg = tdx;
+    double ez = rel_err_d(o->z, r->z, t->cnt, 1.0);
+    double edx = rel_err_d(o->dx, r->dx, t->cnt, r->dx_scale);
+    double edg = rel_err_d(o->dgamma, r->dgamma, t->c, r->pg_scale);
+    double edb = rel_err_d(o->dbeta, r->dbeta, t->c, r->pg_scale);
+    double *w = worst_err[mode][elu];
+    if (ez > w[0]) w[0] = ez;
+    if (edx > w[1]) w[1] = edx;
+    if (edg > w[2]) w[2] = edg;
+    if (edb > w[3]) w[3] = edb;
     CHECK_MSG(ez <= tz && edx <= tdx && edg <= tdg && edb <= tdg,
               "%s %s act %d/%g n%d c%d hw%d training %d: z %.2g dx %.2g dgamma %.2g dbeta %.2g",
               what, MODE_NAME[mode], t->act.kind, t->act.param, t->n, t->c, t->hw, training, ez,
@@ -356,7 +376,14 @@ static void test_modes_agree(void)
             tcase t = make_case(1000 + 17 * s + a, shapes[s][0], shapes[s][1], shapes[s][2], act);
             for (int training = 1; training >= 0; training--) {
                 if (training && (double)t.n * t.hw < 2) continue;
-                refout r = ref_run(&t, t.x, t.gamma, t.beta, t.dz, training);
+                /* normalised with the float statistics every mode shares, so
+                 * that a near-degenerate channel (m = 2, two close values)
+                 * does not blow the mean's rounding up by invstd; the
+                 * statistics themselves are checked against exact ones */
+                float *fm = fa(t.c), *fv = fa(t.c);
+                iabn_bn_stats(t.n, t.c, t.hw, t.x, fm, fv);
+                refout r = ref_run_stats(&t, t.x, t.gamma, t.beta, t.dz, training, fm, fv);
+                free(fm); free(fv);
                 modeout o[NMODES];
                 int nmodes = act.kind == IABN_ACT_RELU ? M_IABN1 : NMODES;
                 for (int m = 0; m < nmodes; m++) {
@@ -376,6 +403,12 @@ static void test_modes_agree(void)
             }
             free_case(&t);
         }
+    for (int m = 0; m < NMODES; m++)
+        for (int e = 0; e < 2; e++)
+            if (worst_err[m][e][1] > 0)
+                fprintf(stderr, "  %-14s%s worst error: z %.2g dx %.2g dgamma %.2g dbeta %.2g\n",
+                        MODE_NAME[m], e ? " (elu)" : "", worst_err[m][e][0], worst_err[m][e][1],
+                        worst_err[m][e][2], worst_err[m][e][3]);
 }
 
 static void test_running_stats(void)
@@ -580,7 +613,8 @@ static void test_sync_combine(void)
         iabn_iabn_bwd_apply(2, parts[w], c, hw, z + n0 * plane, dx + n0 * plane, var, EPS,
                             t.gamma, t.beta, t.act, sdy, sdyx, (double)t.n * hw, 1,
                             dx + n0 * plane);
-    CHECK_MSG(rel_err_d(dx, r.dx, t.cnt) <= 2e-5, "sync dx err %.3g", rel_err_d(dx, r.dx, t.cnt));
+    double ex = rel_err_d(dx, r.dx, t.cnt, r.dx_scale);
+    CHECK_MSG(ex <= 2e-5, "sync dx err %.3g", ex);
     /* a worker with no data contributes nothing; no data at all gives zeros */
     double c0[2] = {0, counts[0]};
     float mv[2 * 5], vv[2 * 5], m2[5], v2[5];

@@ -222,11 +222,11 @@ typedef struct iabn_dataset {
  * recursively (directories in sorted path order, names sorted), extensions
  * .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp matched case-insensitively. */
 int iabn_dataset_open_imagefolder(const char *dir, iabn_dataset **out, iabn_err *e);
-/* root/leftImg8bit/<split>/<city>/*_leftImg8bit.png with their
- * root/gtFine/<split>/<city>/*_gtFine_labelIds.png; 19 train ids. */
+/* root/leftImg8bit/<split>/<city>/<name>_leftImg8bit.png with their
+ * root/gtFine/<split>/<city>/<name>_gtFine_labelIds.png; 19 train ids. */
 int iabn_dataset_open_cityscapes(const char *root, const char *split, iabn_dataset **out,
                                  iabn_err *e);
-/* root/<split>/images/*.jpg with root/<split>/labels/*.png + root/config.json
+/* root/<split>/images/<key>.jpg with root/<split>/labels/<key>.png and root/config.json
  * (v1.0-1.2 research edition), or root/<split>/v1.2/labels + config_v1.2.json
  * (the v2.0 download).  split: training / validation (train / val accepted). */
 int iabn_dataset_open_vistas(const char *root, const char *split, iabn_dataset **out,

@@ -63,7 +63,7 @@ void iabn_resample_needs(const iabn_resample_job *j, iabn_resample mode, int *x0
                          int *x1, int *y1);
 /* src points at virtual source pixel (src_x0, src_y0); rows are src_row bytes
  * apart.  Bilinear needs 8-bit samples; nearest takes any depth. */
-int iabn_resample(const iabn_resample_job *j, iabn_resample mode, const uint8_t *src,
+int iabn_resample_run(const iabn_resample_job *j, iabn_resample mode, const uint8_t *src,
                   int src_x0, int src_y0, size_t src_row, int channels, int depth,
                   uint8_t *dst, size_t dst_row, iabn_buf *coef, iabn_buf *tmp, iabn_err *e);
 

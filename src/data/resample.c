@@ -169,7 +169,7 @@ static int resample_nearest(const iabn_resample_job *j, const uint8_t *src, int 
     return 0;
 }
 
-int iabn_resample(const iabn_resample_job *j, iabn_resample mode, const uint8_t *src,
+int iabn_resample_run(const iabn_resample_job *j, iabn_resample mode, const uint8_t *src,
                   int src_x0, int src_y0, size_t src_row, int channels, int depth,
                   uint8_t *dst, size_t dst_row, iabn_buf *coef, iabn_buf *tmp, iabn_err *e)
 {
@@ -307,7 +307,7 @@ int iabn_image_resize(const iabn_image *src, int out_w, int out_h, iabn_resample
     iabn_resample_job_init(&j, src->width, src->height, out_w, out_h);
     iabn_buf coef = {0}, tmp = {0};
     size_t row = (size_t)src->width * src->channels * src->depth;
-    rc = iabn_resample(&j, mode, src->data, 0, 0, row, src->channels, src->depth, dst->data,
+    rc = iabn_resample_run(&j, mode, src->data, 0, 0, row, src->channels, src->depth, dst->data,
                        (size_t)out_w * src->channels * src->depth, &coef, &tmp, e);
     iabn_buf_free(&coef);
     iabn_buf_free(&tmp);

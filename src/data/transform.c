@@ -212,7 +212,7 @@ static int render(iabn_sample_ctx *c, const uint8_t *bytes, size_t len,
     if (!dst) return iabn_err_set(e, IABN_ENOMEM, "out of memory (sample)");
     /* region pixel (x, y) of the (scaled) image is its data at (x - r.x0, y - r.y0);
      * the job's source starts at (sx0, sy0) of that image */
-    rc = iabn_resample(&j, IABN_RESAMPLE_BILINEAR, r.img.data, r.x0 - sx0, r.y0 - sy0,
+    rc = iabn_resample_run(&j, IABN_RESAMPLE_BILINEAR, r.img.data, r.x0 - sx0, r.y0 - sy0,
                        (size_t)r.img.width * 3, 3, 1, dst, (size_t)g->win_w * 3, &c->coef,
                        &c->tmp, e);
     if (rc) return rc;
@@ -386,7 +386,7 @@ static int classify_train(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, con
         g.vy = i;
     }
     int flip = cfg->hflip && iabn_draw_u01(d) < 0.5;
-    uint8_t *rgb;
+    uint8_t *rgb = NULL;
     int rc = render(c, b, len, info, &g, cfg->fast_decode, &rgb, e);
     if (rc) return rc;
     finish(cfg, d, rgb, g.win_w, g.win_h, flip, out, ow, oh);
@@ -414,7 +414,7 @@ static int classify_eval(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, cons
         finish(cfg, d, rgb, ow, oh, 0, out, ow, oh);
         return 0;
     }
-    uint8_t *rgb;
+    uint8_t *rgb = NULL;
     int rc = render(c, b, len, info, &g, cfg->fast_decode, &rgb, e);
     if (rc) return rc;
     uint8_t *crop = iabn_buf_reserve(&c->flip, (size_t)ow * oh * 3);
@@ -519,10 +519,10 @@ int iabn_sample_segment(iabn_sample_ctx *c, const iabn_transform_cfg *cfg,
                             "%dx%d evaluation canvas", sw, sh, ow, oh);
     }
     int flip = train && cfg->hflip && iabn_draw_u01(&d) < 0.5;
-    uint8_t *lm;
+    uint8_t *lm = NULL;
     rc = map_label(c, lbl_bytes, lbl_len, map, W, H, &lm, e);
     if (rc) return rc;
-    uint8_t *rgb;
+    uint8_t *rgb = NULL;
     rc = render(c, img_bytes, img_len, &info, &g, cfg->fast_decode, &rgb, e);
     if (rc) return rc;
     finish(cfg, &d, rgb, g.win_w, g.win_h, flip, out, ow, oh);
@@ -535,7 +535,7 @@ int iabn_sample_segment(iabn_sample_ctx *c, const iabn_transform_cfg *cfg,
     j.win_h = g.win_h;
     uint8_t *lw = iabn_buf_reserve(&c->lwin, (size_t)g.win_w * g.win_h);
     if (!lw) return iabn_err_set(e, IABN_ENOMEM, "out of memory (label)");
-    rc = iabn_resample(&j, IABN_RESAMPLE_NEAREST, lm, 0, 0, (size_t)W, 1, 1, lw,
+    rc = iabn_resample_run(&j, IABN_RESAMPLE_NEAREST, lm, 0, 0, (size_t)W, 1, 1, lw,
                        (size_t)g.win_w, &c->coef, &c->tmp, e);
     if (rc) return rc;
     for (int y = 0; y < oh; y++) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GUARD_BYTE 0xA5
 
@@ -22,6 +23,7 @@ struct iabn_exec {
     void **ptr;
     uint64_t seed, step;
     int check;
+    double *times;       /* per schedule step, seconds, when profiling */
 };
 
 int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e)
@@ -77,8 +79,29 @@ void iabn_exec_free(iabn_exec *ex)
     if (ex->arena) ex->be->free(ex->be->ctx, ex->arena);
     if (ex->io) ex->be->free(ex->be->ctx, ex->io);
     free(ex->ptr);
+    free(ex->times);
     free(ex);
 }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int iabn_exec_profile(iabn_exec *ex, int on)
+{
+    free(ex->times);
+    ex->times = NULL;
+    if (on) {
+        ex->times = calloc((size_t)ex->g->ns, sizeof *ex->times);
+        if (!ex->times) return IABN_ENOMEM;
+    }
+    return 0;
+}
+
+const double *iabn_exec_step_times(const iabn_exec *ex) { return ex->times; }
 
 void *iabn_exec_ptr(iabn_exec *ex, int t) { return ex->ptr[t]; }
 void iabn_exec_set_seed(iabn_exec *ex, uint64_t seed)
@@ -192,7 +215,12 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.seed = ex->seed;
         b.step = ex->step;
         if (ex->p->opts.guard) arm_guards(ex, s);
+        double t0 = ex->times ? now_s() : 0;
         int rc = n->op->run[dev](g, n, &b, e);
+        if (ex->times) {
+            ex->be->sync(ex->be->ctx);
+            ex->times[s] = now_s() - t0;
+        }
         if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
         if (ex->check && check_step(ex, s, n, e)) return e->code;
     }

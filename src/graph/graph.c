@@ -86,7 +86,7 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
     t->producer = -1;
     t->store_id = -1;
     t->view_of = -1;
-    t->block = g->cur_block;
+    t->block = g->building_fwd >= 0 ? g->n[g->building_fwd].block : g->cur_block;
     snprintf(t->name, sizeof t->name, "%s", name);
     return g->nt++;
 }
@@ -187,7 +187,8 @@ int iabn_graph_node(iabn_graph *g, const iabn_op_def *op, const char *name, int 
     n->phase = g->building_phase;
     n->fwd = g->building_fwd;
     n->scratch = -1;
-    n->block = g->cur_block;
+    /* backward and recompute nodes belong to the block of the node they serve */
+    n->block = g->building_fwd >= 0 ? g->n[g->building_fwd].block : g->cur_block;
     snprintf(n->name, sizeof n->name, "%s", name);
     if (params_size) memcpy(n->params, params, params_size);
     int rg = 0;

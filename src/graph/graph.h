@@ -318,6 +318,19 @@ int iabn_plan_validate(const iabn_graph *g, const iabn_plan *p, iabn_err *e);
 /* Per-step table: phase, node, op, live bytes, outputs with offsets, inputs. */
 void iabn_plan_dump(const iabn_graph *g, const iabn_plan *p, FILE *f);
 
+/* Per report block (iabn_graph_begin_block): what the plan keeps for the
+ * backward, attributed to the block whose backward reads it first (a BN's
+ * input is stored for that BN).  A "stored buffer" is a kept activation with
+ * at least two dimensions (per-channel statistics are counted in bytes only). */
+typedef struct iabn_block_mem {
+    size_t kept_bytes;       /* bytes alive across the forward/backward boundary */
+    int kept_buffers;
+    int copies;              /* copies inserted before MUST in-place ops          */
+    int inplace_granted, inplace_refused;
+} iabn_block_mem;
+/* rows: iabn_graph_block_count(g) entries. */
+void iabn_plan_blocks(const iabn_graph *g, const iabn_plan *p, iabn_block_mem *rows);
+
 /* ---- executor --------------------------------------------------------------- */
 
 int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e);
@@ -336,6 +349,10 @@ void iabn_exec_set_step(iabn_exec *ex, uint64_t step);
 uint64_t iabn_exec_step(const iabn_exec *ex);
 /* Bytes the executor allocated for the arena (equals the plan's arena_bytes). */
 size_t iabn_exec_arena_bytes(const iabn_exec *ex);
+/* Profiling: when on, each run records the seconds of every schedule step
+ * (synchronising the device after each node). */
+int iabn_exec_profile(iabn_exec *ex, int on);
+const double *iabn_exec_step_times(const iabn_exec *ex);
 /* Check mode: after every node, verify guard bytes and look for NaN/Inf in
  * float outputs; the error names the node. */
 void iabn_exec_set_check(iabn_exec *ex, int on);

@@ -1,0 +1,213 @@
+/* bench_conv.c: `iabn bench conv`, the CPU convolution throughput of the four
+ * layers TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3, a 1x1, DeepLab's
+ * dilated ASPP 3x3), per pass, against the targets there.
+ *
+ * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
+ * included, as in research/cpu_backend.md) over the median time of --repeat
+ * calls, after one warm-up call.  The default peak (235 GFLOP/s) is the FP32
+ * peak of both cores of the reference machine; pass --peak for another.
+ */
+#include "bench.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tensor/tensor.h"
+#include "tensor/cpu_conv_impl.h"
+
+typedef struct bench_case {
+    const char *name;
+    const char *desc;
+    int n, c_in, h, w, c_out, k, stride, pad, dil, groups;
+    double target[3]; /* fraction of peak: fwd, bwd-data, bwd-weights */
+} bench_case;
+
+static const bench_case cases[] = {
+    {"dense3x3", "3x3 64->64 56x56 b8", 8, 64, 56, 56, 64, 3, 1, 1, 1, 1, {0.70, 0.70, 0.70}},
+    {"grouped3x3", "grp3x3 256->256 g64 56x56 b8", 8, 256, 56, 56, 256, 3, 1, 1, 1, 64,
+     {0.50, 0.50, 0.30}},
+    {"conv1x1", "1x1 256->1024 14x14 b8", 8, 256, 14, 14, 1024, 1, 1, 0, 1, 1, {0.70, 0.70, 0.70}},
+    {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
+     {0.70, 0.70, 0.70}},
+};
+
+static const char *pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void fill(float *p, size_t n, unsigned seed)
+{
+    unsigned s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+        p[i] = (float)((s >> 8) * (1.0 / 8388608.0)) - 1.0f;
+    }
+}
+
+static void run_pass(const iabn_conv_geom *g, int pass, float *x, float *w, float *y, float *dx,
+                     float *dw, void *scr)
+{
+    switch (pass) {
+    case 0: iabn_conv_fwd(g, x, w, NULL, y, scr); break;
+    case 1: iabn_conv_bwd_data(g, y, w, dx, scr); break;
+    default: iabn_conv_bwd_filter(g, x, y, dw, NULL, scr); break;
+    }
+}
+
+static const char *path_label(const iabn_conv_geom *g, int pass, int threads)
+{
+    iabn_conv_plan p;
+    iabn_conv_plan_make(g, (iabn_conv_pass)pass, threads, &p);
+    switch (p.path) {
+    case IABN_CONV_PATH_DIRECT: return "direct";
+    case IABN_CONV_PATH_TAPS: return "taps";
+    default: return p.no_col ? "gemm" : p.flip ? "im2col-flip" : "im2col";
+    }
+}
+
+/* Measures the three passes of one case; returns 0, or 2 when out of memory. */
+static int bench_one(const bench_case *bc, int repeat, double peak, int threads, int json,
+                     cJSON *list, int *missed)
+{
+    iabn_conv_geom g;
+    if (iabn_conv_geom_init(&g, bc->n, bc->c_in, bc->h, bc->w, bc->c_out, bc->k, bc->k,
+                            bc->stride, bc->pad, bc->dil, bc->groups))
+        return 2;
+    size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
+    size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
+    size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+    size_t sb = 0;
+    for (int p = 0; p < 3; p++) {
+        size_t s = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, threads);
+        if (s > sb) sb = s;
+    }
+    float *x = iabn_aligned_alloc(64, nx * 4), *dx = iabn_aligned_alloc(64, nx * 4);
+    float *y = iabn_aligned_alloc(64, ny * 4), *w = iabn_aligned_alloc(64, nw * 4);
+    float *dw = iabn_aligned_alloc(64, nw * 4);
+    void *scr = iabn_aligned_alloc(64, sb ? sb : 64);
+    double *times = malloc(sizeof(double) * (size_t)repeat);
+    int rc = 0;
+    if (!x || !dx || !y || !w || !dw || !scr || !times) {
+        fprintf(stderr, "bench conv: out of memory for %s\n", bc->name);
+        rc = 2;
+        goto done;
+    }
+    fill(x, nx, 1); fill(w, nw, 2); fill(y, ny, 3);
+    memset(dw, 0, nw * 4);
+    double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
+                   g.kh * g.kw;
+    for (int pass = 0; pass < 3; pass++) {
+        run_pass(&g, pass, x, w, y, dx, dw, scr);
+        for (int r = 0; r < repeat; r++) {
+            double t0 = now_s();
+            run_pass(&g, pass, x, w, y, dx, dw, scr);
+            times[r] = now_s() - t0;
+        }
+        qsort(times, (size_t)repeat, sizeof(double), cmp_double);
+        double med = repeat % 2 ? times[repeat / 2]
+                                : 0.5 * (times[repeat / 2 - 1] + times[repeat / 2]);
+        double gf = flops / med * 1e-9, frac = gf / peak;
+        int ok = frac >= bc->target[pass];
+        if (!ok) *missed = 1;
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "case", bc->name);
+            cJSON_AddStringToObject(o, "pass", pass_names[pass]);
+            cJSON_AddNumberToObject(o, "gflops", gf);
+            cJSON_AddNumberToObject(o, "peak_fraction", frac);
+            cJSON_AddNumberToObject(o, "target", bc->target[pass]);
+            cJSON_AddBoolToObject(o, "ok", ok);
+            cJSON_AddItemToArray(list, o);
+        } else {
+            printf("%-30s %-12s %-12s %9.2f %8.1f %7.1f%% %6.0f%%  %s\n", bc->desc,
+                   pass_names[pass], path_label(&g, pass, threads), med * 1e3, gf, 100 * frac,
+                   100 * bc->target[pass], ok ? "ok" : "MISS");
+        }
+    }
+done:
+    iabn_aligned_free(x); iabn_aligned_free(dx); iabn_aligned_free(y);
+    iabn_aligned_free(w); iabn_aligned_free(dw); iabn_aligned_free(scr);
+    free(times);
+    return rc;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: iabn bench conv [--json] [--repeat N] [--peak GFLOPS] "
+                    "[--threads T] [--case dense3x3|grouped3x3|conv1x1|dilated3x3] [--strict]\n");
+    return 2;
+}
+
+int iabn_bench_conv(int argc, char **argv)
+{
+    int json = 0, repeat = 5, threads = 0, strict = 0;
+    double peak = 235.0;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--strict")) {
+            strict = 1;
+        } else if (!strcmp(a, "--repeat") && i + 1 < argc) {
+            repeat = atoi(argv[++i]);
+            if (repeat < 1) return usage();
+        } else if (!strcmp(a, "--peak") && i + 1 < argc) {
+            peak = atof(argv[++i]);
+            if (!(peak > 0)) return usage();
+        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
+            threads = atoi(argv[++i]);
+            if (threads < 1) return usage();
+        } else if (!strcmp(a, "--case") && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            return usage();
+        }
+    }
+    if (threads) iabn_set_num_threads(threads);
+    threads = iabn_num_threads();
+
+    cJSON *list = json ? cJSON_CreateArray() : NULL;
+    if (json && !list) return 2;
+    if (!json) {
+        printf("conv bench: %d threads, peak %.1f GFLOP/s, median of %d\n", threads, peak, repeat);
+        printf("%-30s %-12s %-12s %9s %8s %8s %7s\n", "case", "pass", "path", "ms", "GFLOP/s",
+               "%peak", "target");
+    }
+    int missed = 0, rc = 0, ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !rc; i++) {
+        if (only && strcmp(only, cases[i].name)) continue;
+        rc = bench_one(&cases[i], repeat, peak, threads, json, list, &missed);
+        ran++;
+    }
+    if (!ran) {
+        cJSON_Delete(list);
+        return usage();
+    }
+    if (json) {
+        char *s = cJSON_Print(list);
+        if (s) {
+            printf("%s\n", s);
+            free(s);
+        } else {
+            rc = 2;
+        }
+        cJSON_Delete(list);
+    }
+    if (rc) return rc;
+    return strict && missed ? 1 : 0;
+}

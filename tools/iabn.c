@@ -1,0 +1,85 @@
+/* iabn.c: the `iabn` program: git-style subcommands over libiabn.
+ *
+ *     iabn help                     list the commands
+ *     iabn <command> --help         a command's own usage
+ *
+ * Each command lives in its own file (cmd_*.c, bench_*.c) and returns a
+ * process exit status; only this program (never the library) exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "iabn.h"
+#include "iabn_config.h"
+#include "tools/commands.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static int cmd_bench(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+static const command commands[] = {
+    {"bench", cmd_bench, "benchmarks: conv, block, step"},
+    {"version", cmd_version, "print the version and the backends built in"},
+    {"help", cmd_help, "this list"},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static const command benches[] = {
+    {"conv", iabn_bench_conv, "convolution GFLOP/s against the machine's peak"},
+    {"block", iabn_bench_block, "BN+ACT+CONV blocks in every BN mode (paper Fig. 4)"},
+};
+#define NBENCHES (int)(sizeof benches / sizeof benches[0])
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("usage: iabn <command> [args]   (iabn <command> --help for details)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+    printf("\nbenchmarks (iabn bench <name>):\n");
+    for (int i = 0; i < NBENCHES; i++) printf("  %-8s %s\n", benches[i].name, benches[i].summary);
+    printf("\nenvironment: IABN_PLAN=naive|noinplace  IABN_PLAN_GUARD=<bytes>  IABN_CHECK=1\n");
+    return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("iabn %s (cpu%s%s, %d threads)\n", IABN_VERSION, IABN_HAVE_CUDA ? ", cuda" : "",
+           IABN_HAVE_MPI ? ", mpi" : "", iabn_num_threads());
+    return 0;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: iabn bench <name> [--json] [...]\n");
+        for (int i = 0; i < NBENCHES; i++) printf("  %-8s %s\n", benches[i].name, benches[i].summary);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 0; i < NBENCHES; i++)
+        if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "iabn bench: unknown benchmark '%s' (iabn bench --help)\n", argv[1]);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        cmd_help(0, NULL);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) return cmd_help(0, NULL);
+    if (!strcmp(name, "--version")) return cmd_version(0, NULL);
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "iabn: '%s' is not a command (iabn help)\n", name);
+    return 2;
+}
