@@ -4,4 +4,5 @@
 #include "tensor/tensor.h"
 #include "graph/graph.h"
 #include "layers/layers.h"
+#include "models/models.h"
 #endif

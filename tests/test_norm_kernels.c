@@ -489,6 +489,44 @@ static void test_elu_clamp(void)
     }
 }
 
+static double ulp_of(double v)
+{
+    float a = fabsf((float)v);
+    return (double)nextafterf(a, INFINITY) - a;
+}
+
+/* The branch-free expm1/log1p of iabn_math.h (ELU forward and inverse) stay
+ * within 1 ulp over their whole domain: a sweep over the float bit patterns
+ * (every 101st), the ends, and NaN. */
+static void test_elu_math(void)
+{
+    double we = 0, wl = 0;
+    for (uint32_t u = 0x80000000u; u <= iabn_float_to_bits(-30.f); u += 101) {
+        float y = iabn_bits_to_float(u);
+        double ref = expm1((double)y);
+        double e = fabs(iabn_expm1f_neg(y) - ref) / ulp_of(ref);
+        if (!(e <= we)) we = e;
+    }
+    for (uint32_t u = 0x80000000u; u <= iabn_float_to_bits(-1.f + 1.1920929e-7f); u += 101) {
+        float r = iabn_bits_to_float(u);
+        double ref = log1p((double)r);
+        double e = fabs(iabn_log1pf_neg(r) - ref) / ulp_of(ref);
+        if (!(e <= wl)) wl = e;
+    }
+    CHECK_MSG(we <= 1.0, "expm1: %.3g ulp", we);
+    CHECK_MSG(wl <= 1.0, "log1p: %.3g ulp", wl);
+    CHECK(iabn_expm1f_neg(0.f) == 0.f && iabn_expm1f_neg(-1e-30f) == -1e-30f);
+    CHECK(iabn_expm1f_neg(-100.f) == -1.f && iabn_expm1f_neg(-INFINITY) == -1.f);
+    CHECK(iabn_log1pf_neg(0.f) == 0.f && iabn_log1pf_neg(-1e-30f) == -1e-30f);
+    CHECK(isnan(iabn_expm1f_neg(NAN)) && isnan(iabn_log1pf_neg(NAN)));
+    CHECK(isnan(iabn_act_f(IABN_ACT_ELU, 1.f, NAN)) && isnan(iabn_act_inv(IABN_ACT_ELU, 1.f, NAN)));
+    /* forward then inverse returns y (to the conditioning of log1p near -1) */
+    for (float y = -8.f; y <= 2.f; y += 0.01f) {
+        float z = iabn_act_f(IABN_ACT_ELU, 0.7f, y);
+        CHECK_CLOSE(iabn_act_inv(IABN_ACT_ELU, 0.7f, z), y, 1e-6 * (y < 0 ? exp(-y) : 1.0), 1e-6);
+    }
+}
+
 /* The in-place kernels with relu are the caller's error (the layer refuses
  * it); they must still not crash nor write NaN. */
 static void test_relu_inplace_no_crash(void)
@@ -653,6 +691,7 @@ int main(void)
     RUN(test_running_stats);
     RUN(test_large_mean);
     RUN(test_elu_clamp);
+    RUN(test_elu_math);
     RUN(test_relu_inplace_no_crash);
     RUN(test_aliasing);
     RUN(test_thread_count_independent);

@@ -23,6 +23,10 @@ static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
 static const command commands[] = {
+    {"train", iabn_cmd_train, "train a classifier on an ImageNet-style folder"},
+    {"eval", iabn_cmd_eval, "top-1 / top-5 of a checkpoint on a validation folder"},
+    {"segtrain", iabn_cmd_segtrain, "fine-tune a segmentation network (Cityscapes, Vistas)"},
+    {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
     {"bench", cmd_bench, "benchmarks: conv, block, step"},
     {"version", cmd_version, "print the version and the backends built in"},
     {"help", cmd_help, "this list"},

@@ -195,6 +195,21 @@ int iabn_sample_segment(iabn_sample_ctx *ctx, const iabn_transform_cfg *cfg,
                         size_t lbl_len, const iabn_label_map *map, uint64_t seed,
                         uint64_t key, float *out, int32_t *labels, int valid_hw[2],
                         iabn_err *e);
+/* The geometry of a sample's transform, as its draws give it: the rectangle
+ * crop_* of the original image is resized (PIL bilinear; nearest for labels)
+ * to resized_w x resized_h, the window win_* of that is kept, and mirrored
+ * when flip.  RandomResizedCrop: crop = its box, resized = the output.  The
+ * other transforms crop nothing and choose the window (ten-crop: the whole
+ * resized image, from which the ten crops are cut).  For tests and for
+ * looking at augmentations. */
+typedef struct iabn_sample_geom {
+    int crop_x, crop_y, crop_w, crop_h;
+    int resized_w, resized_h;
+    int win_x, win_y, win_w, win_h;
+    int flip;
+} iabn_sample_geom;
+int iabn_transform_plan(const iabn_transform_cfg *cfg, int width, int height, uint64_t seed,
+                        uint64_t key, iabn_sample_geom *out, iabn_err *e);
 /* 10 for ten-crop evaluation, else 1. */
 int iabn_transform_images_per_sample(const iabn_transform_cfg *cfg);
 

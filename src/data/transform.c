@@ -137,44 +137,19 @@ int iabn_transform_images_per_sample(const iabn_transform_cfg *c)
 
 /* ---- geometry and rendering --------------------------------------------------------- */
 
-/* A resize of the rectangle (vx, vy, vw, vh) of the original image (filter
- * taps clamp to it), box in its coordinates, to out_w x out_h, of which the
- * window is kept. */
-typedef struct geom {
-    int vx, vy, vw, vh;
-    double box[4];
-    int out_w, out_h;
-    int win_x, win_y, win_w, win_h;
-} geom;
-
-static void geom_whole(geom *g, int W, int H, int out_w, int out_h)
-{
-    g->vx = g->vy = 0;
-    g->vw = W;
-    g->vh = H;
-    g->box[0] = g->box[1] = 0;
-    g->box[2] = W;
-    g->box[3] = H;
-    g->out_w = out_w;
-    g->out_h = out_h;
-    g->win_x = g->win_y = 0;
-    g->win_w = out_w;
-    g->win_h = out_h;
-}
-
 /* Renders g's window as packed RGB8 (win_w x win_h) into c->rgb. */
 static int render(iabn_sample_ctx *c, const uint8_t *bytes, size_t len,
-                  const iabn_image_info *info, const geom *g, int fast, uint8_t **out,
-                  iabn_err *e)
+                  const iabn_image_info *info, const iabn_sample_geom *g, int fast,
+                  uint8_t **out, iabn_err *e)
 {
     iabn_resample_job j;
     iabn_region r;
     int rc, sx0, sy0;
     int num = 8;
     if (info->format == IABN_IMAGE_JPEG && fast) {
-        double bw = g->box[2] - g->box[0], bh = g->box[3] - g->box[1];
         for (int k = 1; k < 8; k *= 2)
-            if (bw * k / 8 >= g->out_w && bh * k / 8 >= g->out_h) {
+            if ((double)g->crop_w * k / 8 >= g->resized_w &&
+                (double)g->crop_h * k / 8 >= g->resized_h) {
                 num = k;
                 break;
             }
@@ -183,17 +158,16 @@ static int render(iabn_sample_ctx *c, const uint8_t *bytes, size_t len,
         /* DCT-scaled source: the whole scaled image, box scaled to it */
         double f = num / 8.0;
         iabn_resample_job_init(&j, iabn_jpeg_scaled(info->width, num),
-                               iabn_jpeg_scaled(info->height, num), g->out_w, g->out_h);
-        j.box[0] = (g->vx + g->box[0]) * f;
-        j.box[1] = (g->vy + g->box[1]) * f;
-        j.box[2] = (g->vx + g->box[2]) * f;
-        j.box[3] = (g->vy + g->box[3]) * f;
+                               iabn_jpeg_scaled(info->height, num), g->resized_w, g->resized_h);
+        j.box[0] = g->crop_x * f;
+        j.box[1] = g->crop_y * f;
+        j.box[2] = (g->crop_x + g->crop_w) * f;
+        j.box[3] = (g->crop_y + g->crop_h) * f;
         sx0 = sy0 = 0;
     } else {
-        iabn_resample_job_init(&j, g->vw, g->vh, g->out_w, g->out_h);
-        memcpy(j.box, g->box, sizeof j.box);
-        sx0 = g->vx;
-        sy0 = g->vy;
+        iabn_resample_job_init(&j, g->crop_w, g->crop_h, g->resized_w, g->resized_h);
+        sx0 = g->crop_x;
+        sy0 = g->crop_y;
     }
     j.win_x = g->win_x;
     j.win_y = g->win_y;
@@ -332,8 +306,8 @@ static void finish(const iabn_transform_cfg *cfg, iabn_draw *d, const uint8_t *r
 /* ---- classification ----------------------------------------------------------------- */
 
 /* torchvision RandomResizedCrop.get_params, with our draws. */
-static void rrc_params(const iabn_transform_cfg *cfg, iabn_draw *d, int W, int H, int *i,
-                       int *j, int *h, int *w)
+static void rrc_params(const iabn_transform_cfg *cfg, iabn_draw *d, int W, int H,
+                       iabn_sample_geom *g)
 {
     double area = (double)W * H;
     double lr0 = log(cfg->rrc_ratio[0]), lr1 = log(cfg->rrc_ratio[1]);
@@ -342,10 +316,10 @@ static void rrc_params(const iabn_transform_cfg *cfg, iabn_draw *d, int W, int H
         double ar = exp(iabn_draw_uniform(d, lr0, lr1));
         int ww = (int)rint(sqrt(target * ar)), hh = (int)rint(sqrt(target / ar));
         if (ww > 0 && ww <= W && hh > 0 && hh <= H) {
-            *i = iabn_draw_int(d, 0, H - hh);
-            *j = iabn_draw_int(d, 0, W - ww);
-            *h = hh;
-            *w = ww;
+            g->crop_y = iabn_draw_int(d, 0, H - hh);
+            g->crop_x = iabn_draw_int(d, 0, W - ww);
+            g->crop_h = hh;
+            g->crop_w = ww;
             return;
         }
     }
@@ -358,64 +332,96 @@ static void rrc_params(const iabn_transform_cfg *cfg, iabn_draw *d, int W, int H
     }
     if (hh > H) hh = H;
     if (ww > W) ww = W;
-    *i = (H - hh) / 2;
-    *j = (W - ww) / 2;
-    *h = hh;
-    *w = ww;
+    g->crop_y = (H - hh) / 2;
+    g->crop_x = (W - ww) / 2;
+    g->crop_h = hh;
+    g->crop_w = ww;
 }
 
-static int classify_train(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, const uint8_t *b,
-                          size_t len, const iabn_image_info *info, iabn_draw *d, float *out,
-                          iabn_err *e)
+static void whole(iabn_sample_geom *g, int W, int H, int rw, int rh)
 {
-    int W = info->width, H = info->height, ow = cfg->out_w, oh = cfg->out_h;
-    geom g;
-    if (cfg->scale > 0) {
-        int nw, nh;
+    memset(g, 0, sizeof *g);
+    g->crop_w = W;
+    g->crop_h = H;
+    g->resized_w = g->win_w = rw;
+    g->resized_h = g->win_h = rh;
+}
+
+/* The geometry part of a sample's draws; the colour draws follow in d. */
+static int plan(const iabn_transform_cfg *cfg, int W, int H, iabn_draw *d, iabn_sample_geom *g,
+                iabn_err *e)
+{
+    int ow = cfg->out_w, oh = cfg->out_h;
+    if (W <= 0 || H <= 0) return iabn_err_set(e, IABN_EINVAL, "bad image size %dx%d", W, H);
+    switch (cfg->kind) {
+    case IABN_TF_CLASSIFY_TRAIN:
+        if (cfg->scale > 0) {
+            int nw, nh;
+            iabn_resize_short_side(W, H, cfg->scale, &nw, &nh);
+            whole(g, W, H, nw, nh);
+            g->win_w = ow < nw ? ow : nw;
+            g->win_h = oh < nh ? oh : nh;
+            g->win_y = iabn_draw_int(d, 0, nh - g->win_h);
+            g->win_x = iabn_draw_int(d, 0, nw - g->win_w);
+        } else {
+            whole(g, W, H, ow, oh);
+            rrc_params(cfg, d, W, H, g);
+        }
+        g->flip = cfg->hflip && iabn_draw_u01(d) < 0.5;
+        return 0;
+    case IABN_TF_CLASSIFY_EVAL: {
+        int nw, nh, x, y;
         iabn_resize_short_side(W, H, cfg->scale, &nw, &nh);
-        geom_whole(&g, W, H, nw, nh);
-        g.win_w = ow < nw ? ow : nw;
-        g.win_h = oh < nh ? oh : nh;
-        g.win_y = iabn_draw_int(d, 0, nh - g.win_h);
-        g.win_x = iabn_draw_int(d, 0, nw - g.win_w);
-    } else {
-        int i, j, h, w;
-        rrc_params(cfg, d, W, H, &i, &j, &h, &w);
-        geom_whole(&g, w, h, ow, oh);
-        g.vx = j;
-        g.vy = i;
-    }
-    int flip = cfg->hflip && iabn_draw_u01(d) < 0.5;
-    uint8_t *rgb = NULL;
-    int rc = render(c, b, len, info, &g, cfg->fast_decode, &rgb, e);
-    if (rc) return rc;
-    finish(cfg, d, rgb, g.win_w, g.win_h, flip, out, ow, oh);
-    return 0;
-}
-
-static int classify_eval(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, const uint8_t *b,
-                         size_t len, const iabn_image_info *info, iabn_draw *d, float *out,
-                         iabn_err *e)
-{
-    int ow = cfg->out_w, oh = cfg->out_h, nw, nh, x, y;
-    iabn_resize_short_side(info->width, info->height, cfg->scale, &nw, &nh);
-    geom g;
-    geom_whole(&g, info->width, info->height, nw, nh);
-    if (!cfg->ten_crop) {
-        iabn_center_crop_offset(nw, nh, ow, oh, &x, &y);
-        /* a crop reaching outside (scale < crop is refused by check) cannot happen */
-        g.win_x = x;
-        g.win_y = y;
-        g.win_w = ow;
-        g.win_h = oh;
-        uint8_t *rgb;
-        int rc = render(c, b, len, info, &g, cfg->fast_decode, &rgb, e);
-        if (rc) return rc;
-        finish(cfg, d, rgb, ow, oh, 0, out, ow, oh);
+        whole(g, W, H, nw, nh);
+        if (!cfg->ten_crop) {
+            /* scale >= crop (checked), so the centre crop lies inside */
+            iabn_center_crop_offset(nw, nh, ow, oh, &x, &y);
+            g->win_x = x;
+            g->win_y = y;
+            g->win_w = ow;
+            g->win_h = oh;
+        }
         return 0;
     }
+    case IABN_TF_SEGMENT_TRAIN:
+    case IABN_TF_SEGMENT_EVAL: {
+        int train = cfg->kind == IABN_TF_SEGMENT_TRAIN;
+        double f = cfg->scale > 0 ? (double)cfg->scale / (W > H ? W : H) : 1.0;
+        if (train) f *= iabn_draw_uniform(d, cfg->seg_scale[0], cfg->seg_scale[1]);
+        int sw = (int)(W * f + 0.5), sh = (int)(H * f + 0.5);
+        if (sw < 1) sw = 1;
+        if (sh < 1) sh = 1;
+        whole(g, W, H, sw, sh);
+        if (train) {
+            g->win_w = sw < ow ? sw : ow;
+            g->win_h = sh < oh ? sh : oh;
+            g->win_x = iabn_draw_int(d, 0, sw - g->win_w);
+            g->win_y = iabn_draw_int(d, 0, sh - g->win_h);
+            g->flip = cfg->hflip && iabn_draw_u01(d) < 0.5;
+        } else if (sw > ow || sh > oh) {
+            return iabn_err_set(e, IABN_EINVAL, "image is %dx%d after resizing, larger than "
+                                "the %dx%d evaluation canvas", sw, sh, ow, oh);
+        }
+        return 0;
+    }
+    }
+    return iabn_err_set(e, IABN_EINVAL, "transform: unknown kind %d", (int)cfg->kind);
+}
+
+int iabn_transform_plan(const iabn_transform_cfg *cfg, int width, int height, uint64_t seed,
+                        uint64_t key, iabn_sample_geom *out, iabn_err *e)
+{
+    iabn_draw d = {seed, key, 0};
+    return plan(cfg, width, height, &d, out, e);
+}
+
+static int classify_ten(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, const uint8_t *b,
+                        size_t len, const iabn_image_info *info, const iabn_sample_geom *g,
+                        iabn_draw *d, float *out, iabn_err *e)
+{
+    int ow = cfg->out_w, oh = cfg->out_h, nw = g->resized_w, nh = g->resized_h, x, y;
     uint8_t *rgb = NULL;
-    int rc = render(c, b, len, info, &g, cfg->fast_decode, &rgb, e);
+    int rc = render(c, b, len, info, g, cfg->fast_decode, &rgb, e);
     if (rc) return rc;
     uint8_t *crop = iabn_buf_reserve(&c->flip, (size_t)ow * oh * 3);
     if (!crop) return iabn_err_set(e, IABN_ENOMEM, "out of memory (ten-crop)");
@@ -438,16 +444,23 @@ static int classify_eval(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, cons
 int iabn_sample_classify(iabn_sample_ctx *c, const iabn_transform_cfg *cfg, const void *bytes,
                          size_t len, uint64_t seed, uint64_t key, float *out, iabn_err *e)
 {
+    if (cfg->kind != IABN_TF_CLASSIFY_TRAIN && cfg->kind != IABN_TF_CLASSIFY_EVAL)
+        return iabn_err_set(e, IABN_EINVAL, "iabn_sample_classify: not a classification "
+                            "transform");
     iabn_image_info info;
     int rc = iabn_image_probe(bytes, len, &info, e);
     if (rc) return rc;
     iabn_draw d = {seed, key, 0};
-    if (cfg->kind == IABN_TF_CLASSIFY_TRAIN)
-        return classify_train(c, cfg, bytes, len, &info, &d, out, e);
-    if (cfg->kind == IABN_TF_CLASSIFY_EVAL)
-        return classify_eval(c, cfg, bytes, len, &info, &d, out, e);
-    return iabn_err_set(e, IABN_EINVAL, "iabn_sample_classify: not a classification "
-                        "transform");
+    iabn_sample_geom g;
+    rc = plan(cfg, info.width, info.height, &d, &g, e);
+    if (rc) return rc;
+    if (cfg->kind == IABN_TF_CLASSIFY_EVAL && cfg->ten_crop)
+        return classify_ten(c, cfg, bytes, len, &info, &g, &d, out, e);
+    uint8_t *rgb = NULL;
+    rc = render(c, bytes, len, &info, &g, cfg->fast_decode, &rgb, e);
+    if (rc) return rc;
+    finish(cfg, &d, rgb, g.win_w, g.win_h, g.flip, out, cfg->out_w, cfg->out_h);
+    return 0;
 }
 
 /* ---- segmentation --------------------------------------------------------------------- */
@@ -501,34 +514,19 @@ int iabn_sample_segment(iabn_sample_ctx *c, const iabn_transform_cfg *cfg,
     if (rc) return rc;
     iabn_draw d = {seed, key, 0};
     int W = info.width, H = info.height, ow = cfg->out_w, oh = cfg->out_h;
-    double f = cfg->scale > 0 ? (double)cfg->scale / (W > H ? W : H) : 1.0;
-    int train = cfg->kind == IABN_TF_SEGMENT_TRAIN;
-    if (train) f *= iabn_draw_uniform(&d, cfg->seg_scale[0], cfg->seg_scale[1]);
-    int sw = (int)(W * f + 0.5), sh = (int)(H * f + 0.5);
-    if (sw < 1) sw = 1;
-    if (sh < 1) sh = 1;
-    geom g;
-    geom_whole(&g, W, H, sw, sh);
-    if (train) {
-        g.win_w = sw < ow ? sw : ow;
-        g.win_h = sh < oh ? sh : oh;
-        g.win_x = iabn_draw_int(&d, 0, sw - g.win_w);
-        g.win_y = iabn_draw_int(&d, 0, sh - g.win_h);
-    } else if (sw > ow || sh > oh) {
-        return iabn_err_set(e, IABN_EINVAL, "image is %dx%d after resizing, larger than the "
-                            "%dx%d evaluation canvas", sw, sh, ow, oh);
-    }
-    int flip = train && cfg->hflip && iabn_draw_u01(&d) < 0.5;
+    iabn_sample_geom g;
+    rc = plan(cfg, W, H, &d, &g, e);
+    if (rc) return rc;
     uint8_t *lm = NULL;
     rc = map_label(c, lbl_bytes, lbl_len, map, W, H, &lm, e);
     if (rc) return rc;
     uint8_t *rgb = NULL;
     rc = render(c, img_bytes, img_len, &info, &g, cfg->fast_decode, &rgb, e);
     if (rc) return rc;
-    finish(cfg, &d, rgb, g.win_w, g.win_h, flip, out, ow, oh);
+    finish(cfg, &d, rgb, g.win_w, g.win_h, g.flip, out, ow, oh);
 
     iabn_resample_job j;
-    iabn_resample_job_init(&j, W, H, sw, sh);
+    iabn_resample_job_init(&j, W, H, g.resized_w, g.resized_h);
     j.win_x = g.win_x;
     j.win_y = g.win_y;
     j.win_w = g.win_w;
@@ -545,7 +543,7 @@ int iabn_sample_segment(iabn_sample_ctx *c, const iabn_transform_cfg *cfg,
             continue;
         }
         const uint8_t *s = lw + (size_t)y * g.win_w;
-        for (int x = 0; x < g.win_w; x++) o[x] = s[flip ? g.win_w - 1 - x : x];
+        for (int x = 0; x < g.win_w; x++) o[x] = s[g.flip ? g.win_w - 1 - x : x];
         for (int x = g.win_w; x < ow; x++) o[x] = IABN_IGNORE_LABEL;
     }
     valid_hw[0] = g.win_h;

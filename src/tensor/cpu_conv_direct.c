@@ -20,11 +20,13 @@
  */
 #include "tensor/cpu_conv_impl.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define VL 8
-#define FWD_V 3
 #define WCHUNK 64 /* vectors of the flat grid per bwd-filter chunk */
+/* Outputs at least this large bypass the cache (see vstore_nt). */
+#define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -35,6 +37,25 @@ static inline void vstore(float *p, vf a) { _mm256_storeu_ps(p, a); }
 static inline vf vbcast(const float *p) { return _mm256_broadcast_ss(p); }
 static inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
+/* Non-temporal when aligned: outputs larger than the cache would only evict
+ * the inputs still to be read, and skipping the read-for-ownership saves a
+ * third of the memory traffic of a layer this thin. */
+static inline void vstore_nt(float *p, vf a)
+{
+    if (((uintptr_t)p & 31) == 0)
+        _mm256_stream_ps(p, a);
+    else
+        _mm256_storeu_ps(p, a);
+}
+static inline void vfence(void) { _mm_sfence(); }
+static inline void vstore_n(float *p, vf a, int n)
+{
+    static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (n == VL)
+        _mm256_storeu_ps(p, a);
+    else
+        _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i *)(const void *)(lanes + VL - n)), a);
+}
 #else
 typedef struct vf { float v[VL]; } vf;
 static inline vf vzero(void) { vf r; for (int i = 0; i < VL; i++) r.v[i] = 0; return r; }
@@ -51,9 +72,27 @@ static inline vf vadd(vf a, vf b)
     for (int i = 0; i < VL; i++) a.v[i] += b.v[i];
     return a;
 }
+static inline void vstore_n(float *p, vf a, int n) { memcpy(p, a.v, sizeof(float) * n); }
+static inline void vstore_nt(float *p, vf a) { vstore(p, a); }
+static inline void vfence(void) {}
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Short row copies: a libc call per 50-float row costs as much as the copy. */
+static inline void copy_f(float *d, const float *src, long n)
+{
+    long i = 0;
+    for (; i + VL <= n; i += VL) vstore(d + i, vload(src + i));
+    for (; i < n; i++) d[i] = src[i];
+}
+
+static inline void zero_f(float *d, long n)
+{
+    long i = 0;
+    for (; i + VL <= n; i += VL) vstore(d + i, vzero());
+    for (; i < n; i++) d[i] = 0.0f;
+}
 
 /* One direct convolution as run (for bwd-data: dy -> dx). */
 typedef struct dplan {
@@ -136,12 +175,24 @@ static void pack_src(const dplan *d, const float *src, int channels, float *dst)
                 float *row = blk + (size_t)i * d->wq;
                 long sr = (long)i - d->pt;
                 if (sr < 0 || sr >= d->hs || jh == jl) {
-                    memset(row, 0, sizeof(float) * d->wq);
+                    zero_f(row, d->wq);
                     continue;
                 }
-                memset(row, 0, sizeof(float) * jl);
-                memcpy(row + jl, sp + sr * d->ws + (jl - d->pl), sizeof(float) * (jh - jl));
-                memset(row + jh, 0, sizeof(float) * (d->wq - jh));
+                const float *sr_p = sp + sr * d->ws + (jl - d->pl);
+                long n = jh - jl;
+                if (jl <= VL && d->wq - jh <= VL && n >= VL) {
+                    /* Whole vectors only: the right zero vector spills into
+                     * the next row (rewritten next) or the slack. */
+                    vstore(row, vzero());
+                    long k = 0;
+                    for (; k + VL <= n; k += VL) vstore(row + jl + k, vload(sr_p + k));
+                    if (k < n) vstore(row + jl + n - VL, vload(sr_p + n - VL));
+                    vstore(row + jh, vzero());
+                } else {
+                    zero_f(row, jl);
+                    copy_f(row + jl, sr_p, n);
+                    zero_f(row + jh, d->wq - jh);
+                }
             }
         } else {
             for (int b = 0; b < d->st; b++)
@@ -193,101 +244,152 @@ static void pack_weights(const iabn_conv_geom *g, const dplan *d, int flip, cons
     }
 }
 
-/* out[c][f .. f+8V) for cb = COB output channels of one block. */
+/* Output rows [oh][ow0, ow0 + 8V) of COB channels, written straight to the
+ * destination planes (stride dplane); the last vector keeps nlast lanes.
+ * Accumulators start at the bias, so no second pass touches the output. */
 ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, int nt,
-                         const float *wp, float *out, size_t os, const int COB, const int V)
+                         const float *wp, const float *bias, float *out, size_t dplane,
+                         int nlast, int stream, const int COB, const int V)
 {
-    vf acc[4][4];
+    vf acc[4][3];
 #pragma GCC unroll 4
-    for (int c = 0; c < COB; c++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) acc[c][v] = vzero();
+    for (int c = 0; c < COB; c++) {
+        vf b = bias ? vbcast(bias + c) : vzero();
+#pragma GCC unroll 3
+        for (int v = 0; v < V; v++) acc[c][v] = b;
+    }
     for (int ci = 0; ci < cin; ci++) {
         const float *ip = in + ci * cs;
         for (int t = 0; t < nt; t++, wp += COB) {
             const float *xp = ip + toff[t];
-            vf xv[4];
-#pragma GCC unroll 4
+            vf xv[3];
+#pragma GCC unroll 3
             for (int v = 0; v < V; v++) xv[v] = vload(xp + v * VL);
 #pragma GCC unroll 4
             for (int c = 0; c < COB; c++) {
                 vf wv = vbcast(wp + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 3
                 for (int v = 0; v < V; v++) acc[c][v] = vfma(wv, xv[v], acc[c][v]);
             }
         }
     }
 #pragma GCC unroll 4
-    for (int c = 0; c < COB; c++)
-#pragma GCC unroll 4
-        for (int v = 0; v < V; v++) vstore(out + c * os + v * VL, acc[c][v]);
+    for (int c = 0; c < COB; c++) {
+#pragma GCC unroll 3
+        for (int v = 0; v < V - 1; v++) {
+            if (stream)
+                vstore_nt(out + c * dplane + v * VL, acc[c][v]);
+            else
+                vstore(out + c * dplane + v * VL, acc[c][v]);
+        }
+        if (stream && nlast == VL)
+            vstore_nt(out + c * dplane + (V - 1) * VL, acc[c][V - 1]);
+        else
+            vstore_n(out + c * dplane + (V - 1) * VL, acc[c][V - 1], nlast);
+    }
 }
 
-ALWAYS_INLINE void fwd_block_n(const dplan *d, const float *in, const float *wp, float *out,
-                               const int COB)
+/* Vectors per row are covered by tiles of 3 and 2 (never a lone 1 unless the
+ * row is one vector): 2-vector tiles still keep 8 FMA chains in flight. */
+ALWAYS_INLINE void fwd_row_n(const dplan *d, const float *ri, const float *wp,
+                             const float *bias, float *ro, size_t dplane, int stream,
+                             const int COB)
 {
+    int nvec = (d->wo + VL - 1) / VL, last = d->wo - (nvec - 1) * VL;
     int v = 0;
-    for (; v + FWD_V <= d->nv; v += FWD_V)
-        ftile(in + v * VL, d->cs, d->cin, d->toff, d->nt, wp, out + v * VL, d->os, COB, FWD_V);
-    for (; v < d->nv; v++)
-        ftile(in + v * VL, d->cs, d->cin, d->toff, d->nt, wp, out + v * VL, d->os, COB, 1);
+    while (v < nvec) {
+        int rem = nvec - v, V = rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3;
+        int nl = v + V == nvec ? last : VL;
+        if (V == 3)
+            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
+                  stream, COB, 3);
+        else if (V == 2)
+            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
+                  stream, COB, 2);
+        else
+            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
+                  stream, COB, 1);
+        v += V;
+    }
 }
 
-static void fwd_block(const dplan *d, const float *in, const float *wp, float *out, int cb)
+static void fwd_row(const dplan *d, const float *ri, const float *wp, const float *bias,
+                    float *ro, size_t dplane, int stream, int cb)
 {
     switch (cb) {
-    case 4: fwd_block_n(d, in, wp, out, 4); break;
-    case 2: fwd_block_n(d, in, wp, out, 2); break;
-    default: fwd_block_n(d, in, wp, out, 1); break;
+    case 4: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 4); break;
+    case 2: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 2); break;
+    default: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 1); break;
     }
 }
 
-/* One (image, group): src planes -> dst planes (+ bias), through the flat grid. */
-static void run_item(const dplan *d, const float *src, const float *wg, const float *bias,
-                     float *dst, float *buf)
+/* Output channels [c0, c1) of one (image, group): src planes -> dst planes
+ * (+ bias).  Rows outside, channel blocks inside, so that the input rows a
+ * row of outputs reads stay in cache across the blocks.  next: the source
+ * of the item that follows on this thread (NULL if none). */
+static void run_item(const dplan *d, const float *src, const float *next, const float *wg,
+                     const float *bias, float *dst, int c0, int c1, float *buf, int stream)
 {
-    float *in = buf, *out = buf + (size_t)d->cin * d->cs;
-    pack_src(d, src, d->cin, in);
-    for (int o0 = 0; o0 < d->cout;) {
-        int cb = block_size(d->cout - o0);
-        fwd_block(d, in, wg + (size_t)o0 * d->cin * d->nt, out + (size_t)o0 * d->os, cb);
-        o0 += cb;
-    }
     size_t hw = (size_t)d->ho * d->wo;
-    for (int co = 0; co < d->cout; co++) {
-        float b = bias ? bias[co] : 0.0f;
-        const float *op = out + co * d->os;
-        float *yp = dst + co * hw;
-        for (int oh = 0; oh < d->ho; oh++)
-            for (int ow = 0; ow < d->wo; ow++)
-                yp[(size_t)oh * d->wo + ow] = op[(size_t)oh * d->wq + ow] + b;
+    size_t lines = ((size_t)d->cin * d->hs * d->ws * sizeof(float) + 63) / 64;
+    pack_src(d, src, d->cin, buf);
+    for (int oh = 0; oh < d->ho; oh++) {
+        /* Pull the next item's input towards L2 while this one computes. */
+        if (next)
+            for (size_t l = oh * lines / d->ho; l < (oh + 1) * lines / d->ho; l++)
+                __builtin_prefetch((const char *)next + l * 64, 0, 2);
+        for (int o0 = c0; o0 < c1;) {
+            int cb = block_size(c1 - o0);
+            fwd_row(d, buf + (size_t)oh * d->wq, wg + (size_t)o0 * d->cin * d->nt,
+                    bias ? bias + o0 : NULL, dst + o0 * hw + (size_t)oh * d->wo, hw, stream, cb);
+            o0 += cb;
+        }
     }
 }
 
-static size_t item_floats(const dplan *d)
+static size_t item_floats(const dplan *d) { return iabn_conv_round16((size_t)d->cin * d->cs); }
+
+/* Output-channel chunks (multiples of 4) per (image, group), so that a small
+ * batch of dense convs still gives every thread work. */
+static int out_chunks(int items, int cout, int threads)
 {
-    return iabn_conv_round16((size_t)d->cin * d->cs + (size_t)d->cout * d->os);
+    int want = 4 * threads, blocks = (cout + 3) / 4;
+    if (items >= want) return 1;
+    int k = (want + items - 1) / items;
+    return k < blocks ? k : blocks;
+}
+
+static void chunk_range(int cout, int nch, int c, int *c0, int *c1)
+{
+    int per = ((cout + nch - 1) / nch + 3) / 4 * 4;
+    *c0 = c * per < cout ? c * per : cout;
+    *c1 = (c + 1) * per < cout ? (c + 1) * per : cout;
 }
 
 static void run_items(const iabn_conv_geom *g, const dplan *d, int threads, const float *src,
-                      const float *wp, const float *bias, float *dst, float *scratch,
-                      size_t src_c, size_t dst_c)
+                      const float *wp, const float *bias, float *dst, float *scratch)
 {
-    int G = g->groups, items = g->n * G;
+    int G = g->groups, items = g->n * G, nch = out_chunks(items, d->cout, threads);
     size_t wsz = iabn_conv_round16((size_t)G * d->cout * d->cin * d->nt);
     size_t per = item_floats(d);
-    size_t shw = (size_t)d->hs * d->ws, dhw = (size_t)d->ho * d->wo;
+    size_t sblk = (size_t)d->cin * d->hs * d->ws, dblk = (size_t)d->cout * d->ho * d->wo;
+    int stream = (size_t)items * dblk * sizeof(float) >= IABN_CONV_STREAM_BYTES;
 #pragma omp parallel num_threads(threads)
     {
         float *buf = scratch + wsz + per * (size_t)iabn_conv_tid();
 #pragma omp for schedule(static)
-        for (int it = 0; it < items; it++) {
-            int n = it / G, g0 = it % G;
-            run_item(d, src + ((size_t)n * G + g0) * src_c * shw,
-                     wp + (size_t)g0 * d->cout * d->cin * d->nt,
-                     bias ? bias + (size_t)g0 * d->cout : NULL,
-                     dst + ((size_t)n * G + g0) * dst_c * dhw, buf);
+        for (int it = 0; it < items * nch; it++) {
+            /* Items are consecutive blocks of src, so the next one follows. */
+            int blk = it / nch, c0, c1;
+            chunk_range(d->cout, nch, it % nch, &c0, &c1);
+            if (c0 >= c1) continue;
+            const float *s = src + (size_t)blk * sblk;
+            run_item(d, s, blk + 1 < items ? s + sblk : NULL,
+                     wp + (size_t)(blk % G) * d->cout * d->cin * d->nt,
+                     bias ? bias + (size_t)(blk % G) * d->cout : NULL, dst + (size_t)blk * dblk,
+                     c0, c1, buf, stream);
         }
+        vfence();
     }
 }
 
@@ -297,7 +399,7 @@ void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,
     dplan d;
     dplan_fwd(g, &d);
     pack_weights(g, &d, 0, w, scratch, threads);
-    run_items(g, &d, threads, x, scratch, bias, y, scratch, (size_t)d.cin, (size_t)d.cout);
+    run_items(g, &d, threads, x, scratch, bias, y, scratch);
 }
 
 void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
@@ -306,7 +408,7 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
     dplan d;
     dplan_bwd_data(g, &d);
     pack_weights(g, &d, 1, w, scratch, threads);
-    run_items(g, &d, threads, dy, scratch, NULL, dx, scratch, (size_t)d.cin, (size_t)d.cout);
+    run_items(g, &d, threads, dy, scratch, NULL, dx, scratch);
 }
 
 /* ---- bwd-filter ----------------------------------------------------------- */
@@ -379,6 +481,10 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
     dplan d;
     dplan_fwd(g, &d);
     int G = g->groups;
+    /* Items are (group, output-channel chunk): each owns its slice of dw, so
+     * no reduction is needed; a dense conv is split into one chunk per thread. */
+    int nch = G >= threads ? 1 : (threads + G - 1) / G, blocks = (d.cout + 3) / 4;
+    if (nch > blocks) nch = blocks;
     size_t per = filter_floats(&d);
     size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
 #pragma omp parallel num_threads(threads)
@@ -386,37 +492,55 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
         float *xin = scratch + per * (size_t)iabn_conv_tid();
         float *dyp = xin + iabn_conv_round16((size_t)d.cin * d.cs);
         float *va = dyp + iabn_conv_round16((size_t)d.cout * d.os);
-        size_t nva = (size_t)d.cout * d.cin * d.nt;
+        size_t xlines = (d.cin * hwi * sizeof(float) + 63) / 64;
+        int nk = (d.nv + WCHUNK - 1) / WCHUNK;
 #pragma omp for schedule(static)
-        for (int g0 = 0; g0 < G; g0++) {
-            memset(va, 0, sizeof(float) * nva * VL);
+        for (int it = 0; it < G * nch; it++) {
+            int g0 = it / nch, c0, c1;
+            chunk_range(d.cout, nch, it % nch, &c0, &c1);
+            if (c0 >= c1) continue;
+            size_t ylines = ((size_t)(c1 - c0) * hwo * sizeof(float) + 63) / 64;
+            memset(va, 0, sizeof(float) * (size_t)(c1 - c0) * d.cin * d.nt * VL);
             for (int n = 0; n < g->n; n++) {
                 pack_src(&d, x + ((size_t)n * G + g0) * d.cin * hwi, d.cin, xin);
-                const float *dsrc = dy + ((size_t)n * G + g0) * d.cout * hwo;
-                for (int co = 0; co < d.cout; co++) {
+                const float *dsrc = dy + (((size_t)n * G + g0) * d.cout + c0) * hwo;
+                /* The next image's x and dy, fetched while this one computes. */
+                const char *pfx = NULL, *pfy = NULL;
+                if (n + 1 < g->n) {
+                    pfx = (const char *)(x + ((size_t)(n + 1) * G + g0) * d.cin * hwi);
+                    pfy = (const char *)(dsrc + (size_t)G * d.cout * hwo);
+                }
+                for (int co = 0; co < c1 - c0; co++) {
                     float *row = dyp + co * d.os;
-                    memset(row, 0, sizeof(float) * d.os);
-                    for (int oh = 0; oh < d.ho; oh++)
-                        memcpy(row + (size_t)oh * d.wq, dsrc + co * hwo + (size_t)oh * d.wo,
-                               sizeof(float) * d.wo);
+                    for (int oh = 0; oh < d.ho; oh++) {
+                        copy_f(row + (size_t)oh * d.wq, dsrc + co * hwo + (size_t)oh * d.wo, d.wo);
+                        zero_f(row + (size_t)oh * d.wq + d.wo, d.wq - d.wo);
+                    }
+                    zero_f(row + (size_t)d.ho * d.wq, (long)(d.os - (size_t)d.ho * d.wq));
                 }
                 for (int k0 = 0; k0 < d.nv; k0 += WCHUNK) {
-                    int k1 = k0 + WCHUNK < d.nv ? k0 + WCHUNK : d.nv;
-                    for (int o0 = 0; o0 < d.cout;) {
-                        int cb = block_size(d.cout - o0);
+                    int k1 = k0 + WCHUNK < d.nv ? k0 + WCHUNK : d.nv, c = k0 / WCHUNK;
+                    if (pfx) {
+                        for (size_t l = c * xlines / nk; l < (c + 1) * xlines / nk; l++)
+                            __builtin_prefetch(pfx + l * 64, 0, 2);
+                        for (size_t l = c * ylines / nk; l < (c + 1) * ylines / nk; l++)
+                            __builtin_prefetch(pfy + l * 64, 0, 2);
+                    }
+                    for (int o0 = 0; o0 < c1 - c0;) {
+                        int cb = block_size(c1 - c0 - o0);
                         wblock(&d, dyp + o0 * d.os, xin, k0, k1,
                                va + (size_t)o0 * d.cin * d.nt * VL, cb);
                         o0 += cb;
                     }
                 }
             }
-            for (int co = 0; co < d.cout; co++)
+            for (int co = 0; co < c1 - c0; co++)
                 for (int ci = 0; ci < d.cin; ci++)
                     for (int t = 0; t < d.nt; t++) {
                         const float *lane = va + (((size_t)co * d.cin + ci) * d.nt + t) * VL;
                         float s = 0;
                         for (int l = 0; l < VL; l++) s += lane[l];
-                        dw[(((size_t)g0 * d.cout + co) * d.cin + ci) * d.nt + t] += s;
+                        dw[(((size_t)g0 * d.cout + c0 + co) * d.cin + ci) * d.nt + t] += s;
                     }
         }
     }

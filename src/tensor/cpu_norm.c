@@ -3,10 +3,10 @@
  * Two kernel shapes cover everything:
  *  - per-channel reductions (statistics, backward sums).  A channel's data is
  *    cut into fixed units, one sample's plane in chunks of CHUNK values; each
- *    unit is summed in LANES double accumulators and the units are added in
- *    (sample, chunk) order.  Whole channels run in parallel when C is large,
- *    single units when C is small; both walk that same order, so the sums are
- *    bit-identical for every thread count.
+ *    unit is summed in LANES lanes (float over FLUSH blocks, then double) and
+ *    the units are added in (sample, chunk) order.  Whole channels run in
+ *    parallel when C is large, single units when C is small; both walk that
+ *    same order, so the sums are bit-identical for every thread count.
  *  - elementwise passes, in blocks of LANES values computed into a local array
  *    before any is stored: an output equal to an input is then safe without
  *    runtime alias checks, and the block loops vectorise.
@@ -50,6 +50,16 @@ enum {
         default: fn(kind, IABN_ACT_IDENTITY, __VA_ARGS__); break;                        \
         }                                                                                \
     } while (0)
+
+/* GCC unrolls a 16-iteration lane loop with a cheap body (statistics,
+ * identity) completely before its loop vectoriser runs, and the SLP pass
+ * cannot vectorise the accumulations that are left; kept rolled, the loop
+ * vectorises into two AVX registers per accumulator. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define LANE_LOOP _Pragma("GCC unroll 1")
+#else
+#define LANE_LOOP
+#endif
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -122,9 +132,7 @@ ALWAYS_INLINE void red_span(int kind, int act, float p, const float *a, const fl
         for (int l = 0; l < LANES; l++) fu[l] = fv[l] = 0.f;
         int end = min_int(len, i + FLUSH * LANES);
         for (; i + LANES <= end; i += LANES) {
-            /* Without the pragma GCC unrolls the lanes of cheap bodies
-             * (statistics, identity) first and then vectorises nothing. */
-            #pragma omp simd
+            LANE_LOOP
             for (int l = 0; l < LANES; l++) {
                 float f, s;
                 red_pair(kind, act, p, a, b, i + l, k0, k1, &f, &s);
@@ -339,7 +347,7 @@ ALWAYS_INLINE void ew_span(int kind, int act, float p, const float *a, const flo
     int i = 0;
     for (; i + LANES <= len; i += LANES) {
         float t[LANES], t2[LANES];
-        #pragma omp simd
+        LANE_LOOP
         for (int l = 0; l < LANES; l++) t[l] = ew_elem(kind, act, p, a, b, i + l, k, &t2[l]);
         if (kind == EW_FWD && o2)
             for (int l = 0; l < LANES; l++) o2[i + l] = t2[l];
@@ -397,20 +405,33 @@ static void ew_consts(const ew_job *j, int ci, float k[5])
     }
 }
 
-/* Units are (channel, chunk of the plane) and walk every sample, so the
- * per-channel constants are computed once per unit even for 7x7 planes. */
+/* Units are (channel, chunk of the plane, group of samples) and walk their
+ * samples, so the per-channel constants are computed once per unit even for
+ * 7x7 planes; the samples are split into groups only when there are too few
+ * (channel, chunk) units to keep every thread busy.  Elementwise results do
+ * not depend on the split. */
 static void ew_run(const ew_job *j)
 {
     int nch = (j->hw + CHUNK - 1) / CHUNK;
-    long units = (long)j->c * nch;
-    int par = (size_t)j->n * (size_t)j->c * (size_t)j->hw >= PAR_MIN && iabn_num_threads() > 1;
-    #pragma omp parallel for schedule(static) if (par)
+    int threads = (size_t)j->n * (size_t)j->c * (size_t)j->hw >= PAR_MIN ? iabn_num_threads() : 1;
+    long cu = (long)j->c * nch;
+    int groups = 1;
+    if (cu < 4L * threads) {
+        long want = (4L * threads + cu - 1) / cu;
+        groups = want < j->n ? (int)want : j->n;
+    }
+    int per_g = (j->n + groups - 1) / groups;
+    long units = cu * groups;
+    #pragma omp parallel for schedule(static) if (threads > 1)
     for (long u = 0; u < units; u++) {
-        int ci = (int)(u / nch), off = (int)(u % nch) * CHUNK;
+        int gi = (int)(u % groups);
+        long cc = u / groups;
+        int ci = (int)(cc / nch), off = (int)(cc % nch) * CHUNK;
         int len = min_int(CHUNK, j->hw - off);
+        int n1 = min_int(j->n, (gi + 1) * per_g);
         float k[5];
         ew_consts(j, ci, k);
-        for (int ni = 0; ni < j->n; ni++)
+        for (int ni = gi * per_g; ni < n1; ni++)
             ew_span_any(j, ((size_t)ni * (size_t)j->c + (size_t)ci) * (size_t)j->hw + (size_t)off,
                         len, k);
     }

@@ -1,0 +1,102 @@
+/* cli.c: see cli.h. */
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "iabn_config.h"
+
+double iabn_parse_bytes(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0)) return -1;
+    static const struct { const char *suf; double mul; } tab[] = {
+        {"", 1}, {"b", 1}, {"k", 1024}, {"kib", 1024}, {"kb", 1e3}, {"m", 1048576.0},
+        {"mib", 1048576.0}, {"mb", 1e6}, {"g", 1073741824.0}, {"gib", 1073741824.0},
+        {"gb", 1e9}, {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcasecmp(end, tab[i].suf)) return v * tab[i].mul;
+    return -1;
+}
+
+int iabn_parse_int(const char *s, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int iabn_parse_float(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int iabn_parse_floats(const char *s, float *out, int max)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || n >= max || !isfinite(v)) return -1;
+        out[n++] = (float)v;
+        if (*end == ',') end++;
+        else if (*end) return -1;
+        p = end;
+    }
+    return n;
+}
+
+int iabn_parse_hw(const char *s, int *h, int *w)
+{
+    char *end;
+    long a = strtol(s, &end, 10);
+    if (end == s || a < 1) return -1;
+    long b = a;
+    if (*end == 'x' || *end == 'X') {
+        char *e2;
+        b = strtol(end + 1, &e2, 10);
+        if (e2 == end + 1 || *e2 || b < 1) return -1;
+    } else if (*end) {
+        return -1;
+    }
+    *h = (int)a;
+    *w = (int)b;
+    return 0;
+}
+
+const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "iabn %s: %s needs a value\n", cmd, argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int iabn_check_device(const char *dev, const char *cmd)
+{
+    if (!strcmp(dev, "cpu")) return 0;
+    if (!strcmp(dev, "cuda")) {
+        fprintf(stderr, "iabn %s: --device cuda: this build of iabn has no CUDA backend%s\n", cmd,
+                IABN_HAVE_CUDA ? "" : " (and no CUDA toolkit was found when it was configured)");
+        return -1;
+    }
+    fprintf(stderr, "iabn %s: --device must be cpu or cuda, not '%s'\n", cmd, dev);
+    return -1;
+}

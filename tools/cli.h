@@ -1,0 +1,19 @@
+/* cli.h: small command-line helpers shared by the subcommands. */
+#ifndef IABN_TOOLS_CLI_H
+#define IABN_TOOLS_CLI_H
+
+/* "12GiB", "512MiB", "3.5GB", "1e9", "4096" -> bytes; < 0 when malformed. */
+double iabn_parse_bytes(const char *s);
+/* Strict integer / float parsing; 0 on success. */
+int iabn_parse_int(const char *s, long long *out);
+int iabn_parse_float(const char *s, double *out);
+/* "a,b,c" of floats into out[max]; returns the count or -1. */
+int iabn_parse_floats(const char *s, float *out, int max);
+/* "512x1024" or "512" -> h, w. */
+int iabn_parse_hw(const char *s, int *h, int *w);
+/* A flag's value: argv[*i + 1], advancing *i; NULL (and a message) if missing. */
+const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd);
+/* Checks --device: "cpu" always, "cuda" only when built in. */
+int iabn_check_device(const char *dev, const char *cmd);
+
+#endif

@@ -1,0 +1,329 @@
+/* cmd_data.c: `iabn data`: look at, generate and benchmark data sets.
+ *
+ *     iabn data bench --data DIR [--split train] [--workers N] [--json] ...
+ *     iabn data synth --out DIR [--kind imagefolder|cityscapes|vistas] ...
+ *     iabn data info  --data DIR [--kind K] [--split S]
+ *
+ * bench runs the training loader over every image of the split once (no
+ * sample dropped) and reports images/s, images/s per worker, images per
+ * CPU-second (the per-core figure, comparable with a one-process torchvision
+ * run) and the files skipped.
+ */
+#include "tools/cmd_data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/data.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: iabn data <bench|synth|info> [options]\n"
+            "\n"
+            "iabn data bench --data DIR [options]\n"
+            "  decode and augment every image of a split as the training loader does\n"
+            "  --data DIR        data set root (image folder: DIR/SPLIT, else DIR)\n"
+            "  --kind K          imagefolder (default), cityscapes or vistas\n"
+            "  --split S         train (default)\n"
+            "  --workers N       loader threads (default 1)\n"
+            "  --batch B         batch size (default 32)\n"
+            "  --size S          output side, RandomResizedCrop(S) (default 224; 512 crops\n"
+            "                    for segmentation)\n"
+            "  --epochs E        passes over the split (default 1)\n"
+            "  --exact           full decodes, PIL-identical pixels (no JPEG region / DCT\n"
+            "                    scaling)\n"
+            "  --jitter          add colour jitter 0.4 and PCA lighting 0.1\n"
+            "  --strict          a bad file is an error instead of skipped\n"
+            "  --seed N          (default 0)\n"
+            "  --json            one JSON object on stdout\n"
+            "\n"
+            "iabn data synth --out DIR [options]\n"
+            "  write a small synthetic data set that a model can learn\n"
+            "  --kind K          imagefolder (default), cityscapes, vistas\n"
+            "  --classes C       classes (imagefolder 10, vistas 6)\n"
+            "  --train N --val N images per class (imagefolder) or per split\n"
+            "  --size S          image side (imagefolder, default 64)\n"
+            "  --width W --height H  (segmentation, default 256x128)\n"
+            "  --v12             Vistas v2.0-download layout (v1.2/labels, config_v1.2.json)\n"
+            "  --seed N\n"
+            "\n"
+            "iabn data info --data DIR [--kind K] [--split S]\n"
+            "  print the number of samples and the classes\n");
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec * 1e-6;
+}
+
+typedef struct opts {
+    const char *data, *out, *split, *kind_s;
+    int workers, batch, size, epochs, exact, jitter, strict, json, v12;
+    int classes, n_train, n_val, width, height;
+    long long seed;
+} opts;
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end || v < lo || v > hi) {
+        fprintf(stderr, "iabn data: %s wants an integer in [%d, %d], got '%s'\n", flag, lo, hi,
+                s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse(int argc, char **argv, opts *o)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int *iv = NULL, lo = 1, hi = 1 << 20;
+        if (!strcmp(a, "--exact")) o->exact = 1;
+        else if (!strcmp(a, "--jitter")) o->jitter = 1;
+        else if (!strcmp(a, "--strict")) o->strict = 1;
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--v12")) o->v12 = 1;
+        else if (!v) {
+            fprintf(stderr, "iabn data: unknown option or missing value: %s\n", a);
+            return -1;
+        } else if (!strcmp(a, "--data")) o->data = argv[++i];
+        else if (!strcmp(a, "--out")) o->out = argv[++i];
+        else if (!strcmp(a, "--split")) o->split = argv[++i];
+        else if (!strcmp(a, "--kind")) o->kind_s = argv[++i];
+        else if (!strcmp(a, "--seed")) {
+            char *end;
+            o->seed = strtoll(v, &end, 10);
+            if (*end || o->seed < 0) {
+                fprintf(stderr, "iabn data: --seed wants a non-negative integer\n");
+                return -1;
+            }
+            i++;
+        } else {
+            if (!strcmp(a, "--workers")) iv = &o->workers, hi = 1024;
+            else if (!strcmp(a, "--batch")) iv = &o->batch;
+            else if (!strcmp(a, "--size")) iv = &o->size, lo = 8, hi = 8192;
+            else if (!strcmp(a, "--epochs")) iv = &o->epochs, hi = 100000;
+            else if (!strcmp(a, "--classes")) iv = &o->classes, lo = 2, hi = 1000;
+            else if (!strcmp(a, "--train")) iv = &o->n_train, lo = 0;
+            else if (!strcmp(a, "--val")) iv = &o->n_val, lo = 0;
+            else if (!strcmp(a, "--width")) iv = &o->width, lo = 16, hi = 4096;
+            else if (!strcmp(a, "--height")) iv = &o->height, lo = 16, hi = 4096;
+            if (!iv) {
+                fprintf(stderr, "iabn data: unknown option %s (iabn data --help)\n", a);
+                return -1;
+            }
+            if (parse_int(a, v, lo, hi, iv)) return -1;
+            i++;
+        }
+    }
+    return 0;
+}
+
+static int open_ds(const opts *o, iabn_dataset_kind kind, iabn_dataset **ds, iabn_err *e)
+{
+    if (kind == IABN_DATASET_IMAGEFOLDER) {
+        /* DIR/SPLIT when it exists (the usual root), else DIR itself */
+        char p[4096];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", o->data, o->split);
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+            return iabn_dataset_open_imagefolder(p, ds, e);
+        return iabn_dataset_open_imagefolder(o->data, ds, e);
+    }
+    return iabn_dataset_open(kind, o->data, o->split, ds, e);
+}
+
+static int bench(const opts *o, iabn_dataset_kind kind)
+{
+    iabn_err e = {0};
+    iabn_dataset *ds = NULL;
+    if (open_ds(o, kind, &ds, &e)) {
+        fprintf(stderr, "iabn data bench: %s\n", e.msg);
+        return 1;
+    }
+    int seg = kind != IABN_DATASET_IMAGEFOLDER;
+    iabn_loader_cfg cfg;
+    iabn_loader_cfg_defaults(&cfg, seg ? IABN_TF_SEGMENT_TRAIN : IABN_TF_CLASSIFY_TRAIN);
+    cfg.workers = o->workers;
+    cfg.batch_size = o->batch;
+    cfg.seed = (uint64_t)o->seed;
+    cfg.strict = o->strict;
+    cfg.drop_last = 0; /* every image, once per epoch */
+    if (o->size) cfg.transform.out_h = cfg.transform.out_w = o->size;
+    cfg.transform.fast_decode = !o->exact;
+    if (o->jitter) {
+        cfg.transform.brightness = cfg.transform.contrast = cfg.transform.saturation = 0.4f;
+        cfg.transform.lighting_std = 0.1f;
+    }
+    iabn_loader *ld = NULL;
+    if (iabn_loader_open(&cfg, ds, &ld, &e)) {
+        fprintf(stderr, "iabn data bench: %s\n", e.msg);
+        iabn_dataset_free(ds);
+        return 1;
+    }
+    double t0 = now_s(), c0 = cpu_s();
+    int64_t images = 0;
+    double check = 0;
+    int rc = 0;
+    for (int ep = 0; ep < o->epochs && !rc; ep++) {
+        if (iabn_loader_start_epoch(ld, ep, &e)) {
+            rc = -1;
+            break;
+        }
+        iabn_batch *b;
+        int r;
+        while ((r = iabn_loader_next(ld, &b, &e)) == 0) {
+            images += b->n;
+            check += b->images[0];
+            iabn_loader_release(ld, b);
+        }
+        if (r < 0) rc = r;
+    }
+    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    iabn_loader_stats st;
+    iabn_loader_get_stats(ld, &st);
+    iabn_loader_close(ld);
+    if (rc) {
+        fprintf(stderr, "iabn data bench: %s\n", e.msg);
+        iabn_dataset_free(ds);
+        return 1;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double ips = secs > 0 ? images / secs : 0, ipc = cpu > 0 ? images / cpu : 0;
+    int size = cfg.transform.out_w;
+    if (o->json) {
+        printf("{\"command\": \"data bench\", \"data\": \"%s\", \"kind\": \"%s\", \"split\": "
+               "\"%s\", \"files\": %zu, \"images\": %lld, \"skipped_files\": %lld, "
+               "\"replaced_samples\": %lld, \"workers\": %d, \"cores\": %ld, \"batch\": %d, "
+               "\"size\": %d, \"fast_decode\": %s, \"jitter\": %s, \"seconds\": %.4f, "
+               "\"cpu_seconds\": %.4f, \"images_per_s\": %.2f, \"images_per_s_per_worker\": "
+               "%.2f, \"images_per_cpu_s\": %.2f, \"checksum\": %.6g}\n",
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               (long long)st.skipped_files, (long long)st.replaced_samples, o->workers, cores,
+               o->batch, size, o->exact ? "false" : "true", o->jitter ? "true" : "false", secs,
+               cpu, ips, ips / o->workers, ipc, check);
+    } else {
+        printf("data bench: %s (%s, %s): %zu files, %lld images in %.3f s with %d worker%s "
+               "(%ld cores), %dx%d output%s\n",
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               secs, o->workers, o->workers == 1 ? "" : "s", cores, size, size,
+               o->exact ? ", exact decode" : "");
+        printf("  images/s             %10.1f\n", ips);
+        printf("  images/s per worker  %10.1f\n", ips / o->workers);
+        printf("  images per CPU-s     %10.1f   (per core; %.3f CPU-s)\n", ipc, cpu);
+        printf("  skipped files        %10lld   (replaced samples %lld)\n",
+               (long long)st.skipped_files, (long long)st.replaced_samples);
+    }
+    iabn_dataset_free(ds);
+    return 0;
+}
+
+static int synth(const opts *o, iabn_dataset_kind kind)
+{
+    iabn_err e = {0};
+    int rc;
+    if (!o->out) {
+        fprintf(stderr, "iabn data synth: --out DIR is required\n");
+        return 2;
+    }
+    uint64_t seed = (uint64_t)o->seed;
+    int w = o->width ? o->width : 256, h = o->height ? o->height : 128;
+    switch (kind) {
+    case IABN_DATASET_IMAGEFOLDER:
+        rc = iabn_data_make_synthetic_folder(o->out, o->classes ? o->classes : 10,
+                                             o->n_train >= 0 ? o->n_train : 20,
+                                             o->n_val >= 0 ? o->n_val : 5,
+                                             o->size ? o->size : 64, seed, &e);
+        break;
+    case IABN_DATASET_CITYSCAPES:
+        rc = iabn_data_make_synthetic_cityscapes(o->out, o->n_train >= 0 ? o->n_train : 20,
+                                                 o->n_val >= 0 ? o->n_val : 6, w, h, seed, &e);
+        break;
+    default:
+        rc = iabn_data_make_synthetic_vistas(o->out, o->classes ? o->classes : 6,
+                                             o->n_train >= 0 ? o->n_train : 20,
+                                             o->n_val >= 0 ? o->n_val : 6, w, h, o->v12, seed,
+                                             &e);
+        break;
+    }
+    if (rc) {
+        fprintf(stderr, "iabn data synth: %s\n", e.msg);
+        return 1;
+    }
+    printf("wrote a synthetic %s data set to %s\n", iabn_dataset_kind_name(kind), o->out);
+    return 0;
+}
+
+static int info(const opts *o, iabn_dataset_kind kind)
+{
+    iabn_err e = {0};
+    iabn_dataset *ds;
+    if (open_ds(o, kind, &ds, &e)) {
+        fprintf(stderr, "iabn data info: %s\n", e.msg);
+        return 1;
+    }
+    printf("%s data set %s: %zu samples, %d classes\n", iabn_dataset_kind_name(kind), ds->root,
+           ds->count, ds->num_classes);
+    for (int i = 0; i < ds->num_classes; i++) printf("  %3d  %s\n", i, ds->class_names[i]);
+    iabn_dataset_free(ds);
+    return 0;
+}
+
+int iabn_cmd_data(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.split = "train";
+    o.kind_s = "imagefolder";
+    o.workers = 1;
+    o.batch = 32;
+    o.epochs = 1;
+    o.n_train = o.n_val = -1;
+    if (parse(argc, argv, &o)) return 2;
+    iabn_dataset_kind kind;
+    if (iabn_dataset_kind_parse(o.kind_s, &kind)) {
+        fprintf(stderr, "iabn data: unknown --kind '%s' (imagefolder, cityscapes, vistas)\n",
+                o.kind_s);
+        return 2;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "synth")) return synth(&o, kind);
+    if (!o.data) {
+        fprintf(stderr, "iabn data %s: --data DIR is required\n", sub);
+        return 2;
+    }
+    if (!strcmp(sub, "bench")) return bench(&o, kind);
+    if (!strcmp(sub, "info")) return info(&o, kind);
+    fprintf(stderr, "iabn data: unknown subcommand '%s' (bench, synth, info)\n", sub);
+    return 2;
+}

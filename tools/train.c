@@ -1,0 +1,552 @@
+/* train.c: the training loop shared by classification and segmentation.
+ *
+ * A step takes one loader batch, runs it as `nmicro` micro-batches on the
+ * planned training graph (gradients add up in the store), scales the sum to
+ * the batch mean, clips, and applies SGD with the schedule's learning rate.
+ * Everything that decides a step's result is a function of (seed, epoch,
+ * position), so --resume from a checkpoint written after step k continues with
+ * the same losses as a run that never stopped. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tools/train_internal.h"
+
+/* The one piece of process state: set by the signal handler, read between
+ * steps.  Tools may keep it; the library never does. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+void iabn_train_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void iabn_train_opts_defaults(iabn_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->workers = 2;
+    o->print_freq = 10;
+    o->seed = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int mkdirs(const char *path, iabn_err *e)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST)
+            return iabn_err_set(e, IABN_EIO, "cannot create directory %s", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) && errno != EEXIST)
+        return iabn_err_set(e, IABN_EIO, "cannot create directory %s", buf);
+    return 0;
+}
+
+static void fmt_eta(double s, char *buf, size_t n)
+{
+    long t = s > 0 ? (long)s : 0;
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+/* ---- setup ------------------------------------------------------------------------- */
+
+static int open_data(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    int rc;
+    if (tr->task == IABN_TASK_CLASSIFY) {
+        rc = iabn_dataset_open(IABN_DATASET_IMAGEFOLDER, o->data_dir, "train", &tr->dtrain, e);
+        if (!rc) rc = iabn_dataset_open(IABN_DATASET_IMAGEFOLDER, o->data_dir, "val", &tr->dval, e);
+    } else {
+        const char *tsplit = o->dataset == IABN_DATASET_VISTAS ? "training" : "train";
+        const char *vsplit = o->dataset == IABN_DATASET_VISTAS ? "validation" : "val";
+        rc = iabn_dataset_open(o->dataset, o->data_dir, tsplit, &tr->dtrain, e);
+        if (!rc) rc = iabn_dataset_open(o->dataset, o->data_dir, vsplit, &tr->dval, e);
+    }
+    if (rc) return rc;
+    if (tr->dtrain->num_classes != tr->dval->num_classes)
+        return iabn_err_set(e, IABN_EFORMAT, "%s: train has %d classes, val %d", o->data_dir,
+                            tr->dtrain->num_classes, tr->dval->num_classes);
+    tr->classes = tr->dtrain->num_classes;
+    if (tr->cfg.classes && tr->cfg.classes != tr->classes)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "network.classes is %d but %s has %d classes (leave network.classes "
+                            "out to take the data set's)",
+                            tr->cfg.classes, o->data_dir, tr->classes);
+    return 0;
+}
+
+void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t)
+{
+    const iabn_config *c = &tr->cfg;
+    if (tr->task == IABN_TASK_CLASSIFY) {
+        iabn_transform_defaults(t, train ? IABN_TF_CLASSIFY_TRAIN : IABN_TF_CLASSIFY_EVAL);
+        t->out_h = t->out_w = train ? c->crop_train : c->crop_val;
+        t->scale = train ? c->scale_train : c->scale_val;
+        if (train) {
+            t->brightness = t->contrast = t->saturation = c->color_jitter_train ? 0.4f : 0.f;
+            t->lighting_std = c->lighting_train ? 0.1f : 0.f;
+        }
+    } else {
+        iabn_transform_defaults(t, train ? IABN_TF_SEGMENT_TRAIN : IABN_TF_SEGMENT_EVAL);
+        if (train) {
+            t->out_h = c->crop_h;
+            t->out_w = c->crop_w;
+            t->seg_scale[0] = c->scale_min;
+            t->seg_scale[1] = c->scale_max;
+        } else {
+            t->scale = c->longest_val;
+        }
+    }
+    memcpy(t->mean, c->mean, sizeof t->mean);
+    memcpy(t->std, c->std, sizeof t->std);
+}
+
+static int open_loaders(trainer *tr, iabn_err *e)
+{
+    iabn_loader_cfg lc;
+    iabn_loader_cfg_defaults(&lc, IABN_TF_CLASSIFY_TRAIN);
+    fill_transform(tr, 1, &lc.transform);
+    lc.batch_size = tr->batch;
+    lc.workers = tr->o->workers > 0 ? tr->o->workers : 2;
+    lc.seed = (uint64_t)tr->o->seed;
+    lc.shuffle = 1;
+    lc.drop_last = 1;
+    lc.strict = tr->o->strict_data;
+    int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
+    if (rc) return rc;
+    if (iabn_loader_batches_per_epoch(tr->ltrain) < 1)
+        return iabn_err_set(e, IABN_EINVAL, "%s: %zu training images make no batch of %d",
+                            tr->o->data_dir, tr->dtrain->count, tr->batch);
+    fill_transform(tr, 0, &lc.transform);
+    lc.batch_size = tr->task == IABN_TASK_SEGMENT ? 1 : tr->batch;
+    lc.shuffle = 0;
+    lc.drop_last = 0;
+    return iabn_loader_open(&lc, tr->dval, &tr->lval, e);
+}
+
+static int setup(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    int rc;
+    iabn_config_defaults(&tr->cfg);
+    if (o->config) tr->cfg = *o->config;
+    else if (o->config_path && (rc = iabn_config_load(&tr->cfg, o->config_path, e))) return rc;
+    if (o->epochs > 0) tr->cfg.schedule.epochs = o->epochs;
+    if (o->batch > 0) tr->cfg.batch_size = o->batch;
+    if (o->lr > 0) tr->cfg.learning_rate = o->lr;
+    if (o->bn && iabn_bn_mode_parse(o->bn, &tr->cfg.bn_mode))
+        return iabn_err_set(e, IABN_EINVAL, "--bn %s: not a BN mode", o->bn);
+    if ((rc = iabn_config_check(&tr->cfg, e))) return rc;
+    if (!iabn_model_exists(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a model (iabn mem --list)",
+                            tr->cfg.arch);
+    if (tr->task == IABN_TASK_SEGMENT && !iabn_model_is_segmentation(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a segmentation network",
+                            tr->cfg.arch);
+    if (tr->task == IABN_TASK_CLASSIFY && iabn_model_is_segmentation(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is a segmentation network: use "
+                            "iabn segtrain", tr->cfg.arch);
+    if (o->threads > 0) iabn_set_num_threads(o->threads);
+    if ((rc = open_data(tr, e))) return rc;
+    tr->mcfg = iabn_model_defaults(tr->cfg.arch);
+    tr->mcfg.classes = tr->classes;
+    tr->mcfg.bn = tr->cfg.bn_mode;
+    tr->mcfg.act = tr->cfg.act;
+    tr->mcfg.input_3x3 = tr->cfg.input_3x3;
+    tr->mcfg.dilation = tr->cfg.dilation > 1;
+    tr->cfg.classes = tr->classes;
+    tr->config_json = iabn_config_to_json(&tr->cfg);
+    tr->batch = tr->cfg.batch_size;
+    tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
+    tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
+    tr->s = iabn_store_new(iabn_backend_cpu(), e);
+    if (!tr->s) return e->code;
+    if ((rc = choose_micro_batches(tr, e))) return rc;
+    if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
+    if ((rc = iabn_model_init(tr->s, &tr->mcfg, (uint64_t)o->seed, e))) return rc;
+    if (o->init) {
+        /* ImageNet body weights: every tensor of the file must be a model tensor
+         * of the same shape; model tensors it lacks must be the new head's */
+        if ((rc = iabn_weights_load(tr->s, o->init, 0, e))) return rc;
+    }
+    if (o->resume) {
+        if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
+    } else {
+        tr->pos.best = -1;
+    }
+    return open_loaders(tr, e);
+}
+
+/* ---- one optimizer step ------------------------------------------------------------- */
+
+static int is_classifier(const iabn_param *p)
+{
+    return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
+}
+
+static int sgd_step(trainer *tr, double lr_factor, iabn_err *e)
+{
+    const iabn_config *c = &tr->cfg;
+    iabn_store *s = tr->s;
+    const iabn_backend *be = iabn_store_backend(s);
+    float inv = 1.f / (float)tr->nmicro;
+    double sq = 0;
+    for (int i = 0; i < iabn_store_count(s); i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        if (!p->grad || p->frozen) continue;
+        if (tr->nmicro > 1) iabn_scale(p->count, inv, p->grad);
+        if (c->clip > 0) sq += iabn_sumsq(p->count, p->grad);
+    }
+    float clip_scale = 1.f;
+    if (c->clip > 0 && sqrt(sq) > c->clip) clip_scale = (float)(c->clip / (sqrt(sq) + 1e-6));
+    for (int i = 0; i < iabn_store_count(s); i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        if (!p->grad || p->frozen) continue;
+        if (clip_scale != 1.f) iabn_scale(p->count, clip_scale, p->grad);
+        int first = p->mom == NULL;
+        if (first) {
+            p->mom = be->alloc(be->ctx, p->count * sizeof(float));
+            if (!p->mom) return iabn_err_set(e, IABN_ENOMEM, "out of memory for momentum of %s", p->name);
+        }
+        double base = is_classifier(p) && c->classifier_lr > 0 ? c->classifier_lr : c->learning_rate;
+        iabn_sgd_update(p->count, (float)(base * lr_factor), c->momentum, c->weight_decay,
+                        c->nesterov, first, p->data, p->grad, p->mom);
+    }
+    return iabn_store_zero_grads(s, e);
+}
+
+static double lr_factor(const trainer *tr, long long steps_per_epoch)
+{
+    const iabn_schedule *s = &tr->cfg.schedule;
+    if (s->per_step)
+        return iabn_schedule_factor(s, (double)tr->pos.global_step,
+                                    (double)s->epochs * (double)steps_per_epoch);
+    return iabn_schedule_factor(s, (double)tr->pos.epoch, (double)s->epochs);
+}
+
+/* Runs the micro-batches of one loader batch; returns the mean loss. */
+static int train_batch(trainer *tr, const iabn_batch *b, double *loss, long *correct, iabn_err *e)
+{
+    gset *gs = &tr->train;
+    size_t img = (size_t)3 * tr->in_h * tr->in_w;
+    size_t lab = tr->task == IABN_TASK_SEGMENT ? (size_t)tr->in_h * tr->in_w : 1;
+    double sum = 0;
+    for (int k = 0; k < tr->nmicro; k++) {
+        int rc = iabn_exec_set(gs->ex, gs->x, b->images + (size_t)k * tr->micro * img,
+                               (size_t)tr->micro * img * 4, e);
+        if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, b->labels + (size_t)k * tr->micro * lab,
+                                    (size_t)tr->micro * lab * 4, e);
+        if (!rc) rc = iabn_exec_run(gs->ex, e);
+        if (rc) return rc;
+        float l;
+        iabn_exec_get(gs->ex, gs->loss, &l, sizeof l, e);
+        sum += l;
+        if (tr->task == IABN_TASK_CLASSIFY) {
+            long c1 = 0, ck = 0;
+            iabn_topk_correct(tr->micro, tr->classes, iabn_exec_ptr(gs->ex, gs->logits),
+                              b->labels + (size_t)k * tr->micro, 1, &c1, &ck);
+            *correct += c1;
+        }
+    }
+    *loss = sum / tr->nmicro;
+    return 0;
+}
+
+/* ---- logging ------------------------------------------------------------------------ */
+
+static void log_metric(trainer *tr, const char *json_line)
+{
+    if (!tr->metrics) return;
+    fprintf(tr->metrics, "%s\n", json_line);
+    fflush(tr->metrics);
+}
+
+static void tb_scalar(trainer *tr, const char *tag, long long step, double v)
+{
+    if (tr->tb) iabn_tb_scalar(tr->tb, tag, step, (float)v, 0, NULL);
+}
+
+static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
+    tr->pos.runs = (long long)iabn_exec_step(tr->train.ex);
+    return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
+}
+
+static int open_outputs(trainer *tr, iabn_err *e)
+{
+    int rc = mkdirs(tr->outdir, e);
+    if (rc) return rc;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", tr->outdir);
+    FILE *f = fopen(path, "w");
+    if (!f) return iabn_err_set(e, IABN_EIO, "cannot write %s", path);
+    fprintf(f, "%s\n", tr->config_json);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->outdir);
+    tr->metrics = fopen(path, tr->o->resume ? "a" : "w");
+    if (!tr->metrics) return iabn_err_set(e, IABN_EIO, "cannot write %s", path);
+    return iabn_tb_open(tr->outdir, &tr->tb, e);
+}
+
+static void teardown(trainer *tr)
+{
+    gset_free(&tr->train);
+    for (int i = 0; i < 2; i++) gset_free(&tr->evals[i]);
+    if (tr->ltrain) iabn_loader_close(tr->ltrain);
+    if (tr->lval) iabn_loader_close(tr->lval);
+    iabn_dataset_free(tr->dtrain);
+    iabn_dataset_free(tr->dval);
+    iabn_store_free(tr->s);
+    free(tr->config_json);
+    if (tr->metrics) fclose(tr->metrics);
+    if (tr->tb) iabn_tb_close(tr->tb, NULL);
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
+{
+    eval_result r;
+    int rc = run_evaluation(tr, tr->lval, 0, 0, NULL, 0, tr->o->verbose, &r, e);
+    if (rc) return rc;
+    double metric = tr->task == IABN_TASK_SEGMENT ? r.miou : r.top1;
+    res->last_metric = metric;
+    res->last_top5 = r.top5;
+    res->last_pixel_acc = r.pixel_acc;
+    char line[512];
+    if (tr->task == IABN_TASK_SEGMENT) {
+        snprintf(line, sizeof line, "{\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f}",
+                 epoch, tr->pos.global_step, r.miou, r.pixel_acc);
+        tb_scalar(tr, "val/miou", tr->pos.global_step, r.miou);
+    } else {
+        snprintf(line, sizeof line,
+                 "{\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f}",
+                 epoch, tr->pos.global_step, r.loss, r.top1, r.top5);
+        tb_scalar(tr, "val/loss", tr->pos.global_step, r.loss);
+        tb_scalar(tr, "val/top1", tr->pos.global_step, r.top1);
+        tb_scalar(tr, "val/top5", tr->pos.global_step, r.top5);
+    }
+    log_metric(tr, line);
+    if (tr->tb) iabn_tb_flush(tr->tb, NULL);
+    if (metric > tr->pos.best) {
+        tr->pos.best = metric;
+        tr->pos.best_epoch = epoch;
+        if (!tr->o->evaluate_only && (rc = save_ckpt(tr, "checkpoint_best.safetensors", e))) {
+            eval_result_free(&r);
+            return rc;
+        }
+    }
+    res->best_metric = tr->pos.best;
+    if (!tr->o->quiet) {
+        if (tr->task == IABN_TASK_SEGMENT)
+            printf("  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)\n", r.miou,
+                   r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
+        else
+            printf("  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)\n", r.loss,
+                   r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
+        fflush(stdout);
+    }
+    eval_result_free(&r);
+    return 0;
+}
+
+static int skip_batches(trainer *tr, long long n, iabn_err *e)
+{
+    for (long long i = 0; i < n; i++) {
+        iabn_batch *b = NULL;
+        int rc = iabn_loader_next(tr->ltrain, &b, e);
+        if (rc < 0) return rc;
+        if (rc == 1) break;
+        iabn_loader_release(tr->ltrain, b);
+    }
+    return 0;
+}
+
+static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    long long spe = iabn_loader_batches_per_epoch(tr->ltrain);
+    int epochs = tr->cfg.schedule.epochs;
+    double t_start = now_s();
+    long long steps_this_run = 0, total_steps = spe * epochs;
+    iabn_exec_set_seed(tr->train.ex, (uint64_t)o->seed);
+    iabn_exec_set_step(tr->train.ex, (uint64_t)tr->pos.runs);
+    int rc = 0;
+    for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
+        if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
+        if (tr->pos.step_in_epoch > 0 && (rc = skip_batches(tr, tr->pos.step_in_epoch, e))) break;
+        double ep_loss = 0, t_ep = now_s();
+        long ep_correct = 0, ep_seen = 0, ep_steps = 0;
+        double avg_loss = 0;
+        for (;;) {
+            if (stop_requested) break;
+            if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
+            if (o->time_limit > 0 && now_s() - t_start > o->time_limit) {
+                res->stopped_by_time = 1;
+                break;
+            }
+            iabn_loader_stats st0;
+            iabn_loader_get_stats(tr->ltrain, &st0);
+            iabn_batch *b = NULL;
+            rc = iabn_loader_next(tr->ltrain, &b, e);
+            if (rc == 1) {
+                rc = 0;
+                break;
+            }
+            if (rc) break;
+            iabn_loader_stats st1;
+            iabn_loader_get_stats(tr->ltrain, &st1);
+            double t0 = now_s(), lr = lr_factor(tr, spe), loss = 0;
+            long correct = 0;
+            rc = train_batch(tr, b, &loss, &correct, e);
+            iabn_loader_release(tr->ltrain, b);
+            if (rc) break;
+            if (!isfinite(loss)) {
+                res->stopped_by_nan = 1;
+                rc = iabn_err_set(e, IABN_ENUM,
+                                  "the loss is %s at epoch %d, step %lld: stopping without "
+                                  "saving this state; the last good checkpoint is %s/"
+                                  "checkpoint_last.safetensors (IABN_CHECK=1 names the first "
+                                  "layer whose output is not finite)",
+                                  isnan(loss) ? "NaN" : "infinite", epoch + 1,
+                                  tr->pos.step_in_epoch + 1, tr->outdir);
+                break;
+            }
+            if ((rc = sgd_step(tr, lr, e))) break;
+            double dt = now_s() - t0;
+            tr->pos.step_in_epoch++;
+            tr->pos.global_step++;
+            steps_this_run++;
+            ep_steps++;
+            ep_loss += loss;
+            ep_correct += correct;
+            ep_seen += tr->batch;
+            avg_loss = ep_loss / ep_steps;
+            res->final_loss = loss;
+            res->steps_done++;
+            double lr_now = tr->cfg.learning_rate * lr;
+            if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
+                                      tr->pos.step_in_epoch == spe)) {
+                double elapsed = now_s() - t_start;
+                double per = elapsed / (double)steps_this_run;
+                long long left = total_steps - tr->pos.global_step;
+                char eta[32], line[512];
+                fmt_eta(per * (double)left, eta, sizeof eta);
+                double ips = (double)tr->batch / (dt + (st1.wait_seconds - st0.wait_seconds));
+                if (!o->quiet) {
+                    printf("epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)", epoch + 1, epochs,
+                           tr->pos.step_in_epoch, spe, loss, avg_loss);
+                    if (tr->task == IABN_TASK_CLASSIFY)
+                        printf("  top1 %.1f%%", 100.0 * (double)ep_correct / (double)ep_seen);
+                    printf("  lr %.5f  img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB\n", lr_now,
+                           ips, st1.wait_seconds - st0.wait_seconds, eta,
+                           (double)tr->train.p->arena_bytes / 1048576.0);
+                    fflush(stdout);
+                }
+                snprintf(line, sizeof line,
+                         "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
+                         "\"img_s\": %.2f, \"arena_bytes\": %zu}",
+                         tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.p->arena_bytes);
+                log_metric(tr, line);
+                tb_scalar(tr, "train/loss", tr->pos.global_step, loss);
+                tb_scalar(tr, "train/lr", tr->pos.global_step, lr_now);
+                if (tr->tb) iabn_tb_flush(tr->tb, NULL);
+            }
+        }
+        if (rc) break;
+        int finished = tr->pos.step_in_epoch >= spe;
+        if (finished) {
+            tr->pos.epoch = epoch + 1;
+            tr->pos.step_in_epoch = 0;
+        }
+        if (!o->quiet && ep_steps)
+            printf("epoch %d/%d %s in %.1fs: train loss %.4f%s\n", epoch + 1, epochs,
+                   finished ? "done" : "stopped", now_s() - t_ep, avg_loss,
+                   tr->task == IABN_TASK_CLASSIFY ? "" : "");
+        if (finished) res->epochs_done++;
+        if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
+        if ((eval_now || !finished) && (rc = validate(tr, res, epoch, e))) break;
+        if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        if (!finished) {
+            if (stop_requested) {
+                res->stopped_by_signal = 1;
+                if (!o->quiet)
+                    printf("stopped by a signal after step %lld; checkpoint written to "
+                           "%s/checkpoint_last.safetensors (continue with --resume)\n",
+                           tr->pos.global_step, tr->outdir);
+            }
+            break;
+        }
+    }
+    return rc;
+}
+
+int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
+{
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    memset(res, 0, sizeof *res);
+    tr.o = o;
+    tr.task = o->task;
+    snprintf(tr.outdir, sizeof tr.outdir, "%s", o->output_dir ? o->output_dir : "runs/train");
+    int rc = setup(&tr, e);
+    if (!rc) {
+        res->arena_bytes = tr.train.p->arena_bytes;
+        res->lower_bound = tr.train.p->lower_bound;
+        res->micro_batches = tr.nmicro;
+        if (!o->quiet) {
+            size_t params;
+            iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
+            printf("%s (%s, %s), %zu parameters, %d classes; %zu train / %zu val images\n"
+                   "batch %d%s, input %dx%d: activation arena %.1f MiB (lower bound %.1f MiB), "
+                   "whole step %.1f MiB\n",
+                   tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
+                   params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
+                   tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
+                   (double)tr.train.p->arena_bytes / 1048576.0,
+                   (double)tr.train.p->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
+            if (tr.nmicro > 1)
+                printf("the batch of %d does not fit: %d micro-batches of %d, gradients "
+                       "accumulated\n", tr.batch, tr.nmicro, tr.micro);
+            fflush(stdout);
+        }
+        if (o->evaluate_only) {
+            rc = validate(&tr, res, (int)tr.pos.epoch, e);
+        } else {
+            rc = open_outputs(&tr, e);
+            if (!rc) rc = train_loop(&tr, res, e);
+        }
+    }
+    teardown(&tr);
+    return rc;
+}

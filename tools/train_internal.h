@@ -1,0 +1,63 @@
+/* train_internal.h: the trainer's private state, shared by train.c,
+ * train_graphs.c and train_eval.c. */
+#ifndef IABN_TOOLS_TRAIN_INTERNAL_H
+#define IABN_TOOLS_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "tools/checkpoint.h"
+#include "tools/tb_events.h"
+#include "tools/trainer.h"
+
+typedef struct gset {
+    iabn_graph *g;
+    iabn_plan *p;
+    iabn_exec *ex;
+    int n, h, w;
+    int x, labels, logits, loss;
+} gset;
+
+typedef struct trainer {
+    const iabn_train_opts *o;
+    iabn_task task;
+    iabn_config cfg;
+    iabn_model_cfg mcfg;
+    iabn_store *s;
+    iabn_dataset *dtrain, *dval;
+    iabn_loader *ltrain, *lval;
+    int classes;
+    int in_h, in_w;           /* training input size */
+    int batch;                /* per step (this rank) */
+    int micro, nmicro;        /* micro-batch size and count */
+    size_t need_bytes;
+    gset train;
+    gset evals[2];            /* evaluation graphs, by batch size */
+    int evals_ten;            /* images per sample in evaluation (10: ten-crop) */
+    char *config_json;
+    iabn_ckpt_pos pos;
+    FILE *metrics;
+    iabn_tb *tb;
+    char outdir[1024];
+} trainer;
+
+void gset_free(gset *gs);
+int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
+size_t gset_bytes(const trainer *tr, const gset *gs);
+int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e);
+int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e);
+int choose_micro_batches(trainer *tr, iabn_err *e);
+size_t available_memory(void);
+void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
+
+/* Evaluation over a loader: classification top-1 / top-5 (and loss), or
+ * segmentation mIoU / pixel accuracy (per-class IoU printed when verbose). */
+typedef struct eval_result {
+    double top1, top5, loss, miou, pixel_acc;
+    long samples;
+    double *iou;              /* per class, segmentation (owned) */
+} eval_result;
+int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
+                   int nscales, int verbose, eval_result *r, iabn_err *e);
+void eval_result_free(eval_result *r);
+
+#endif
