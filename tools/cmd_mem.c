@@ -45,7 +45,7 @@ typedef struct mem_args {
 static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int full,
                      report *r, iabn_err *e)
 {
-    iabn_store *s = iabn_store_new(iabn_backend_cpu(), e);
+    iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), e);
     if (!s) return e->code;
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
     iabn_model_cfg mc = iabn_model_defaults(a->arch);
@@ -135,7 +135,10 @@ static int fits(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, i
  * monotone.  mul scales the candidate (crops move in steps of 8). */
 static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iabn_err *e)
 {
-    long lo = 0, hi = 1, cap = crop ? 1024 : 1 << 16;
+    /* segmentation heads batch-normalise a 1x1 pooled map: training needs two
+     * samples, so batch searches start at 2 */
+    long lo = 0, hi = !crop && iabn_model_is_segmentation(a->arch) ? 2 : 1;
+    long cap = crop ? 1024 : 1 << 16;
     int ok = 0, rc;
     for (;;) {
         int v = (int)hi;
@@ -148,6 +151,10 @@ static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iab
             return 0;
         }
         hi *= 2;
+    }
+    if (lo == 0) {
+        *out = 0;
+        return 0;
     }
     while (hi - lo > 1) {
         long mid = lo + (hi - lo) / 2;

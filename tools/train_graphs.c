@@ -63,10 +63,15 @@ size_t gset_bytes(const trainer *tr, const gset *gs)
 
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e)
 {
+    /* plan on a shapes-only store: nothing is allocated to measure */
+    trainer probe = *tr;
+    probe.s = iabn_store_new_virtual(iabn_store_backend(tr->s), e);
+    if (!probe.s) return e->code;
     gset gs;
-    int rc = gset_build(tr, 1, n, tr->in_h, tr->in_w, 0, &gs, e);
-    if (!rc) *bytes = gset_bytes(tr, &gs);
+    int rc = gset_build(&probe, 1, n, tr->in_h, tr->in_w, 0, &gs, e);
+    if (!rc) *bytes = gset_bytes(&probe, &gs);
     gset_free(&gs);
+    iabn_store_free(probe.s);
     return rc;
 }
 

@@ -28,6 +28,9 @@ struct iabn_exec {
 
 int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e)
 {
+    if (iabn_store_is_virtual(g->store))
+        return iabn_err_set(e, IABN_EINVAL, "the graph's store holds shapes only (planning); "
+                                            "an executor needs a real store");
     iabn_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");
     ex->g = g;

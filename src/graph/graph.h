@@ -181,6 +181,10 @@ typedef struct iabn_param {
 } iabn_param;
 
 iabn_store *iabn_store_new(const iabn_backend *be, iabn_err *e);
+/* A store that records names and shapes only: graphs built on it plan (and
+ * report) without allocating a byte; an executor refuses it. */
+iabn_store *iabn_store_new_virtual(const iabn_backend *be, iabn_err *e);
+int iabn_store_is_virtual(const iabn_store *s);
 void iabn_store_free(iabn_store *s);
 const iabn_backend *iabn_store_backend(const iabn_store *s);
 /* Finds `name` or creates it (data zeroed; grads allocated unless BUFFER).

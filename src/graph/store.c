@@ -9,6 +9,7 @@
 
 struct iabn_store {
     const iabn_backend *be;
+    int virtual_only; /* shapes only: planning and reports allocate nothing */
     iabn_param *p;
     int np, cap;
 };
@@ -28,13 +29,22 @@ void iabn_store_free(iabn_store *s)
 {
     if (!s) return;
     for (int i = 0; i < s->np; i++) {
-        s->be->free(s->be->ctx, s->p[i].data);
+        if (s->p[i].data) s->be->free(s->be->ctx, s->p[i].data);
         if (s->p[i].grad) s->be->free(s->be->ctx, s->p[i].grad);
         if (s->p[i].mom) s->be->free(s->be->ctx, s->p[i].mom);
     }
     free(s->p);
     free(s);
 }
+
+iabn_store *iabn_store_new_virtual(const iabn_backend *be, iabn_err *e)
+{
+    iabn_store *s = iabn_store_new(be, e);
+    if (s) s->virtual_only = 1;
+    return s;
+}
+
+int iabn_store_is_virtual(const iabn_store *s) { return s->virtual_only; }
 
 const iabn_backend *iabn_store_backend(const iabn_store *s) { return s->be; }
 int iabn_store_count(const iabn_store *s) { return s->np; }
@@ -100,6 +110,10 @@ int iabn_store_param(iabn_store *s, const char *name, iabn_pkind kind, int nd,
     for (int d = 0; d < nd; d++) {
         p->shape[d] = shape[d];
         p->count *= (size_t)shape[d];
+    }
+    if (s->virtual_only) {
+        *id = s->np++;
+        return 0;
     }
     p->data = zalloc(s->be, p->count);
     if (kind != IABN_P_BUFFER) p->grad = zalloc(s->be, p->count);
