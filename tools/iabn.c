@@ -37,6 +37,7 @@ static const command commands[] = {
 static const command benches[] = {
     {"conv", iabn_bench_conv, "convolution GFLOP/s against the machine's peak"},
     {"block", iabn_bench_block, "BN+ACT+CONV blocks in every BN mode (paper Fig. 4)"},
+    {"step", iabn_bench_step, "one training step of a model, median time"},
 };
 #define NBENCHES (int)(sizeof benches / sizeof benches[0])
 

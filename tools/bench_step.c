@@ -1,0 +1,164 @@
+/* bench_step.c: `iabn bench step MODEL`: the time of one training step
+ * (forward, backward, SGD update) of a model, median over repeated steps,
+ * split into forward / backward / update from the executor's per-node
+ * profile.  The PyTorch side of the comparison is tools/bench_step_torch.py. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "iabn.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void usage(void)
+{
+    printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
+           "                       [--repeat 5] [--classes N] [--json]\n"
+           "  Median time of a training step (forward + backward + SGD) on random data.\n");
+}
+
+int iabn_bench_step(int argc, char **argv)
+{
+    const char *arch = NULL, *bn = "standard";
+    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long long n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--size")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_parse_hw(v, &h, &w)) return 2;
+        } else if (!strcmp(a, "--bn")) {
+            if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_check_device(v, "bench step")) return 2;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "--threads") || !strcmp(a, "--repeat") ||
+                   !strcmp(a, "--classes")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            if (iabn_parse_int(v, &n) || n < 1) { fprintf(stderr, "iabn bench step: %s %s\n", a, v); return 2; }
+            if (!strcmp(a, "--batch")) batch = (int)n;
+            else if (!strcmp(a, "--threads")) iabn_set_num_threads((int)n);
+            else if (!strcmp(a, "--repeat")) repeat = (int)n;
+            else classes = (int)n;
+        } else if (a[0] == '-') { fprintf(stderr, "iabn bench step: unknown flag %s\n", a); return 2; }
+        else arch = a;
+    }
+    if (!arch) { usage(); return 2; }
+    if (!iabn_model_exists(arch)) { fprintf(stderr, "iabn bench step: unknown model %s\n", arch); return 2; }
+    iabn_model_cfg mc = iabn_model_defaults(arch);
+    if (iabn_bn_mode_parse(bn, &mc.bn)) { fprintf(stderr, "iabn bench step: --bn %s\n", bn); return 2; }
+    if (classes) mc.classes = classes;
+    if (!h) h = w = iabn_model_is_segmentation(arch) ? 512 : 224;
+    int seg = iabn_model_is_segmentation(arch);
+    iabn_err e = {0};
+    iabn_store *s = iabn_store_new(iabn_backend_cpu(), &e);
+    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+    int xs[4] = {batch, 3, h, w}, ls3[3] = {batch, h, w}, ls1[1] = {batch};
+    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
+    int lab = seg ? iabn_graph_input(g, "labels", IABN_I32, 3, ls3) : iabn_graph_input(g, "labels", IABN_I32, 1, ls1);
+    int logits = -1, loss = -1;
+    iabn_plan *p = NULL;
+    iabn_exec *ex = NULL;
+    int rc = iabn_model_build(g, &mc, x, &logits);
+    if (rc) e = *iabn_graph_error(g);
+    if (!rc) {
+        loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
+        rc = iabn_graph_backward(g, loss, &e);
+    }
+    if (!rc) rc = iabn_graph_finalize(g, &e);
+    if (!rc) rc = iabn_plan_build(g, NULL, &p, &e);
+    if (!rc) rc = iabn_exec_new(g, p, &ex, &e);
+    if (!rc) rc = iabn_model_init(s, &mc, 1, &e);
+    double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
+           *bw = calloc((size_t)repeat, sizeof *bw), *up = calloc((size_t)repeat, sizeof *up);
+    if (!rc) {
+        float *xp = iabn_exec_ptr(ex, x);
+        for (size_t i = 0; i < (size_t)batch * 3 * h * w; i++) xp[i] = iabn_rng_normal(3, 0, i);
+        int32_t *lp = iabn_exec_ptr(ex, lab);
+        size_t nl = seg ? (size_t)batch * h * w : (size_t)batch;
+        for (size_t i = 0; i < nl; i++) lp[i] = (int32_t)(i % (size_t)mc.classes);
+        iabn_exec_profile(ex, 1);
+        const int *sched = iabn_graph_schedule(g);
+        int ns = iabn_graph_schedule_len(g);
+        for (int k = 0; k <= repeat && !rc; k++) {
+            double t0 = now_s();
+            rc = iabn_exec_run(ex, &e);
+            double t1 = now_s();
+            for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
+                iabn_param *pp = iabn_store_get(s, i);
+                if (!pp->grad) continue;
+                if (!pp->mom) pp->mom = calloc(pp->count, sizeof(float));
+                iabn_sgd_update(pp->count, 1e-4f, 0.9f, 1e-4f, 1, 0, pp->data, pp->grad, pp->mom);
+            }
+            iabn_store_zero_grads(s, NULL);
+            double t2 = now_s();
+            if (k == 0) continue; /* warm-up */
+            const double *st = iabn_exec_step_times(ex);
+            double f = 0, b = 0;
+            for (int j = 0; j < ns; j++) {
+                if (iabn_graph_n(g, sched[j])->phase == IABN_PHASE_FWD) f += st[j];
+                else b += st[j];
+            }
+            tot[k - 1] = t2 - t0;
+            fw[k - 1] = f;
+            bw[k - 1] = t1 - t0 - f; /* the backward and the executor's own time */
+            up[k - 1] = t2 - t1;
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+    } else {
+        qsort(tot, (size_t)repeat, sizeof *tot, cmp_d);
+        qsort(fw, (size_t)repeat, sizeof *fw, cmp_d);
+        qsort(bw, (size_t)repeat, sizeof *bw, cmp_d);
+        qsort(up, (size_t)repeat, sizeof *up, cmp_d);
+        int m = repeat / 2;
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "model", arch);
+            cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(mc.bn));
+            cJSON_AddNumberToObject(o, "batch", batch);
+            cJSON_AddNumberToObject(o, "size", h);
+            cJSON_AddNumberToObject(o, "threads", iabn_num_threads());
+            cJSON_AddNumberToObject(o, "step_ms", 1e3 * tot[m]);
+            cJSON_AddNumberToObject(o, "forward_ms", 1e3 * fw[m]);
+            cJSON_AddNumberToObject(o, "backward_ms", 1e3 * bw[m]);
+            cJSON_AddNumberToObject(o, "update_ms", 1e3 * up[m]);
+            cJSON_AddNumberToObject(o, "arena_bytes", (double)p->arena_bytes);
+            char *js = cJSON_Print(o);
+            printf("%s\n", js);
+            free(js);
+            cJSON_Delete(o);
+        } else {
+            printf("%s %s batch %d %dx%d, %d threads: step %.1f ms (forward %.1f, backward %.1f, "
+                   "update %.1f), median of %d; arena %.1f MiB\n",
+                   arch, iabn_bn_mode_name(mc.bn), batch, h, w, iabn_num_threads(), 1e3 * tot[m],
+                   1e3 * fw[m], 1e3 * bw[m], 1e3 * up[m], repeat, (double)p->arena_bytes / 1048576.0);
+        }
+    }
+    free(tot);
+    free(fw);
+    free(bw);
+    free(up);
+    iabn_exec_free(ex);
+    iabn_plan_free(p);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+    return rc ? 1 : 0;
+}
