@@ -86,7 +86,8 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
         if (n.op->backward(g, id, dout, din, e)) break;
         for (int k = 0; k < n.nin; k++) {
             if (din[k] < 0) continue;
-            if (g->t[n.in[k]].kind == IABN_T_ACT) {
+            iabn_tkind kind = g->t[n.in[k]].kind;
+            if (kind == IABN_T_ACT || kind == IABN_T_OUTPUT) {
                 if (accumulate(g, grad, n.in[k], din[k])) break;
             } else if (g->t[n.in[k]].kind == IABN_T_PARAM) {
                 /* a parameter used as data (tests, adversarial inputs): its
