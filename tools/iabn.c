@@ -23,6 +23,7 @@ static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 
 static const command commands[] = {
+    {"demo", iabn_cmd_demo, "train a narrow ResNeXt on generated data for a minute, then the memory report"},
     {"train", iabn_cmd_train, "train a classifier on an ImageNet-style folder"},
     {"eval", iabn_cmd_eval, "top-1 / top-5 of a checkpoint on a validation folder"},
     {"segtrain", iabn_cmd_segtrain, "fine-tune a segmentation network (Cityscapes, Vistas)"},
