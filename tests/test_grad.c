@@ -58,7 +58,10 @@ static void gradcheck(const char *label, const case_cfg *c, build_fn f, const vo
     }
     for (int i = 0; i < np; i++) {
         iabn_param *p = iabn_store_get(t.s, i);
-        if (!p->grad || p->frozen) continue;
+        if (!p->grad || p->frozen) {
+            free(ans[i]);
+            continue;
+        }
         float *an = ans[i];
         size_t stride = p->count > 7 ? p->count / 7 : 1;
         for (size_t k = 0; k < p->count; k += stride) {

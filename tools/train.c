@@ -524,6 +524,7 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
         res->arena_bytes = tr.train.p->arena_bytes;
         res->lower_bound = tr.train.p->lower_bound;
         res->micro_batches = tr.nmicro;
+        res->step_bytes = tr.need_bytes;
         if (!o->quiet) {
             size_t params;
             iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);

@@ -79,14 +79,23 @@ int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e)
 {
     size_t b;
     int lo = 0, hi = 1;
-    /* grow until it does not fit, then bisect */
+    /* grow until it does not fit, then bisect; a batch too small for the
+     * model (BN over one value per channel) counts as not fitting */
     for (;;) {
         int rc = memory_for(tr, hi, &b, e);
+        if (rc == IABN_EINVAL && hi < 4) {
+            hi *= 2;
+            continue;
+        }
         if (rc) return rc;
         if (b > budget) break;
         lo = hi;
         if (hi >= 65536) break;
         hi *= 2;
+    }
+    if (lo == 0) {
+        *out = 0;
+        return 0;
     }
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
@@ -120,6 +129,7 @@ int choose_micro_batches(trainer *tr, iabn_err *e)
         if (b % k) continue;
         size_t need;
         int rc = memory_for(tr, b / k, &need, e);
+        if (rc == IABN_EINVAL && k > 1) break; /* micro-batches this small are impossible */
         if (rc) return rc;
         if (need <= budget) {
             tr->micro = b / k;

@@ -41,6 +41,7 @@ typedef struct iabn_train_result {
     int epochs_done;
     long long steps_done;
     size_t arena_bytes, lower_bound;
+    size_t step_bytes;            /* everything the step needs (arena, io, store) */
     int micro_batches;
     int stopped_by_signal, stopped_by_nan, stopped_by_time;
 } iabn_train_result;

@@ -67,10 +67,12 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
         return iabn_graph_fail(g, IABN_EINVAL, "tensor %s: %d dimensions (1..4 allowed)",
                                name, nd);
     size_t count = 1;
+    int dims[IABN_MAX_DIMS]; /* shape may point into g->t, which grow() moves */
     for (int i = 0; i < nd; i++) {
         if (shape[i] <= 0)
             return iabn_graph_fail(g, IABN_EINVAL, "tensor %s: dimension %d is %d", name, i,
                                    shape[i]);
+        dims[i] = shape[i];
         count *= (size_t)shape[i];
     }
     if (grow((void **)&g->t, &g->tcap, g->nt + 1, sizeof *g->t))
@@ -79,7 +81,7 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
     memset(t, 0, sizeof *t);
     t->dtype = dt;
     t->nd = nd;
-    for (int i = 0; i < nd; i++) t->shape[i] = shape[i];
+    for (int i = 0; i < nd; i++) t->shape[i] = dims[i];
     t->nbytes = count * iabn_dtype_size(dt);
     t->kind = kind;
     t->policy = IABN_KEEP;

@@ -104,10 +104,11 @@ int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int st
                                name, xt->shape[1], xt->shape[2], xt->shape[3], c_out, k, stride,
                                pad, dil, groups);
     int wshape[4] = {c_out, xt->shape[1] / groups, k, k};
+    /* before param(): adding tensors moves the array xt points into */
+    int yshape[4] = {xt->shape[0], c_out, P.geom.h_out, P.geom.w_out};
     int w = param(g, name, ".weight", IABN_P_WEIGHT, 4, wshape);
     int bshape[1] = {c_out};
     int bt = bias ? param(g, name, ".bias", IABN_P_BIAS, 1, bshape) : -1;
-    int yshape[4] = {xt->shape[0], c_out, P.geom.h_out, P.geom.w_out};
     int y = named(g, name, "", IABN_F32, 4, yshape);
     int ins[3] = {x, w, bt};
     if (iabn_graph_node(g, &op_conv, name, bias ? 3 : 2, ins, 1, &y, &P, sizeof P) < 0) return -1;

@@ -345,6 +345,9 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
 {
     if (x < 0 || !iabn_graph_ok(g)) return -1;
     const iabn_tensor *xt = lt(g, x);
+    /* copies: adding tensors (param(), named()) moves the array xt points into */
+    int xnd = xt->nd, xs[IABN_MAX_DIMS];
+    memcpy(xs, xt->shape, sizeof xs);
     if (xt->nd != 4 && xt->nd != 2)
         return iabn_graph_fail(g, IABN_EINVAL, "%s: input %s must be N,C,H,W or N,C", name,
                                xt->name);
@@ -392,7 +395,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
         iabn_graph_t_mut(g, beta)->requires_grad = 0;
     }
     int ins[5] = {x, gamma, beta, rmean, rvar};
-    int z = named(g, name, "", IABN_F32, xt->nd, xt->shape);
+    int z = named(g, name, "", IABN_F32, xnd, xs);
     if (!training) {
         int n = iabn_graph_node(g, &op_eval, name, 5, ins, 1, &z, &P, sizeof P);
         iabn_graph_inplace(g, n, 0, 0, 0);
@@ -403,7 +406,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     switch (cfg->mode) {
     case IABN_BN_STANDARD:
     case IABN_BN_CHECKPOINT: {
-        int y = named(g, name, ".y", IABN_F32, xt->nd, xt->shape);
+        int y = named(g, name, ".y", IABN_F32, xnd, xs);
         int outs[3] = {y, mean, var};
         if (iabn_graph_node(g, &op_bn, name, 5, ins, 3, outs, &P, sizeof P) < 0) return -1;
         char an[IABN_NAME_LEN];
@@ -417,7 +420,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
         return a < 0 ? -1 : z;
     }
     case IABN_BN_CHECKPOINT_OPT: {
-        int xhat = named(g, name, ".xhat", IABN_F32, xt->nd, xt->shape);
+        int xhat = named(g, name, ".xhat", IABN_F32, xnd, xs);
         int outs[4] = {z, xhat, mean, var};
         if (iabn_graph_node(g, &op_ckopt, name, 5, ins, 4, outs, &P, sizeof P) < 0) return -1;
         iabn_graph_set_policy(g, z, IABN_RECOMPUTE);
