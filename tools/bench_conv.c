@@ -178,6 +178,11 @@ int iabn_bench_conv(int argc, char **argv)
             return usage();
         }
     }
+    if (only) {
+        size_t i = 0;
+        while (i < sizeof cases / sizeof cases[0] && strcmp(only, cases[i].name)) i++;
+        if (i == sizeof cases / sizeof cases[0]) return usage();
+    }
     if (threads) iabn_set_num_threads(threads);
     threads = iabn_num_threads();
 
@@ -188,15 +193,10 @@ int iabn_bench_conv(int argc, char **argv)
         printf("%-30s %-12s %-12s %9s %8s %8s %7s\n", "case", "pass", "path", "ms", "GFLOP/s",
                "%peak", "target");
     }
-    int missed = 0, rc = 0, ran = 0;
+    int missed = 0, rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !rc; i++) {
         if (only && strcmp(only, cases[i].name)) continue;
         rc = bench_one(&cases[i], repeat, peak, threads, json, list, &missed);
-        ran++;
-    }
-    if (!ran) {
-        cJSON_Delete(list);
-        return usage();
     }
     if (json) {
         char *s = cJSON_Print(list);

@@ -220,20 +220,6 @@ static int write_out(const step_opts *o, iabn_graph *g, iabn_exec *ex, int logit
     return rc;
 }
 
-/* A graph output holding t's value after the run.  The backward flows only
- * through arena tensors, so marking t itself as an output would cut every
- * gradient below it. */
-static int readable_copy(iabn_graph *g, int t)
-{
-    const iabn_tensor *x = iabn_graph_t(g, t);
-    int nd = x->nd, shape[IABN_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    int y = iabn_graph_tensor(g, "logits.out", IABN_F32, nd, shape);
-    if (iabn_graph_node(g, &iabn_op_copy, "logits.out", 1, &t, 1, &y, NULL, 0) < 0) return -1;
-    iabn_graph_mark_output(g, y);
-    return y;
-}
-
 static int run(const step_opts *o, iabn_err *e)
 {
     iabn_model_cfg cfg;
@@ -279,7 +265,7 @@ static int run(const step_opts *o, iabn_err *e)
             labels = iabn_graph_input(g, "target", IABN_I32, want, ls);
             loss = iabn_softmax_xent(g, "loss", logits, labels, 255, 1.f);
         }
-        logits = readable_copy(g, logits);
+        iabn_graph_mark_output(g, logits);
     }
     if (!iabn_graph_ok(g)) {
         *e = *iabn_graph_error(g);

@@ -10,6 +10,7 @@ int iabn_cmd_segtrain(int argc, char **argv);
 int iabn_cmd_segeval(int argc, char **argv);
 int iabn_cmd_mem(int argc, char **argv);
 int iabn_cmd_demo(int argc, char **argv);
+int iabn_cmd_predict(int argc, char **argv);
 int iabn_cmd_step(int argc, char **argv);
 int iabn_cmd_data(int argc, char **argv);
 

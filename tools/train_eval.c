@@ -103,7 +103,7 @@ static void flip_w(int c, int h, int w, float *x)
 }
 
 /* Logits of one image (3,h,w) averaged over scales and flips, at (K,h,w). */
-static int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
+int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                       int flip, float *acc, iabn_err *e)
 {
     int k = tr->classes;

@@ -59,5 +59,9 @@ typedef struct eval_result {
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
                    int nscales, int verbose, eval_result *r, iabn_err *e);
 void eval_result_free(eval_result *r);
+/* Logits of one normalised image (3,h,w), averaged over test scales and the
+ * horizontal flip, at the image's size: acc (K,h,w). */
+int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
+               int flip, float *acc, iabn_err *e);
 
 #endif

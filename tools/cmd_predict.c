@@ -1,0 +1,167 @@
+/* cmd_predict.c: `iabn predict CHECKPOINT IN_DIR OUT_DIR`: every .png / .jpg /
+ * .jpeg of IN_DIR (sorted) to a PNG label map of the same name in OUT_DIR:
+ * raw class ids by default, the data set's palette with --color, Cityscapes
+ * labelIds (for the official evaluation scripts) with --labelids.  The model
+ * and its input normalisation come from the configuration stored in the
+ * checkpoint; --scales and --flip average the logits over test-time
+ * augmentations. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/segmetrics.h"
+#include "tools/train_internal.h"
+
+/* Cityscapes colours of the 19 train ids, and their labelIds. */
+static const uint8_t cs_palette[19][3] = {
+    {128, 64, 128}, {244, 35, 232}, {70, 70, 70}, {102, 102, 156}, {190, 153, 153},
+    {153, 153, 153}, {250, 170, 30}, {220, 220, 0}, {107, 142, 35}, {152, 251, 152},
+    {70, 130, 180}, {220, 20, 60}, {255, 0, 0}, {0, 0, 142}, {0, 0, 70},
+    {0, 60, 100}, {0, 80, 100}, {0, 0, 230}, {119, 11, 32}};
+static const uint8_t cs_label_ids[19] = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22,
+                                         23, 24, 25, 26, 27, 28, 31, 32, 33};
+
+static int has_image_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void usage(void)
+{
+    printf("usage: iabn predict CHECKPOINT IN_DIR OUT_DIR [--scales 0.7,1,1.2] [--flip]\n"
+           "                    [--color | --labelids] [--threads T]\n");
+}
+
+static int load_model(trainer *tr, const char *ckpt, iabn_err *e)
+{
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(ckpt, &f, e);
+    if (rc) return rc;
+    const char *cj = iabn_st_meta(f, "config");
+    iabn_config_defaults(&tr->cfg);
+    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn checkpoint)", ckpt);
+    else rc = iabn_config_parse(&tr->cfg, cj, ckpt, e);
+    iabn_st_free(f);
+    if (rc) return rc;
+    if (!iabn_model_is_segmentation(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
+    tr->task = IABN_TASK_SEGMENT;
+    tr->classes = tr->cfg.classes;
+    tr->mcfg = iabn_model_defaults(tr->cfg.arch);
+    tr->mcfg.classes = tr->classes;
+    tr->mcfg.bn = tr->cfg.bn_mode;
+    tr->mcfg.act = tr->cfg.act;
+    tr->s = iabn_store_new(iabn_backend_cpu(), e);
+    if (!tr->s) return e->code;
+    gset probe;
+    rc = gset_build(tr, 0, 1, 64, 64, 0, &probe, e);
+    gset_free(&probe);
+    if (!rc) rc = iabn_ckpt_load(tr->s, ckpt, 0, NULL, e);
+    return rc;
+}
+
+int iabn_cmd_predict(int argc, char **argv)
+{
+    const char *pos[3];
+    int npos = 0, flip = 0, color = 0, labelids = 0, ns = 0;
+    float scales[8] = {1.f};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else if (!strcmp(a, "--flip")) flip = 1;
+        else if (!strcmp(a, "--color")) color = 1;
+        else if (!strcmp(a, "--labelids")) labelids = 1;
+        else if (!strcmp(a, "--scales")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
+            if ((ns = iabn_parse_floats(v, scales, 8)) < 1) { fprintf(stderr, "iabn predict: --scales %s\n", v); return 2; }
+        } else if (!strcmp(a, "--threads")) {
+            long long n;
+            if (!(v = iabn_flag_value(argc, argv, &i, "predict")) || iabn_parse_int(v, &n) || n < 1) return 2;
+            iabn_set_num_threads((int)n);
+        } else if (a[0] == '-') { fprintf(stderr, "iabn predict: unknown flag %s\n", a); return 2; }
+        else if (npos < 3) pos[npos++] = a;
+        else { fprintf(stderr, "iabn predict: unexpected argument %s\n", a); return 2; }
+    }
+    if (npos != 3 || (color && labelids)) { usage(); return 2; }
+    if (ns == 0) ns = 1;
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    iabn_err e = {0};
+    int rc = load_model(&tr, pos[0], &e);
+    if (!rc && labelids && tr.classes != 19)
+        rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", tr.classes);
+    DIR *d = rc ? NULL : opendir(pos[1]);
+    if (!rc && !d) rc = iabn_err_set(&e, IABN_EIO, "cannot read directory %s", pos[1]);
+    char **names = NULL;
+    int n = 0, cap = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (!has_image_ext(de->d_name)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **q = realloc(names, (size_t)cap * sizeof *q);
+            if (!q) break;
+            names = q;
+        }
+        names[n++] = strdup(de->d_name);
+    }
+    if (d) closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (!rc && mkdir(pos[2], 0777) && errno != EEXIST)
+        rc = iabn_err_set(&e, IABN_EIO, "cannot create %s", pos[2]);
+    uint8_t palette[256 * 3];
+    for (int c = 0; c < 256; c++)
+        for (int k = 0; k < 3; k++)
+            palette[3 * c + k] = c < 19 && tr.classes == 19 ? cs_palette[c][k]
+                                                            : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
+    int written = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        char in[2048], out[2048];
+        snprintf(in, sizeof in, "%s/%s", pos[1], names[i]);
+        snprintf(out, sizeof out, "%s/%.*s.png", pos[2], (int)(strrchr(names[i], '.') - names[i]), names[i]);
+        iabn_image img = {0}, lab = {0};
+        if ((rc = iabn_image_load(in, 0, &img, &e))) break;
+        size_t hw = (size_t)img.width * img.height;
+        float *x = malloc(3 * hw * sizeof *x), *acc = malloc((size_t)tr.classes * hw * sizeof *acc);
+        int32_t *pred = malloc(hw * sizeof *pred);
+        if (!x || !acc || !pred) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for %s", in);
+        if (!rc) {
+            iabn_image_to_chw(&img, tr.cfg.mean, tr.cfg.std, x);
+            rc = seg_logits(&tr, x, img.height, img.width, scales, ns, flip, acc, &e);
+        }
+        if (!rc) rc = iabn_image_alloc(&lab, img.width, img.height, 1, 1, &e);
+        if (!rc) {
+            iabn_argmax_channels(tr.classes, hw, acc, pred);
+            for (size_t k = 0; k < hw; k++)
+                lab.data[k] = (uint8_t)(labelids ? cs_label_ids[pred[k]] : pred[k]);
+            rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? tr.classes : 0, &e);
+            written += !rc;
+        }
+        free(x);
+        free(acc);
+        free(pred);
+        iabn_image_free(&img);
+        iabn_image_free(&lab);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    for (int i = 0; i < 2; i++) gset_free(&tr.evals[i]);
+    iabn_store_free(tr.s);
+    if (rc) {
+        fprintf(stderr, "iabn predict: %s\n", e.msg);
+        return 1;
+    }
+    printf("%d label maps written to %s\n", written, pos[2]);
+    return 0;
+}
