@@ -151,6 +151,74 @@ static int open_loaders(trainer *tr, iabn_err *e)
     return iabn_loader_open(&lc, tr->dval, &tr->lval, e);
 }
 
+/* Appends name to a comma-separated list (bounded). */
+static void list_add(char *buf, size_t cap, int *count, const char *name)
+{
+    size_t len = strlen(buf);
+    if (*count < 8 && len + strlen(name) + 3 < cap)
+        snprintf(buf + len, cap - len, "%s%s", *count ? ", " : "", name);
+    (*count)++;
+}
+
+/* ImageNet-trained body weights for a segmentation net: a file tensor N goes to
+ * "body.N" (or N).  Model tensors the file lacks must belong to the new head
+ * or classifier; file tensors the model lacks must be the ImageNet
+ * classifier's; shapes must agree.  Anything else is listed and refused
+ * before a value is written. */
+static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
+{
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(path, &f, e);
+    if (rc) return rc;
+    int nst = iabn_store_count(s);
+    int *src = malloc((size_t)nst * sizeof *src);
+    char extra[512] = "", bad[512] = "", missing[512] = "";
+    int n_extra = 0, n_bad = 0, n_missing = 0;
+    if (!src) {
+        iabn_st_free(f);
+        return iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
+    }
+    for (int i = 0; i < nst; i++) src[i] = -1;
+    for (int k = 0; k < iabn_st_count(f); k++) {
+        const iabn_st_tensor *t = iabn_st_get(f, k);
+        char name[IABN_NAME_LEN + 8];
+        snprintf(name, sizeof name, "body.%s", t->name);
+        int id = iabn_store_find(s, name);
+        if (id < 0) id = iabn_store_find(s, t->name);
+        if (id < 0) {
+            if (strncmp(t->name, "classifier.", 11)) list_add(extra, sizeof extra, &n_extra, t->name);
+            continue;
+        }
+        const iabn_param *p = iabn_store_get(s, id);
+        int same = t->ndim == p->nd;
+        for (int d = 0; same && d < p->nd; d++) same = t->shape[d] == p->shape[d];
+        if (!same) list_add(bad, sizeof bad, &n_bad, t->name);
+        else src[id] = k;
+    }
+    for (int i = 0; i < nst; i++) {
+        const char *nm = iabn_store_get(s, i)->name;
+        if (src[i] < 0 && strncmp(nm, "head.", 5) && strncmp(nm, "cls.", 4))
+            list_add(missing, sizeof missing, &n_missing, nm);
+    }
+    if (n_extra || n_bad || n_missing)
+        rc = iabn_err_set(e, IABN_EFORMAT,
+                          "%s does not fit the body: %d missing [%s], %d of another shape [%s], "
+                          "%d unknown [%s] (only the new head and classifier may be missing)",
+                          path, n_missing, missing, n_bad, bad, n_extra, extra);
+    for (int i = 0; i < nst && !rc; i++) {
+        if (src[i] < 0) continue;
+        iabn_param *p = iabn_store_get(s, i);
+        float *host = malloc(p->count * sizeof *host);
+        if (!host) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
+        if (!rc) rc = iabn_st_read_f32(iabn_st_get(f, src[i]), host, p->count, e);
+        if (!rc) rc = iabn_store_write(s, i, host, e);
+        free(host);
+    }
+    free(src);
+    iabn_st_free(f);
+    return rc;
+}
+
 static int setup(trainer *tr, iabn_err *e)
 {
     const iabn_train_opts *o = tr->o;
@@ -191,11 +259,7 @@ static int setup(trainer *tr, iabn_err *e)
     if ((rc = choose_micro_batches(tr, e))) return rc;
     if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
     if ((rc = iabn_model_init(tr->s, &tr->mcfg, (uint64_t)o->seed, e))) return rc;
-    if (o->init) {
-        /* ImageNet body weights: every tensor of the file must be a model tensor
-         * of the same shape; model tensors it lacks must be the new head's */
-        if ((rc = iabn_weights_load(tr->s, o->init, 0, e))) return rc;
-    }
+    if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
     } else {
