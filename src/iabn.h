@@ -4,5 +4,6 @@
 #include "tensor/tensor.h"
 #include "graph/graph.h"
 #include "layers/layers.h"
+#include "data/data.h"
 #include "models/models.h"
 #endif

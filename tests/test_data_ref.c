@@ -439,7 +439,7 @@ static void test_segment_matches_ops(void)
             CHECK(iabn_transform_plan(&cfg, img.width, img.height, 5, key, &g, &e) == 0);
             float *out = malloc(sizeof(float) * 3 * H * W);
             int32_t *lo = malloc(sizeof(int32_t) * H * W);
-            int vhw[2];
+            int32_t vhw[2];
             int rc = iabn_sample_segment(ctx, &cfg, ib, il, lb, ll, &map, 5, key, out, lo, vhw,
                                          &e);
             CHECK_MSG(rc == 0, "%s", e.msg);

@@ -4,7 +4,7 @@
 #ifndef IABN_TEST_DATA_UTIL_H
 #define IABN_TEST_DATA_UTIL_H
 
-#include <ftw.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 
 static char t_tmp[256];
 
-static void t_tmp_make(void)
+static inline void t_tmp_make(void)
 {
     snprintf(t_tmp, sizeof t_tmp, "/tmp/iabn_data_test_XXXXXX");
     if (!mkdtemp(t_tmp)) {
@@ -22,22 +22,34 @@ static void t_tmp_make(void)
     }
 }
 
-static int t_rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+static inline void t_rm_tree(const char *p)
 {
-    (void)st;
-    (void)flag;
-    (void)f;
-    chmod(p, 0755);
-    return remove(p);
+    struct stat st;
+    if (lstat(p, &st)) return;
+    if (S_ISDIR(st.st_mode)) {
+        chmod(p, 0755);
+        DIR *d = opendir(p);
+        struct dirent *ent;
+        while (d && (ent = readdir(d))) {
+            if (!strcmp(ent->d_name, ".") || !strcmp(ent->d_name, "..")) continue;
+            size_t n = strlen(p) + strlen(ent->d_name) + 2;
+            char *sub = malloc(n);
+            snprintf(sub, n, "%s/%s", p, ent->d_name);
+            t_rm_tree(sub);
+            free(sub);
+        }
+        if (d) closedir(d);
+    }
+    remove(p);
 }
 
-static void t_tmp_remove(void)
+static inline void t_tmp_remove(void)
 {
-    if (t_tmp[0]) nftw(t_tmp, t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (t_tmp[0]) t_rm_tree(t_tmp);
 }
 
 /* path under the temporary directory; a rotating set of buffers */
-static const char *t_path(const char *fmt, const char *a)
+static inline const char *t_path(const char *fmt, const char *a)
 {
     static char bufs[8][1024];
     static int k;
@@ -48,7 +60,7 @@ static const char *t_path(const char *fmt, const char *a)
     return b;
 }
 
-static void t_mkdirs(const char *path)
+static inline void t_mkdirs(const char *path)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", path);
@@ -61,7 +73,7 @@ static void t_mkdirs(const char *path)
     mkdir(buf, 0755);
 }
 
-static void t_write(const char *path, const void *data, size_t n)
+static inline void t_write(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
     if (!f) {
@@ -72,7 +84,7 @@ static void t_write(const char *path, const void *data, size_t n)
     fclose(f);
 }
 
-static uint8_t *t_slurp(const char *path, size_t *n)
+static inline uint8_t *t_slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -85,7 +97,7 @@ static uint8_t *t_slurp(const char *path, size_t *n)
     return b;
 }
 
-static void t_copy(const char *from, const char *to)
+static inline void t_copy(const char *from, const char *to)
 {
     size_t n;
     uint8_t *b = t_slurp(from, &n);

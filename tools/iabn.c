@@ -30,6 +30,7 @@ static const command commands[] = {
     {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
+    {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
     {"bench", cmd_bench, "benchmarks: conv, block, step"},
     {"version", cmd_version, "print the version and the backends built in"},
     {"help", cmd_help, "this list"},

@@ -102,6 +102,27 @@ static int open_data(trainer *tr, iabn_err *e)
     return 0;
 }
 
+/* The largest height and width over the images of a data set (headers). */
+static void largest_image(const iabn_dataset *ds, int *h, int *w)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    int mh = 0, mw = 0;
+    for (size_t i = 0; i < ds->count; i++) {
+        iabn_image_info info;
+        if (iabn_file_read(ds->paths[i], &buf, &len, &cap, NULL) ||
+            iabn_image_probe(buf, len, &info, NULL))
+            continue; /* the loader reports unreadable files itself */
+        if (info.height > mh) mh = info.height;
+        if (info.width > mw) mw = info.width;
+    }
+    free(buf);
+    if (mh > 0 && mw > 0) {
+        *h = mh;
+        *w = mw;
+    }
+}
+
 void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t)
 {
     const iabn_config *c = &tr->cfg;
@@ -122,6 +143,10 @@ void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t)
             t->seg_scale[1] = c->scale_max;
         } else {
             t->scale = c->longest_val;
+            /* the canvas must hold every image: longest x longest when
+             * resizing, else the largest image of the set */
+            if (c->longest_val > 0) t->out_h = t->out_w = c->longest_val;
+            else if (tr->dval) largest_image(tr->dval, &t->out_h, &t->out_w);
         }
     }
     memcpy(t->mean, c->mean, sizeof t->mean);

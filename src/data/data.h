@@ -136,8 +136,10 @@ typedef enum iabn_transform_kind {
 typedef struct iabn_transform_cfg {
     iabn_transform_kind kind;
     /* Output size.  Classification: crop_train / crop_val (224).  Segmentation
-     * train: the crop (height, width).  Segmentation eval: the batch canvas the
-     * image is placed in (top-left, padded), 0 = the first image's size. */
+     * train: the crop (height, width), padded (0 after normalisation, label
+     * 255) where the scaled image is smaller.  Segmentation eval: the batch
+     * canvas the image is placed in, top-left and padded the same way; an image
+     * larger than it is an error (with scale > 0, scale x scale always fits). */
     int out_h, out_w;
     /* Classification train: scale_train; <= 0 selects RandomResizedCrop, > 0
      * "resize the shorter side to scale, then a random out_h x out_w crop".
@@ -193,7 +195,7 @@ int iabn_sample_classify(iabn_sample_ctx *ctx, const iabn_transform_cfg *cfg,
 int iabn_sample_segment(iabn_sample_ctx *ctx, const iabn_transform_cfg *cfg,
                         const void *img_bytes, size_t img_len, const void *lbl_bytes,
                         size_t lbl_len, const iabn_label_map *map, uint64_t seed,
-                        uint64_t key, float *out, int32_t *labels, int valid_hw[2],
+                        uint64_t key, float *out, int32_t *labels, int32_t valid_hw[2],
                         iabn_err *e);
 /* The geometry of a sample's transform, as its draws give it: the rectangle
  * crop_* of the original image is resized (PIL bilinear; nearest for labels)

@@ -105,7 +105,7 @@ static int list_dir(const char *dir, int want_dirs, strvec *out, iabn_err *e)
     if (!rc && errno)
         rc = iabn_err_set(e, IABN_EIO, "cannot read directory %s: %s", dir, strerror(errno));
     closedir(d);
-    if (!rc) qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    if (!rc && out->n) qsort(out->v, out->n, sizeof *out->v, cmp_str);
     return rc;
 }
 
@@ -200,7 +200,7 @@ int iabn_dataset_open_imagefolder(const char *dir, iabn_dataset **out, iabn_err 
         strvec dirs = {0};
         size_t before = paths.n;
         rc = cdir ? walk_dirs(cdir, 0, &dirs, e) : iabn_err_set(e, IABN_ENOMEM, "out of memory");
-        if (!rc) qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
+        if (!rc && dirs.n) qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
         for (size_t d = 0; !rc && d < dirs.n; d++) {
             strvec files = {0};
             rc = list_dir(dirs.v[d], 0, &files, e);

@@ -469,9 +469,10 @@ static int png_run(png_job *j)
     if (!pix) png_error(j->png, "out of memory");
     if (passes > 1) {
         /* Interlaced rows arrive in several passes: keep the whole image. */
-        uint8_t *all = iabn_buf_reserve(&j->s->row, rowbytes * h + sizeof(png_bytep) * h);
+        size_t at = (rowbytes * h + 15) & ~(size_t)15; /* the row pointers, aligned */
+        uint8_t *all = iabn_buf_reserve(&j->s->row, at + sizeof(png_bytep) * h);
         if (!all) png_error(j->png, "out of memory");
-        png_bytep *rows = (png_bytep *)(all + rowbytes * h);
+        png_bytep *rows = (png_bytep *)(all + at);
         for (png_uint_32 y = 0; y < h; y++) rows[y] = all + rowbytes * y;
         png_read_image(j->png, rows);
         for (png_uint_32 y = 0; y < h; y++)

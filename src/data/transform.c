@@ -503,7 +503,7 @@ static int map_label(iabn_sample_ctx *c, const uint8_t *bytes, size_t len,
 int iabn_sample_segment(iabn_sample_ctx *c, const iabn_transform_cfg *cfg,
                         const void *img_bytes, size_t img_len, const void *lbl_bytes,
                         size_t lbl_len, const iabn_label_map *map, uint64_t seed,
-                        uint64_t key, float *out, int32_t *labels, int valid_hw[2],
+                        uint64_t key, float *out, int32_t *labels, int32_t valid_hw[2],
                         iabn_err *e)
 {
     if (cfg->kind != IABN_TF_SEGMENT_TRAIN && cfg->kind != IABN_TF_SEGMENT_EVAL)
