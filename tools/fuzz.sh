@@ -27,6 +27,9 @@ if [ ! -f "$build/build.ninja" ]; then
         "-Dc_link_args=-fsanitize=address,undefined"
 fi
 
+# Regenerate first: a build directory set up before a target was added would
+# otherwise list (and run) nothing.
+ninja -C "$build" build.ninja >/dev/null
 # Fuzz targets are the executables defined under tests/fuzz.
 targets=$(meson introspect --targets "$build" | /usr/bin/python3 -c '
 import json, sys
