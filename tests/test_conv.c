@@ -207,6 +207,12 @@ static void test_dense(void)
         {2, 8, 9, 9, 8, 3, 1, 2, 2, 1},     /* dilation 2 */
         {1, 4, 7, 7, 4, 3, 1, 12, 12, 1},   /* dilation 12 on a 7x7 map */
         {1, 4, 11, 9, 5, 3, 2, 12, 12, 1},  /* dilation 12, stride 2 */
+        /* wider than the direct kernels take: im2col + sgemm */
+        {2, 80, 7, 6, 24, 3, 1, 1, 1, 1},   /* flipped bwd-data, dw partials */
+        {3, 72, 6, 5, 8, 3, 2, 1, 1, 1},    /* stride 2: col2im */
+        {1, 8, 7, 7, 72, 3, 1, 2, 2, 1},    /* dilated */
+        {2, 144, 5, 5, 144, 3, 1, 1, 1, 2}, /* 72 per group */
+        {4, 66, 9, 7, 70, 5, 2, 2, 1, 1},   /* 5x5 stride 2 */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
@@ -239,9 +245,10 @@ static void test_grouped(void)
         {2, 8, 9, 11, 8, 3, 2, 0, 2, 4},       /* stride 2, dilation 2, pad 0 */
         {1, 12, 8, 8, 12, 1, 1, 0, 1, 4},      /* grouped 1x1 */
         {1, 12, 8, 8, 12, 1, 2, 1, 1, 4},      /* grouped 1x1, stride 2, pad 1 */
-        {2, 64, 5, 5, 64, 3, 1, 1, 1, 2},      /* 32 per group: per-group GEMMs */
+        {2, 64, 5, 5, 64, 3, 1, 1, 1, 2},      /* 32 per group */
         {1, 96, 7, 7, 96, 3, 2, 1, 1, 3},      /* 32 per group, stride 2 */
         {3, 9, 7, 6, 9, 3, 3, 2, 1, 3},        /* stride 3 */
+        {1, 256, 128, 130, 256, 3, 1, 1, 1, 128}, /* 17 MB output: streaming stores */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
     /* channels per group 1..8 */

@@ -1,14 +1,15 @@
 /* test_models.c: the model zoo (src/models).
  *  - the registry: names, descriptions, unknown names;
- *  - every model built in evaluation mode (nothing is planned or allocated
- *    but the store): parameter counts against MODELS.md (and torchvision for
+ *  - every model built in evaluation mode on a shapes-only store (nothing is
+ *    allocated): parameter counts against MODELS.md (and torchvision for
  *    the models it has), output shapes, feature-map shapes, parameter names
  *    unique and following the reference's module tree;
  *  - report rows;
  *  - weights: save / load round trip, and strict loading's error lists;
  *  - one small training step of resnext50 at 32x32 in every BN mode (losses
  *    and gradients agree across modes; executor arena == planned arena), and
- *    of wider_resnet38_a2 (dropout included). */
+ *    of wider_resnet38_a2 at 16x16 (dropout included). */
+#include <time.h>
 #include <unistd.h>
 
 #include "graph_test_util.h"
@@ -128,8 +129,9 @@ static size_t count_prefix(iabn_store *s, const char *prefix)
 
 static const int *tshape(iabn_graph *g, const char *name)
 {
+    static const int none[4] = {-1, -1, -1, -1};
     int t = iabn_graph_find(g, name);
-    return t >= 0 ? iabn_graph_t(g, t)->shape : (const int[]){-1, -1, -1, -1};
+    return t >= 0 ? iabn_graph_t(g, t)->shape : none;
 }
 
 #define SHAPE4(g, name, a, b, c, d)                                                        \
@@ -215,7 +217,8 @@ static void test_counts_shapes_names(void)
         const char *arch = expected[i].name;
         int seg = iabn_model_is_segmentation(arch);
         int hw = !strncmp(arch, "vgg19", 5) ? 224 : 64;
-        iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+        /* names and shapes only: nothing is allocated for 100M+ parameters */
+        iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), NULL);
         iabn_graph *g = iabn_graph_new(s, IABN_EVAL);
         int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){1, 3, hw, hw});
         iabn_model_cfg cfg = iabn_model_defaults(arch);
@@ -267,7 +270,7 @@ static void test_counts_shapes_names(void)
 
 static void test_blocks(void)
 {
-    iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+    iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), NULL);
     iabn_graph *g = iabn_graph_new(s, IABN_EVAL);
     int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){1, 3, 64, 64});
     iabn_model_cfg cfg = iabn_model_defaults("deeplabv3_wider_resnet38_a2");
@@ -380,8 +383,27 @@ static void step_free(step_out *o)
     memset(o, 0, sizeof *o);
 }
 
-/* One training step of arch at 2x3x32x32 with deterministic weights. */
-static int train_step(const char *arch, iabn_bn_mode mode, int no_dropout, step_out *out)
+/* Deterministic weights, cheaper than iabn_model_init's normal draws:
+ * uniform with variance 1/fan_in for conv / fc weights, gammas in [-1, 1)
+ * (negative ones exercise |gamma| + eps), small betas and biases, running
+ * statistics at their initial 0 / 1. */
+static void fast_init(iabn_store *s)
+{
+    for (int i = 0; i < iabn_store_count(s); i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        t_fill(p->data, p->count, 1000u + (unsigned)i);
+        float scale = 0.1f;
+        if (p->kind == IABN_P_WEIGHT && p->nd >= 2) scale = sqrtf(3.f * (float)p->shape[0] / (float)p->count);
+        else if (p->kind == IABN_P_BN_WEIGHT) scale = 1.f;
+        else if (p->kind == IABN_P_BUFFER) scale = 0.f;
+        int var = strstr(p->name, "running_var") != NULL;
+        for (size_t k = 0; k < p->count; k++) p->data[k] = var ? 1.f : scale * p->data[k];
+    }
+}
+
+/* One training step of arch on 2x3xHWxHW with deterministic weights: 5
+ * classes, the executor's arena checked against the plan. */
+static int train_step(const char *arch, iabn_bn_mode mode, int hw, int no_dropout, step_out *out)
 {
     t_run t = {0};
     t.s = iabn_store_new(iabn_backend_cpu(), NULL);
@@ -390,13 +412,13 @@ static int train_step(const char *arch, iabn_bn_mode mode, int no_dropout, step_
     cfg.bn = mode;
     cfg.classes = 5;
     cfg.no_dropout = no_dropout;
-    int x = iabn_graph_input(t.g, "input", IABN_F32, 4, (int[]){2, 3, 32, 32});
+    int x = iabn_graph_input(t.g, "input", IABN_F32, 4, (int[]){2, 3, hw, hw});
     int lab = iabn_graph_input(t.g, "labels", IABN_I32, 1, (int[]){2});
     int logits = -1;
     int rc = iabn_model_build(t.g, &cfg, x, &logits);
     if (!rc) {
-        iabn_graph_mark_output(t.g, logits);
         t.loss = iabn_softmax_xent(t.g, "loss", logits, lab, 255, 1.f);
+        iabn_graph_mark_output(t.g, logits); /* readable after the run */
     }
     if (rc || t_prepare(&t, NULL)) {
         fprintf(stderr, "%s %s: %s\n", arch, iabn_bn_mode_name(mode), iabn_graph_error(t.g)->msg);
@@ -406,8 +428,8 @@ static int train_step(const char *arch, iabn_bn_mode mode, int no_dropout, step_
     CHECK_MSG(iabn_exec_arena_bytes(t.ex) == t.p->arena_bytes, "%s: arena %zu, planned %zu", arch,
               iabn_exec_arena_bytes(t.ex), t.p->arena_bytes);
     iabn_err e = {0};
-    iabn_model_init(t.s, &cfg, 17, &e);
-    t_fill(iabn_exec_ptr(t.ex, x), 2 * 3 * 32 * 32, 4);
+    fast_init(t.s);
+    t_fill(iabn_exec_ptr(t.ex, x), 2 * 3 * hw * hw, 4);
     int32_t *l = iabn_exec_ptr(t.ex, lab);
     l[0] = 1;
     l[1] = 3;
@@ -448,7 +470,7 @@ static void test_train_every_mode(void)
     step_out ref = {0};
     for (int mode = 0; mode < IABN_BN_NMODES; mode++) {
         step_out o = {0};
-        int ok = train_step("resnext50", (iabn_bn_mode)mode, 1, &o) == 0;
+        int ok = train_step("resnext50", (iabn_bn_mode)mode, 32, 1, &o) == 0;
         CHECK_MSG(ok, "resnext50 %s", iabn_bn_mode_name(mode));
         if (!ok) continue;
         CHECK_MSG(isfinite(o.loss) && o.loss > 0.f, "%s loss %g", iabn_bn_mode_name(mode), o.loss);
@@ -483,21 +505,35 @@ static void test_train_every_mode(void)
 
 static void test_train_wrn(void)
 {
-    /* dropout layers in mod6 / mod7, dilation off; and the dilated body */
+    /* with its dropout layers (mod6, mod7), at 16x16 to stay cheap */
     step_out o = {0};
-    CHECK(train_step("wider_resnet38_a2", IABN_BN_INPLACE_II, 0, &o) == 0);
+    CHECK(train_step("wider_resnet38_a2", IABN_BN_INPLACE_II, 16, 0, &o) == 0);
     CHECK_MSG(isfinite(o.loss) && o.loss > 0.f, "loss %g", o.loss);
     step_free(&o);
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define TIMED(fn)                                                                        \
+    do {                                                                                 \
+        double t0_ = now();                                                              \
+        RUN(fn);                                                                         \
+        fprintf(stderr, "  (%.1f s)\n", now() - t0_);                                    \
+    } while (0)
+
 int main(void)
 {
     iabn_set_num_threads(2);
-    RUN(test_registry);
-    RUN(test_counts_shapes_names);
-    RUN(test_blocks);
-    RUN(test_weights_roundtrip);
-    RUN(test_train_every_mode);
-    RUN(test_train_wrn);
+    TIMED(test_registry);
+    TIMED(test_counts_shapes_names);
+    TIMED(test_blocks);
+    TIMED(test_weights_roundtrip);
+    TIMED(test_train_every_mode);
+    TIMED(test_train_wrn);
     return TEST_END();
 }

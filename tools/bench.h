@@ -5,7 +5,7 @@
 #define IABN_TOOLS_BENCH_H
 
 /* Convolution throughput against the TARGETS.md figures.
- *   iabn bench conv [--json] [--repeat N] [--peak GFLOPS] [--threads T]
+ *   iabn bench conv [--json] [--repeat N] [--peak GFLOPS|measure] [--threads T]
  *                   [--case NAME] [--strict]
  * Returns 0 when the cases ran (with --strict: only if every target was met),
  * 1 when a target was missed under --strict, 2 on bad arguments or no memory. */

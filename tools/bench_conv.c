@@ -5,11 +5,15 @@
  * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
  * included, as in research/cpu_backend.md) over the median time of --repeat
  * calls, after one warm-up call.  The default peak (235 GFLOP/s) is the FP32
- * peak of both cores of the reference machine; pass --peak for another.
+ * peak of both cores of the reference machine; pass --peak for another, or
+ * --peak measure to time an FMA loop on this one.
  */
 #include "bench.h"
 
 #include <cjson/cJSON.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +51,45 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* FP32 FMA throughput of `threads` threads: 12 independent 8-wide FMA
+ * chains per thread (enough to cover the FMA latency), best of several
+ * windows.  For machines other than the reference one (--peak measure).
+ * Without FMA in the build it times mul+add pairs, counted as 2 FLOPs. */
+static double measure_peak(int threads)
+{
+    double total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+#if defined(__AVX2__) && defined(__FMA__)
+        __m256 acc[12], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+        for (int c = 0; c < 12; c++) acc[c] = _mm256_set1_ps((float)c);
+#define PEAK_STEP(c) acc[c] = _mm256_fmadd_ps(acc[c], m, a)
+#define PEAK_LANES 8
+#else
+        float acc[12], m = 0.999999f, a = 1e-7f;
+        for (int c = 0; c < 12; c++) acc[c] = (float)c;
+#define PEAK_STEP(c) acc[c] = acc[c] * m + a
+#define PEAK_LANES 1
+#endif
+        double best = 0;
+        for (int w = 0; w < 5; w++) {
+            long iters = 2000000;
+            double t0 = now_s();
+            for (long k = 0; k < iters; k++)
+                for (int c = 0; c < 12; c++) PEAK_STEP(c);
+            double dt = now_s() - t0, gf = (double)iters * 12 * 2 * PEAK_LANES / dt * 1e-9;
+            if (gf > best) best = gf;
+        }
+        float sink[PEAK_LANES * 12], sum = 0;
+        memcpy(sink, acc, sizeof sink);
+        for (int i = 0; i < PEAK_LANES * 12; i++) sum += sink[i];
+        total += best + (sum == 12345.0f ? 1e-9 : 0.0); /* keeps every chain live */
+#undef PEAK_STEP
+#undef PEAK_LANES
+    }
+    return total;
 }
 
 static void fill(float *p, size_t n, unsigned seed)
@@ -147,7 +190,7 @@ done:
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: iabn bench conv [--json] [--repeat N] [--peak GFLOPS] "
+    fprintf(stderr, "usage: iabn bench conv [--json] [--repeat N] [--peak GFLOPS|measure] "
                     "[--threads T] [--case dense3x3|grouped3x3|conv1x1|dilated3x3] [--strict]\n");
     return 2;
 }
@@ -167,8 +210,13 @@ int iabn_bench_conv(int argc, char **argv)
             repeat = atoi(argv[++i]);
             if (repeat < 1) return usage();
         } else if (!strcmp(a, "--peak") && i + 1 < argc) {
-            peak = atof(argv[++i]);
-            if (!(peak > 0)) return usage();
+            i++;
+            if (!strcmp(argv[i], "measure")) {
+                peak = -1;
+            } else {
+                peak = atof(argv[i]);
+                if (!(peak > 0)) return usage();
+            }
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
             if (threads < 1) return usage();
@@ -185,6 +233,7 @@ int iabn_bench_conv(int argc, char **argv)
     }
     if (threads) iabn_set_num_threads(threads);
     threads = iabn_num_threads();
+    if (peak < 0) peak = measure_peak(threads);
 
     cJSON *list = json ? cJSON_CreateArray() : NULL;
     if (json && !list) return 2;

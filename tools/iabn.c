@@ -28,6 +28,7 @@ static const command commands[] = {
     {"eval", iabn_cmd_eval, "top-1 / top-5 of a checkpoint on a validation folder"},
     {"segtrain", iabn_cmd_segtrain, "fine-tune a segmentation network (Cityscapes, Vistas)"},
     {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
+    {"step", iabn_cmd_step, "one forward/backward of a model on safetensors inputs (PyTorch parity)"},
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},

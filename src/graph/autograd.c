@@ -68,7 +68,8 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
     memcpy(fsched, g->sched, (size_t)nfwd * sizeof *fsched);
     grad[loss] = IABN_GRAD_ONE;
     g->building_phase = IABN_PHASE_BWD;
-    for (int s = nfwd - 1; s >= 0 && !g->err.code; s--) {
+    int rc = 0; /* e may hold an old message: only rc says whether this call failed */
+    for (int s = nfwd - 1; s >= 0 && !g->err.code && !rc; s--) {
         int id = fsched[s];
         iabn_node n = g->n[id]; /* a copy: adding nodes may move the array */
         int any = 0, needs = 0;
@@ -83,18 +84,18 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
         }
         if (!any || !needs || !n.op->backward) continue;
         g->building_fwd = id;
-        if (n.op->backward(g, id, dout, din, e)) break;
+        if ((rc = n.op->backward(g, id, dout, din, e))) break;
         for (int k = 0; k < n.nin; k++) {
             if (din[k] < 0) continue;
             iabn_tkind kind = g->t[n.in[k]].kind;
             if (kind == IABN_T_ACT || kind == IABN_T_OUTPUT) {
-                if (accumulate(g, grad, n.in[k], din[k])) break;
+                if ((rc = accumulate(g, grad, n.in[k], din[k]))) break;
             } else if (g->t[n.in[k]].kind == IABN_T_PARAM) {
                 /* a parameter used as data (tests, adversarial inputs): its
                  * gradient is added into the store like any other. */
                 int gt = iabn_graph_param_grad(g, n.in[k]);
                 int ins[2] = {gt, din[k]};
-                if (iabn_graph_node(g, &iabn_op_add, "grad_accumulate", 2, ins, 1, &gt, NULL, 0) < 0)
+                if ((rc = (iabn_graph_node(g, &iabn_op_add, "grad_accumulate", 2, ins, 1, &gt, NULL, 0) < 0)))
                     break;
             }
         }
@@ -103,8 +104,11 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
     g->building_fwd = -1;
     free(grad);
     free(fsched);
-    if (e->code == 0 && g->err.code) *e = g->err;
-    if (e->code) return e->code;
+    if (g->err.code) {
+        *e = g->err; /* the graph's record names the layer */
+        return e->code;
+    }
+    if (rc) return iabn_err_set(e, rc < 0 ? rc : IABN_EINVAL, "%s", e->msg[0] ? e->msg : "backward failed");
     g->has_backward = 1;
     return 0;
 }
@@ -156,7 +160,7 @@ static int rebuild(iabn_graph *g, rc_state *st, int t, iabn_err *e)
     g->building_phase = IABN_PHASE_FWD;
     g->building_fwd = -1;
     if (c < 0) {
-        if (!e->code) *e = g->err;
+        if (g->err.code) *e = g->err;
         return -1;
     }
     st->created[st->ncreated++] = c;
@@ -213,6 +217,7 @@ static int apply_recompute(iabn_graph *g, iabn_err *e)
         if (rebuild(g, &st, t, e) < 0) {
             free(st.created);
             rc = e->code ? e->code : IABN_EINVAL;
+            if (g->err.code) *e = g->err;
             break;
         }
         for (int i = 0; i < st.ncreated; i++) iabn_graph_insert_before(g, st.created[i], pos + i);

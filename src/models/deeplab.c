@@ -11,10 +11,9 @@
 
 #include <stdio.h>
 
-enum { HIDDEN = 256, HEAD_OUT = 256 };
-
-int iabn_mdl_deeplab_head(const iabn_mctx *m, int x)
+int iabn_mdl_deeplab_head(const iabn_mctx *m, int x, int hidden)
 {
+    const int HIDDEN = hidden, HEAD_OUT = hidden; /* 256 in the reference */
     static const int dil[3] = {12, 24, 36};
     char n[IABN_NAME_LEN];
     int maps[4];
@@ -47,7 +46,7 @@ int iabn_mdl_deeplab_net(iabn_graph *g, const iabn_model_cfg *cfg, int body, int
     iabn_mdl_ctx(&mh, g, &bc, "head.");
     iabn_mdl_ctx(&mc, g, &bc, "");
     int h = body ? iabn_mdl_resnext_body(&mb, body, 0, x) : iabn_mdl_wrn_body(&mb, 1, x);
-    h = iabn_mdl_deeplab_head(&mh, h);
+    h = iabn_mdl_deeplab_head(&mh, h, body == 14 ? 64 : 256);
     iabn_graph_begin_block(g, "cls");
     h = iabn_mdl_conv(&mc, "cls", h, cfg->classes, 1, 1, 1, 1, 1);
     if (h < 0) return -1;

@@ -50,7 +50,7 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
 int iabn_mdl_resnet_body(const iabn_mctx *m, int depth, int x);
 int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x);
 int iabn_mdl_wrn_body(const iabn_mctx *m, int a2, int x);
-int iabn_mdl_deeplab_head(const iabn_mctx *m, int x);
+int iabn_mdl_deeplab_head(const iabn_mctx *m, int x, int hidden);
 /* A whole segmentation net (body, head, cls, upsample): body 0 is the dilated
  * wider_resnet38_a2, 101 / 152 the dilated ResNeXt (repository widths). */
 int iabn_mdl_deeplab_net(iabn_graph *g, const iabn_model_cfg *cfg, int body, int x);

@@ -24,6 +24,7 @@ static const entry models[] = {
     {"resnext50", F_RESNEXT, 50, 0, "pre-activation ResNeXt-50 [3,4,6,3], 64 groups, mod2 (128,128,256)"},
     {"resnext101", F_RESNEXT, 101, 0, "pre-activation ResNeXt-101 [3,4,23,3], 64 groups, mod2 (128,128,256)"},
     {"resnext152", F_RESNEXT, 152, 0, "pre-activation ResNeXt-152 [3,8,36,3], 64 groups, mod2 (128,128,256)"},
+    {"resnext_tiny", F_RESNEXT, 14, 0, "pre-activation ResNeXt [1,1,1,1], 8 groups, mod2 (32,32,64): demo and tests"},
     {"resnext101_64x4d", F_RESNEXT, 101, 1, "pre-activation ResNeXt-101 64x4d, mod2 (256,256,256)"},
     {"resnext152_64x4d", F_RESNEXT, 152, 1, "pre-activation ResNeXt-152 64x4d, mod2 (256,256,256)"},
     {"wider_resnet38", F_WRN, 38, 0, "WideResNet-38, max pool before mod2..mod6, OS 32"},
@@ -31,6 +32,7 @@ static const entry models[] = {
     {"deeplabv3_wider_resnet38_a2", F_DEEPLAB, 0, 0, "DeepLabV3 on dilated WideResNet-38 A2 (OS 8), cls 1x1, upsampled logits"},
     {"deeplabv3_resnext101", F_DEEPLAB, 101, 0, "DeepLabV3 on ResNeXt-101 dilated in mod4/mod5 (OS 8), cls 1x1, upsampled logits"},
     {"deeplabv3_resnext152", F_DEEPLAB, 152, 0, "DeepLabV3 on ResNeXt-152 dilated in mod4/mod5 (OS 8), cls 1x1, upsampled logits"},
+    {"deeplabv3_resnext_tiny", F_DEEPLAB, 14, 0, "DeepLabV3 (64 hidden) on resnext_tiny dilated (OS 8): demo and tests"},
     {"vgg19", F_VGG, 19, 0, "VGG-19, torchvision layout, no BN, dropout 0.5 in the classifier"},
     {"vgg19_bn", F_VGG, 19, 1, "VGG-19 with a BN+act unit after each conv (torchvision's vgg19_bn)"},
     {"mobilenet_v1", F_MOBILENET, 0, 0, "MobileNet v1, width 1.0, depthwise-separable units with BN+act"},
@@ -40,9 +42,10 @@ enum { NMODELS = sizeof models / sizeof models[0] };
 
 static const char *const names[NMODELS] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-    "resnext50", "resnext101", "resnext152", "resnext101_64x4d", "resnext152_64x4d",
+    "resnext50", "resnext101", "resnext152", "resnext_tiny", "resnext101_64x4d", "resnext152_64x4d",
     "wider_resnet38", "wider_resnet38_a2",
     "deeplabv3_wider_resnet38_a2", "deeplabv3_resnext101", "deeplabv3_resnext152",
+    "deeplabv3_resnext_tiny",
     "vgg19", "vgg19_bn", "mobilenet_v1",
 };
 

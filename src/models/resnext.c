@@ -10,11 +10,13 @@
 
 int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x)
 {
+    /* depth 14 is `resnext_tiny`: one unit per module, widths (32, 32, 64),
+     * 8 groups: the demo's and the end-to-end tests' network, same code */
     static const struct { int depth, s[4]; } tab[] = {
-        {50, {3, 4, 6, 3}}, {101, {3, 4, 23, 3}}, {152, {3, 8, 36, 3}},
+        {50, {3, 4, 6, 3}}, {101, {3, 4, 23, 3}}, {152, {3, 8, 36, 3}}, {14, {1, 1, 1, 1}},
     };
     int t = -1;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (tab[i].depth == depth) t = i;
     if (t < 0) return iabn_graph_fail(m->g, IABN_EINVAL, "resnext: no depth %d", depth);
     char n[IABN_NAME_LEN];
@@ -31,8 +33,13 @@ int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x)
         h = iabn_mdl_conv(m, "mod1.conv1", x, 64, 7, 2, 1, 1, 0);
     }
     h = iabn_maxpool(m->g, iabn_mdl_name(m, n, "mod1.pool"), h, 3, 2, 1);
-    int ch[3] = {128, 128, 256};
+    int ch[3] = {128, 128, 256}, groups = 64;
     if (wide) ch[0] = ch[1] = 256;
+    if (depth == 14) {
+        ch[0] = ch[1] = 32;
+        ch[2] = 64;
+        groups = 8;
+    }
     /* the dilated variant (output stride 8): mod4 dilation 2, mod5 dilation 4 */
     static const int dil[4] = {1, 1, 2, 4};
     for (int mod = 0; mod < 4; mod++) {
@@ -42,7 +49,7 @@ int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x)
             char bn[32];
             snprintf(bn, sizeof bn, "mod%d.block%d", mod + 2, b + 1);
             iabn_mdl_block(m, "%s", bn);
-            h = iabn_mdl_preact_block(m, bn, h, ch, 3, s, d, 64, 0.f);
+            h = iabn_mdl_preact_block(m, bn, h, ch, 3, s, d, groups, 0.f);
         }
         for (int i = 0; i < 3; i++) ch[i] *= 2;
     }

@@ -19,6 +19,9 @@
 /* Largest per-thread dw partial (floats) before bwd-filter falls back to a
  * sequential item loop with a threaded sgemm. */
 #define PARTIAL_MAX ((size_t)1 << 22)
+/* Floats of one gathered tap window (taps path): images are batched into a
+ * GEMM up to this size, which keeps the window within the L3 cache. */
+#define TAPS_COL_MAX ((size_t)1 << 22)
 
 int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in, int c_out,
                         int kh, int kw, int stride, int pad, int dil, int groups)
@@ -81,8 +84,19 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
     int G = g->groups, cpi = g->c_in / G, cpo = g->c_out / G, T = g->kh * g->kw;
     size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
 
-    if (G > 1 && cpi <= IABN_CONV_DIRECT_MAX_CPG && cpo <= IABN_CONV_DIRECT_MAX_CPG &&
-        T <= IABN_CONV_DIRECT_MAX_TAPS) {
+    /* Narrow groups have no GEMM worth the name.  Convs up to 64 channels
+     * per group (ResNet's first stage, stems, ResNeXt's last stage) also run
+     * better direct: a GEMM that thin spends much of its time packing the
+     * im2col matrix.  Not when most taps read padding (the direct kernel
+     * computes them), nor for their strided bwd-data (the direct kernel runs
+     * it on a zero-upsampled dy, stride^2 times the work). */
+    double vf = valid_fraction(g);
+    int direct = T <= IABN_CONV_DIRECT_MAX_TAPS &&
+                 ((G > 1 && cpi <= IABN_CONV_DIRECT_MAX_CPG && cpo <= IABN_CONV_DIRECT_MAX_CPG) ||
+                  (T > 1 && cpi <= IABN_CONV_DENSE_DIRECT_MAX &&
+                   cpo <= IABN_CONV_DENSE_DIRECT_MAX && vf >= 0.8 &&
+                   !(pass == IABN_CONV_BWD_DATA && g->stride > 1)));
+    if (direct) {
         p->path = IABN_CONV_PATH_DIRECT;
         p->total = iabn_conv_direct_scratch(g, pass, threads);
         return;
@@ -92,10 +106,10 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
     /* Dilated convs on small maps read mostly padding: a GEMM per tap over
      * the window where it reads the image does only the useful work, and it
      * pays off once the per-tap GEMMs are deep enough. */
-    if (!p->no_col && T > 1 && cpi >= 64 && cpo >= 32 && valid_fraction(g) < 0.8) {
+    if (!p->no_col && T > 1 && cpi >= 64 && cpo >= 32 && vf < 0.8) {
         p->path = IABN_CONV_PATH_TAPS;
         size_t per_img = (size_t)(cpi > cpo ? cpi : cpo) * hwo;
-        size_t nb = ((size_t)1 << 22) / per_img;
+        size_t nb = TAPS_COL_MAX / per_img;
         if (nb < 1) nb = 1;
         if (nb > (size_t)g->n) nb = (size_t)g->n;
         p->nb = (int)nb;
@@ -413,15 +427,17 @@ void iabn_conv_fwd(const iabn_conv_geom *g, const float *x, const float *w,
     iabn_conv_gd c;
     iabn_conv_plan_make(g, IABN_CONV_FWD, call_threads(), &p);
     gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
     switch (p.path) {
     case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_fwd(g, p.threads, x, w, bias, y, scratch);
+        iabn_conv_direct_fwd(g, p.threads, x, w, bias, y, scr);
         break;
     case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_fwd(&c, &p, x, w, bias, y, scratch);
+        iabn_conv_taps_fwd(&c, &p, x, w, bias, y, scr);
         break;
     case IABN_CONV_PATH_IM2COL:
-        im2col_fwd(&c, &p, x, w, bias, y, scratch);
+        im2col_fwd(&c, &p, x, w, bias, y, scr);
         break;
     }
 }
@@ -433,15 +449,17 @@ void iabn_conv_bwd_data(const iabn_conv_geom *g, const float *dy, const float *w
     iabn_conv_gd c;
     iabn_conv_plan_make(g, IABN_CONV_BWD_DATA, call_threads(), &p);
     gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
     switch (p.path) {
     case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_bwd_data(g, p.threads, dy, w, dx, scratch);
+        iabn_conv_direct_bwd_data(g, p.threads, dy, w, dx, scr);
         break;
     case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_bwd_data(&c, &p, dy, w, dx, scratch);
+        iabn_conv_taps_bwd_data(&c, &p, dy, w, dx, scr);
         break;
     case IABN_CONV_PATH_IM2COL:
-        im2col_bwd_data(&c, &p, dy, w, dx, scratch);
+        im2col_bwd_data(&c, &p, dy, w, dx, scr);
         break;
     }
 }
@@ -453,15 +471,17 @@ void iabn_conv_bwd_filter(const iabn_conv_geom *g, const float *x, const float *
     iabn_conv_gd c;
     iabn_conv_plan_make(g, IABN_CONV_BWD_FILTER, call_threads(), &p);
     gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
     switch (p.path) {
     case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_bwd_filter(g, p.threads, x, dy, dw, scratch);
+        iabn_conv_direct_bwd_filter(g, p.threads, x, dy, dw, scr);
         break;
     case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_bwd_filter(&c, &p, x, dy, dw, scratch);
+        iabn_conv_taps_bwd_filter(&c, &p, x, dy, dw, scr);
         break;
     case IABN_CONV_PATH_IM2COL:
-        im2col_bwd_filter(&c, &p, x, dy, dw, scratch);
+        im2col_bwd_filter(&c, &p, x, dy, dw, scr);
         break;
     }
     if (dbias) iabn_conv_bias_grad(g->n, g->c_out, (size_t)g->h_out * g->w_out, dy, dbias);

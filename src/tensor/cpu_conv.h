@@ -1,13 +1,33 @@
-/* cpu_conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers.
+/* cpu_conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers
+ * (PyTorch conv2d semantics: zero padding, dilation, groups).
  *
- * Dense and dilated convolutions go through im2col + OpenBLAS sgemm (1x1
- * stride-1 convs skip im2col; dilated taps lying entirely in padding are
- * dropped from K).  Grouped convolutions with few channels per group use
- * hand-written direct kernels in all three passes.
+ * Paths, chosen per geometry and pass (same choice in scratch_bytes and the
+ * kernels):
+ *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
+ *     passes, for grouped convs with <= 16 channels per group and for convs
+ *     with <= 64 channels per group in and out (not 1x1, not mostly padding;
+ *     strided bwd-data of the latter goes to im2col);
+ *   - one sgemm per kernel tap over the window where that tap reads the
+ *     image, for wide dilated convs on small maps (ASPP): taps lying in the
+ *     padding cost nothing, so d=12/24/36 on 33x33 do only the useful work;
+ *   - im2col + OpenBLAS sgemm for the rest (wide dense convs, 1x1 convs,
+ *     which skip im2col at stride 1 pad 0); stride-1 bwd-data runs as a
+ *     forward conv of dy with flipped weights.
  *
  * Scratch comes from the caller (the memory planner accounts for it): ask
  * iabn_conv_scratch_bytes() for the pass and thread count, pass a buffer of at
- * least that size.  Kernels never allocate.
+ * least that size (64-byte aligned for speed; any float alignment works).
+ * Kernels never allocate.
+ *
+ * Threads: a call runs in the caller's thread and opens OpenMP regions of at
+ * most `threads` threads, where `threads` must be the value given to
+ * iabn_conv_scratch_bytes(), and must equal omp_get_max_threads() (i.e.
+ * iabn_num_threads()) at the time of the call: the kernels plan with that
+ * value, and a larger one than the scratch was sized for would overrun it.
+ * Call from outside any parallel region.  Results are deterministic for a
+ * given thread count (static schedules, fixed reduction orders).
+ *
+ * Aliasing: outputs must not overlap inputs or the scratch.
  */
 #ifndef IABN_CPU_CONV_H
 #define IABN_CPU_CONV_H

@@ -1,22 +1,24 @@
-/* cpu_conv_direct.c: direct kernels for grouped convolutions with few
- * channels per group (ResNeXt's 3x3 with 4 channels per group, depthwise),
- * where any GEMM formulation is too thin to run well.
+/* cpu_conv_direct.c: direct convolution kernels, for grouped convolutions
+ * with few channels per group (ResNeXt's 3x3 with 4 channels per group,
+ * depthwise), where any GEMM formulation is too thin to run well.
  *
  * Per (image, group) the input planes are copied into a zero-padded buffer,
  * split into stride x stride phase planes so that every tap reads contiguous
- * memory.  Outputs are then computed on a "flat" grid: output (oh, ow) sits at
- * oh*Wq + ow, where Wq is the padded row width, and tap (r, s) reads input at
- * the same flat index plus a fixed offset.  The few columns past w_out are
- * computed and dropped, which buys long unit-stride vectors with no row
- * tails.  Register tile: up to 4 output channels x 3 vectors of 8.
- *   fwd:        y = sum over ci, taps of w * shifted input.
- *   bwd-data:   the forward kernel on dy (zero-upsampled when strided) with
+ * memory: with Wq the padded row width, output (oh, ow) of tap (r, s) reads
+ * the packed input at oh*Wq + ow plus a per-tap offset.
+ *   fwd:        register tiles of up to 4 output channels x 3 vectors of 8
+ *               along a row, accumulated over (ci, tap) from the bias and
+ *               stored straight into y (non-temporal for outputs larger than
+ *               the cache).
+ *   bwd-data:   the same kernel on dy (zero-upsampled when strided) with
  *               flipped, transposed weights.
- *   bwd-filter: dw[co][ci][t] = dot(dy_flat[co], x_flat[ci] + off[t]), with dy
- *               zero on the dropped columns; tiles of 4 co x 3 taps over
- *               L1-sized chunks, accumulated as vectors, summed at the end.
- * Threads: fwd / bwd-data over (image, group) items, bwd-filter over groups
- * (each group's dw belongs to one thread), static schedules throughout.
+ *   bwd-filter: dw[co][ci][t] = sum over rows of dy[co] (read in place, the
+ *               last vector of a row masked) times the packed x[ci] row at
+ *               tap t's offset; tiles of 4 co x 3 taps over L1-sized row
+ *               bands, accumulated as vectors and summed once per item.
+ * Threads: fwd / bwd-data over (image, group[, output-channel chunk]) items;
+ * bwd-filter over (group[, output-channel chunk]), each owning its slice of
+ * dw, so no reduction and no dependence of the result on the thread count.
  */
 #include "tensor/cpu_conv_impl.h"
 
@@ -26,7 +28,9 @@
 #define VL 8
 #define WCHUNK 64 /* vectors of the flat grid per bwd-filter chunk */
 /* Outputs at least this large bypass the cache (see vstore_nt). */
+#ifndef IABN_CONV_STREAM_BYTES
 #define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
+#endif
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -48,13 +52,19 @@ static inline void vstore_nt(float *p, vf a)
         _mm256_storeu_ps(p, a);
 }
 static inline void vfence(void) { _mm_sfence(); }
+static const int vmask_lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+static inline __m256i vmask(int n)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)(vmask_lanes + VL - n));
+}
+/* The first n lanes of p (the rest 0); lanes past n are not read. */
+static inline vf vload_n(const float *p, int n) { return _mm256_maskload_ps(p, vmask(n)); }
 static inline void vstore_n(float *p, vf a, int n)
 {
-    static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     if (n == VL)
         _mm256_storeu_ps(p, a);
     else
-        _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i *)(const void *)(lanes + VL - n)), a);
+        _mm256_maskstore_ps(p, vmask(n), a);
 }
 #else
 typedef struct vf { float v[VL]; } vf;
@@ -73,6 +83,12 @@ static inline vf vadd(vf a, vf b)
     return a;
 }
 static inline void vstore_n(float *p, vf a, int n) { memcpy(p, a.v, sizeof(float) * n); }
+static inline vf vload_n(const float *p, int n)
+{
+    vf r = vzero();
+    memcpy(r.v, p, sizeof(float) * n);
+    return r;
+}
 static inline void vstore_nt(float *p, vf a) { vstore(p, a); }
 static inline void vfence(void) {}
 #endif
@@ -104,9 +120,7 @@ typedef struct dplan {
     int hq, wq;       /* phase plane                                        */
     int ho, wo;       /* outputs                                            */
     int nt;           /* taps                                               */
-    int nv;           /* vectors on the flat grid: ceil(ho*wq / 8)          */
     size_t cs;        /* packed channel block: st*st planes + slack         */
-    size_t os;        /* flat output row stride                             */
     int toff[IABN_CONV_DIRECT_MAX_TAPS];
 } dplan;
 
@@ -114,10 +128,8 @@ static void dplan_finish(dplan *d, int hp, int wp)
 {
     d->hq = (hp + d->st - 1) / d->st;
     d->wq = (wp + d->st - 1) / d->st;
-    d->nv = (int)(((size_t)d->ho * d->wq + VL - 1) / VL);
     /* Vectors run past the last output into the next block or the slack. */
     d->cs = iabn_conv_round16((size_t)d->st * d->st * d->hq * d->wq + d->wq + 4 * VL);
-    d->os = iabn_conv_round16((size_t)d->nv * VL);
 }
 
 static void dplan_fwd(const iabn_conv_geom *g, dplan *d)
@@ -155,9 +167,39 @@ static void dplan_bwd_data(const iabn_conv_geom *g, dplan *d)
 static inline long src_index(long v, int pad, int up, int n)
 {
     long sr = v - pad;
-    if (sr < 0 || sr % up) return -1;
-    sr /= up;
+    if (sr < 0) return -1;
+    if (up > 1) { /* a division per row costs more than the row's copy */
+        if (sr % up) return -1;
+        sr /= up;
+    }
     return sr < n ? sr : -1;
+}
+
+/* Stride 2: one source row into its even (p0) and odd (p1) phase rows
+ * (virtual column v = c + pl goes to phase v % 2, column v / 2), eight
+ * pairs per step.  The rows are zero already. */
+static void split_row2(const float *src, int n, int pl, float *p0, float *p1)
+{
+    /* Source columns 2k (even) land at phase (pl % 2), column k + pl/2;
+     * odd ones at phase 1 - pl % 2, column k + (pl + 1) / 2. */
+    float *pe = pl % 2 ? p1 : p0, *po = pl % 2 ? p0 : p1;
+    int oe = pl / 2, oo = (pl + 1) / 2, k = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    for (; 2 * k + 16 <= n; k += VL) {
+        __m256 lo = _mm256_loadu_ps(src + 2 * k), hi = _mm256_loadu_ps(src + 2 * k + VL);
+        __m256 ev = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+        __m256 od = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+        /* lanes come out as (lo0-3 | hi0-3 | lo4-7 | hi4-7) pairs: reorder 64-bit quads */
+        ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), _MM_SHUFFLE(3, 1, 2, 0)));
+        od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), _MM_SHUFFLE(3, 1, 2, 0)));
+        _mm256_storeu_ps(pe + oe + k, ev);
+        _mm256_storeu_ps(po + oo + k, od);
+    }
+#endif
+    for (; 2 * k < n; k++) {
+        pe[oe + k] = src[2 * k];
+        if (2 * k + 1 < n) po[oo + k] = src[2 * k + 1];
+    }
 }
 
 /* Copies channels source planes into packed blocks (phases, padding, slack). */
@@ -198,16 +240,29 @@ static void pack_src(const dplan *d, const float *src, int channels, float *dst)
             for (int b = 0; b < d->st; b++)
                 for (int a = 0; a < d->st; a++) {
                     float *pp = blk + (size_t)(b * d->st + a) * plane;
+                    /* Phase column j holds virtual column j*st + a. */
+                    int jl, jh;
+                    iabn_conv_tap_range(d->wq, d->ws, a, d->st, d->pl, 1, &jl, &jh);
                     for (int i = 0; i < d->hq; i++) {
                         long sr = src_index((long)i * d->st + b, d->pt, d->up, d->hs);
                         float *row = pp + (size_t)i * d->wq;
-                        if (sr < 0) {
-                            memset(row, 0, sizeof(float) * d->wq);
-                            continue;
-                        }
-                        for (int j = 0; j < d->wq; j++) {
-                            long sc = src_index((long)j * d->st + a, d->pl, d->up, d->ws);
-                            row[j] = sc < 0 ? 0.0f : sp[sr * d->ws + sc];
+                        if (!(d->st == 2 && d->up == 1 && a == 1)) zero_f(row, d->wq);
+                        if (d->st == 2 && d->up == 1 && a == 0) zero_f(row + plane, d->wq);
+                        if (sr < 0) continue;
+                        const float *srow = sp + sr * d->ws;
+                        if (d->st == 2 && d->up == 1) {
+                            if (a == 0) split_row2(srow, d->ws, d->pl, row, row + plane);
+                        } else if (d->up == 1) {
+                            for (int j = jl; j < jh; j++)
+                                row[j] = srow[(long)j * d->st + a - d->pl];
+                        } else {
+                            /* Zero-upsampled source: scatter its columns. */
+                            for (long c2 = 0; c2 < d->ws; c2++) {
+                                long vc = c2 * d->up + d->pl - a;
+                                if (vc < 0 || vc % d->st) continue;
+                                if (vc / d->st >= d->wq) break;
+                                row[vc / d->st] = srow[c2];
+                            }
                         }
                     }
                 }
@@ -244,12 +299,19 @@ static void pack_weights(const iabn_conv_geom *g, const dplan *d, int flip, cons
     }
 }
 
-/* Output rows [oh][ow0, ow0 + 8V) of COB channels, written straight to the
- * destination planes (stride dplane); the last vector keeps nlast lanes.
- * Accumulators start at the bias, so no second pass touches the output. */
+/* A tile: up to 3 output vectors of 8, anywhere in the plane (a row's last
+ * vectors and the next row's first share a tile, so every tile but the
+ * item's last has 3 vectors and 12 FMA chains).  io / oo: offsets of each
+ * vector in the packed input and in the output plane; nl: its valid lanes. */
+typedef struct ftile_pos {
+    int io[3], oo[3], nl[3];
+} ftile_pos;
+
+/* COB output channels of one tile, accumulated over (ci, tap) from the bias
+ * and written straight to the destination planes (stride dplane). */
 ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, int nt,
                          const float *wp, const float *bias, float *out, size_t dplane,
-                         int nlast, int stream, const int COB, const int V)
+                         const ftile_pos *p, int stream, const int COB, const int V)
 {
     vf acc[4][3];
 #pragma GCC unroll 4
@@ -258,13 +320,16 @@ ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, i
 #pragma GCC unroll 3
         for (int v = 0; v < V; v++) acc[c][v] = b;
     }
+    long io[3];
+#pragma GCC unroll 3
+    for (int v = 0; v < V; v++) io[v] = p->io[v];
     for (int ci = 0; ci < cin; ci++) {
         const float *ip = in + ci * cs;
         for (int t = 0; t < nt; t++, wp += COB) {
             const float *xp = ip + toff[t];
             vf xv[3];
 #pragma GCC unroll 3
-            for (int v = 0; v < V; v++) xv[v] = vload(xp + v * VL);
+            for (int v = 0; v < V; v++) xv[v] = vload(xp + io[v]);
 #pragma GCC unroll 4
             for (int c = 0; c < COB; c++) {
                 vf wv = vbcast(wp + c);
@@ -276,72 +341,70 @@ ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, i
 #pragma GCC unroll 4
     for (int c = 0; c < COB; c++) {
 #pragma GCC unroll 3
-        for (int v = 0; v < V - 1; v++) {
-            if (stream)
-                vstore_nt(out + c * dplane + v * VL, acc[c][v]);
+        for (int v = 0; v < V; v++) {
+            float *o = out + c * dplane + p->oo[v];
+            if (p->nl[v] < VL)
+                vstore_n(o, acc[c][v], p->nl[v]);
+            else if (stream)
+                vstore_nt(o, acc[c][v]);
             else
-                vstore(out + c * dplane + v * VL, acc[c][v]);
+                vstore(o, acc[c][v]);
         }
-        if (stream && nlast == VL)
-            vstore_nt(out + c * dplane + (V - 1) * VL, acc[c][V - 1]);
-        else
-            vstore_n(out + c * dplane + (V - 1) * VL, acc[c][V - 1], nlast);
     }
 }
 
-/* Vectors per row are covered by tiles of 3 and 2 (never a lone 1 unless the
- * row is one vector): 2-vector tiles still keep 8 FMA chains in flight. */
-ALWAYS_INLINE void fwd_row_n(const dplan *d, const float *ri, const float *wp,
-                             const float *bias, float *ro, size_t dplane, int stream,
-                             const int COB)
+ALWAYS_INLINE void ftile_v(const dplan *d, const float *in, const float *wp, const float *bias,
+                           float *out, size_t dplane, const ftile_pos *p, int stream,
+                           const int COB, int V)
 {
-    int nvec = (d->wo + VL - 1) / VL, last = d->wo - (nvec - 1) * VL;
-    int v = 0;
-    while (v < nvec) {
-        int rem = nvec - v, V = rem == 1 ? 1 : rem == 2 || rem == 4 ? 2 : 3;
-        int nl = v + V == nvec ? last : VL;
-        if (V == 3)
-            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
-                  stream, COB, 3);
-        else if (V == 2)
-            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
-                  stream, COB, 2);
-        else
-            ftile(ri + v * VL, d->cs, d->cin, d->toff, d->nt, wp, bias, ro + v * VL, dplane, nl,
-                  stream, COB, 1);
-        v += V;
-    }
+    if (V == 3)
+        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 3);
+    else if (V == 2)
+        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 2);
+    else
+        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 1);
 }
 
-static void fwd_row(const dplan *d, const float *ri, const float *wp, const float *bias,
-                    float *ro, size_t dplane, int stream, int cb)
+static void fwd_tile(const dplan *d, const float *in, const float *wp, const float *bias,
+                     float *out, size_t dplane, const ftile_pos *p, int stream, int cb, int V)
 {
     switch (cb) {
-    case 4: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 4); break;
-    case 2: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 2); break;
-    default: fwd_row_n(d, ri, wp, bias, ro, dplane, stream, 1); break;
+    case 4: ftile_v(d, in, wp, bias, out, dplane, p, stream, 4, V); break;
+    case 2: ftile_v(d, in, wp, bias, out, dplane, p, stream, 2, V); break;
+    default: ftile_v(d, in, wp, bias, out, dplane, p, stream, 1, V); break;
     }
 }
 
 /* Output channels [c0, c1) of one (image, group): src planes -> dst planes
- * (+ bias).  Rows outside, channel blocks inside, so that the input rows a
- * row of outputs reads stay in cache across the blocks.  next: the source
- * of the item that follows on this thread (NULL if none). */
+ * (+ bias).  Tiles outside, channel blocks inside, so that a tile's input
+ * stays in L1 across the blocks.  next: the source of the item that follows
+ * on this thread (NULL if none). */
 static void run_item(const dplan *d, const float *src, const float *next, const float *wg,
                      const float *bias, float *dst, int c0, int c1, float *buf, int stream)
 {
     size_t hw = (size_t)d->ho * d->wo;
     size_t lines = ((size_t)d->cin * d->hs * d->ws * sizeof(float) + 63) / 64;
+    int nvec = (d->wo + VL - 1) / VL, last = d->wo - (nvec - 1) * VL;
+    long total = (long)d->ho * nvec, ntiles = (total + 2) / 3;
     pack_src(d, src, d->cin, buf);
-    for (int oh = 0; oh < d->ho; oh++) {
+    for (long k = 0; k < ntiles; k++) {
         /* Pull the next item's input towards L2 while this one computes. */
         if (next)
-            for (size_t l = oh * lines / d->ho; l < (oh + 1) * lines / d->ho; l++)
+            for (size_t l = k * lines / ntiles; l < (k + 1) * lines / ntiles; l++)
                 __builtin_prefetch((const char *)next + l * 64, 0, 2);
+        ftile_pos p;
+        int V = total - 3 * k < 3 ? (int)(total - 3 * k) : 3;
+        for (int v = 0; v < V; v++) {
+            long q = 3 * k + v;
+            int oh = (int)(q / nvec), vc = (int)(q % nvec);
+            p.io[v] = oh * d->wq + vc * VL;
+            p.oo[v] = oh * d->wo + vc * VL;
+            p.nl[v] = vc == nvec - 1 ? last : VL;
+        }
         for (int o0 = c0; o0 < c1;) {
             int cb = block_size(c1 - o0);
-            fwd_row(d, buf + (size_t)oh * d->wq, wg + (size_t)o0 * d->cin * d->nt,
-                    bias ? bias + o0 : NULL, dst + o0 * hw + (size_t)oh * d->wo, hw, stream, cb);
+            fwd_tile(d, buf, wg + (size_t)o0 * d->cin * d->nt, bias ? bias + o0 : NULL,
+                     dst + o0 * hw, hw, &p, stream, cb, V);
             o0 += cb;
         }
     }
@@ -413,25 +476,44 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
 
 /* ---- bwd-filter ----------------------------------------------------------- */
 
-/* acc[c][tb] over vectors [k0, k1) of the flat grid, added to the vector
- * accumulators va (layout [co][ci][t]). */
-ALWAYS_INLINE void wtile(const float *dyp, size_t os, const float *xp, const int *toff,
-                         int k0, int k1, float *va, size_t va_co, const int COB, const int TB)
+/* One vector position: x for the TB taps held, dy loaded per channel, so at
+ * most 12 accumulators + 3 x + 1 dy registers are live (no spills). */
+ALWAYS_INLINE void wstep(vf acc[4][3], const float *dr, size_t dys, const float *xr,
+                         const int *toff, int nl, const int COB, const int TB)
 {
+    vf xv[3];
+#pragma GCC unroll 3
+    for (int t = 0; t < TB; t++) xv[t] = vload(xr + toff[t]);
+#pragma GCC unroll 4
+    for (int c = 0; c < COB; c++) {
+        vf dv = nl == VL ? vload(dr + c * dys) : vload_n(dr + c * dys, nl);
+#pragma GCC unroll 3
+        for (int t = 0; t < TB; t++) acc[c][t] = vfma(dv, xv[t], acc[c][t]);
+    }
+}
+
+/* acc[c][tb] = sum over output rows [r0, r1) of dy[c] * x shifted by tap tb,
+ * added to the vector accumulators va (layout [co][ci][t]).  dy is read in
+ * place (planes of stride dys, rows of wo); a row's last vector is loaded
+ * masked when w_out is not a multiple of 8, so the lanes past the row add 0. */
+ALWAYS_INLINE void wtile(const dplan *d, const float *dyp, size_t dys, size_t dyi,
+                         const float *xp, size_t xi, int nimg, const int *toff, int r0, int r1,
+                         float *va, size_t va_co, const int COB, const int TB)
+{
+    int nfull = d->wo / VL, last = d->wo - nfull * VL;
     vf acc[4][3];
 #pragma GCC unroll 4
     for (int c = 0; c < COB; c++)
 #pragma GCC unroll 3
         for (int t = 0; t < TB; t++) acc[c][t] = vzero();
-    for (int k = k0; k < k1; k++) {
-        vf dv[4];
-#pragma GCC unroll 4
-        for (int c = 0; c < COB; c++) dv[c] = vload(dyp + c * os + k * VL);
-#pragma GCC unroll 3
-        for (int t = 0; t < TB; t++) {
-            vf xv = vload(xp + toff[t] + k * VL);
-#pragma GCC unroll 4
-            for (int c = 0; c < COB; c++) acc[c][t] = vfma(dv[c], xv, acc[c][t]);
+    for (int i = 0; i < nimg; i++) {
+        for (int oh = r0; oh < r1; oh++) {
+            const float *dr = dyp + i * dyi + (size_t)oh * d->wo;
+            const float *xr = xp + i * xi + (size_t)oh * d->wq;
+            for (int k = 0; k < nfull; k++)
+                wstep(acc, dr + k * VL, dys, xr + k * VL, toff, VL, COB, TB);
+            if (last)
+                wstep(acc, dr + nfull * VL, dys, xr + nfull * VL, toff, last, COB, TB);
         }
     }
 #pragma GCC unroll 4
@@ -443,7 +525,14 @@ ALWAYS_INLINE void wtile(const float *dyp, size_t os, const float *xp, const int
         }
 }
 
-ALWAYS_INLINE void wblock_n(const dplan *d, const float *dyp, const float *xin, int k0, int k1,
+/* What one sweep covers: nimg images (dy image stride dyi, packed x image
+ * stride xi) x output rows [r0, r1). */
+typedef struct wjob {
+    size_t dys, dyi, xi;
+    int nimg, r0, r1;
+} wjob;
+
+ALWAYS_INLINE void wblock_n(const dplan *d, const float *dyp, const float *xin, const wjob *j,
                             float *va, const int COB)
 {
     size_t va_co = (size_t)d->cin * d->nt;
@@ -452,26 +541,41 @@ ALWAYS_INLINE void wblock_n(const dplan *d, const float *dyp, const float *xin, 
         float *vp = va + (size_t)ci * d->nt * VL;
         int t = 0;
         for (; t + 3 <= d->nt; t += 3)
-            wtile(dyp, d->os, xp, d->toff + t, k0, k1, vp + t * VL, va_co, COB, 3);
+            wtile(d, dyp, j->dys, j->dyi, xp, j->xi, j->nimg, d->toff + t, j->r0, j->r1,
+                  vp + t * VL, va_co, COB, 3);
         for (; t < d->nt; t++)
-            wtile(dyp, d->os, xp, d->toff + t, k0, k1, vp + t * VL, va_co, COB, 1);
+            wtile(d, dyp, j->dys, j->dyi, xp, j->xi, j->nimg, d->toff + t, j->r0, j->r1,
+                  vp + t * VL, va_co, COB, 1);
     }
 }
 
-static void wblock(const dplan *d, const float *dyp, const float *xin, int k0, int k1, float *va,
+static void wblock(const dplan *d, const float *dyp, const float *xin, const wjob *j, float *va,
                    int cb)
 {
     switch (cb) {
-    case 4: wblock_n(d, dyp, xin, k0, k1, va, 4); break;
-    case 2: wblock_n(d, dyp, xin, k0, k1, va, 2); break;
-    default: wblock_n(d, dyp, xin, k0, k1, va, 1); break;
+    case 4: wblock_n(d, dyp, xin, j, va, 4); break;
+    case 2: wblock_n(d, dyp, xin, j, va, 2); break;
+    default: wblock_n(d, dyp, xin, j, va, 1); break;
     }
 }
 
-static size_t filter_floats(const dplan *d)
+/* Rows per sweep, sized so that a sweep's dy and x stay in L1 across the
+ * taps; small maps put several images in one sweep instead. */
+static int filter_band(const dplan *d)
 {
-    return iabn_conv_round16((size_t)d->cin * d->cs) +
-           iabn_conv_round16((size_t)d->cout * d->os) +
+    int band = WCHUNK * VL / d->wq;
+    return band < 1 ? 1 : band;
+}
+
+static int filter_images(const dplan *d, int n)
+{
+    int band = filter_band(d), nb = band >= d->ho ? band / d->ho : 1;
+    return nb < n ? nb : n;
+}
+
+static size_t filter_floats(const dplan *d, int n)
+{
+    return iabn_conv_round16((size_t)filter_images(d, n) * d->cin * d->cs) +
            iabn_conv_round16((size_t)d->cout * d->cin * d->nt * VL);
 }
 
@@ -485,15 +589,16 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
      * no reduction is needed; a dense conv is split into one chunk per thread. */
     int nch = G >= threads ? 1 : (threads + G - 1) / G, blocks = (d.cout + 3) / 4;
     if (nch > blocks) nch = blocks;
-    size_t per = filter_floats(&d);
+    int band = filter_band(&d), nbands = (d.ho + band - 1) / band;
+    int nb = filter_images(&d, g->n);
+    size_t per = filter_floats(&d, g->n), xi = (size_t)d.cin * d.cs;
     size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
+    size_t ximg = (size_t)G * d.cin * hwi, dyimg = (size_t)G * d.cout * hwo;
 #pragma omp parallel num_threads(threads)
     {
         float *xin = scratch + per * (size_t)iabn_conv_tid();
-        float *dyp = xin + iabn_conv_round16((size_t)d.cin * d.cs);
-        float *va = dyp + iabn_conv_round16((size_t)d.cout * d.os);
+        float *va = xin + iabn_conv_round16((size_t)nb * xi);
         size_t xlines = (d.cin * hwi * sizeof(float) + 63) / 64;
-        int nk = (d.nv + WCHUNK - 1) / WCHUNK;
 #pragma omp for schedule(static)
         for (int it = 0; it < G * nch; it++) {
             int g0 = it / nch, c0, c1;
@@ -501,35 +606,31 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
             if (c0 >= c1) continue;
             size_t ylines = ((size_t)(c1 - c0) * hwo * sizeof(float) + 63) / 64;
             memset(va, 0, sizeof(float) * (size_t)(c1 - c0) * d.cin * d.nt * VL);
-            for (int n = 0; n < g->n; n++) {
-                pack_src(&d, x + ((size_t)n * G + g0) * d.cin * hwi, d.cin, xin);
-                const float *dsrc = dy + (((size_t)n * G + g0) * d.cout + c0) * hwo;
+            for (int n0 = 0; n0 < g->n; n0 += nb) {
+                int nimg = g->n - n0 < nb ? g->n - n0 : nb;
+                for (int i = 0; i < nimg; i++)
+                    pack_src(&d, x + (size_t)(n0 + i) * ximg + (size_t)g0 * d.cin * hwi, d.cin,
+                             xin + i * xi);
+                const float *dsrc = dy + (size_t)n0 * dyimg + ((size_t)g0 * d.cout + c0) * hwo;
                 /* The next image's x and dy, fetched while this one computes. */
                 const char *pfx = NULL, *pfy = NULL;
-                if (n + 1 < g->n) {
-                    pfx = (const char *)(x + ((size_t)(n + 1) * G + g0) * d.cin * hwi);
-                    pfy = (const char *)(dsrc + (size_t)G * d.cout * hwo);
+                if (nb == 1 && n0 + 1 < g->n) {
+                    pfx = (const char *)(x + (size_t)(n0 + 1) * ximg + (size_t)g0 * d.cin * hwi);
+                    pfy = (const char *)(dsrc + dyimg);
                 }
-                for (int co = 0; co < c1 - c0; co++) {
-                    float *row = dyp + co * d.os;
-                    for (int oh = 0; oh < d.ho; oh++) {
-                        copy_f(row + (size_t)oh * d.wq, dsrc + co * hwo + (size_t)oh * d.wo, d.wo);
-                        zero_f(row + (size_t)oh * d.wq + d.wo, d.wq - d.wo);
-                    }
-                    zero_f(row + (size_t)d.ho * d.wq, (long)(d.os - (size_t)d.ho * d.wq));
-                }
-                for (int k0 = 0; k0 < d.nv; k0 += WCHUNK) {
-                    int k1 = k0 + WCHUNK < d.nv ? k0 + WCHUNK : d.nv, c = k0 / WCHUNK;
+                for (int b = 0; b < nbands; b++) {
+                    wjob j = {hwo, dyimg, xi, nimg, b * band, (b + 1) * band};
+                    if (j.r1 > d.ho) j.r1 = d.ho;
                     if (pfx) {
-                        for (size_t l = c * xlines / nk; l < (c + 1) * xlines / nk; l++)
+                        for (size_t l = b * xlines / nbands; l < (b + 1) * xlines / nbands; l++)
                             __builtin_prefetch(pfx + l * 64, 0, 2);
-                        for (size_t l = c * ylines / nk; l < (c + 1) * ylines / nk; l++)
+                        for (size_t l = b * ylines / nbands; l < (b + 1) * ylines / nbands; l++)
                             __builtin_prefetch(pfy + l * 64, 0, 2);
                     }
                     for (int o0 = 0; o0 < c1 - c0;) {
                         int cb = block_size(c1 - c0 - o0);
-                        wblock(&d, dyp + o0 * d.os, xin, k0, k1,
-                               va + (size_t)o0 * d.cin * d.nt * VL, cb);
+                        wblock(&d, dsrc + o0 * hwo, xin, &j, va + (size_t)o0 * d.cin * d.nt * VL,
+                               cb);
                         o0 += cb;
                     }
                 }
@@ -552,7 +653,7 @@ size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, in
     if (threads < 1) threads = 1;
     if (pass == IABN_CONV_BWD_FILTER) {
         dplan_fwd(g, &d);
-        return filter_floats(&d) * (size_t)threads;
+        return filter_floats(&d, g->n) * (size_t)threads;
     }
     if (pass == IABN_CONV_FWD)
         dplan_fwd(g, &d);

@@ -12,10 +12,16 @@
 
 #include "tensor/cpu_conv.h"
 
-/* Largest channels-per-group (in and out) routed to the direct kernels, and
- * the largest kernel area they accept (tap offsets live on the stack). */
+/* Largest channels-per-group (in and out) of grouped convs routed to the
+ * direct kernels, the largest kernel area they accept (tap offsets live on
+ * the stack), and the widest dense conv (in and out) they take. */
+#ifndef IABN_CONV_DIRECT_MAX_CPG
 #define IABN_CONV_DIRECT_MAX_CPG 16
+#endif
 #define IABN_CONV_DIRECT_MAX_TAPS 128
+#ifndef IABN_CONV_DENSE_DIRECT_MAX
+#define IABN_CONV_DENSE_DIRECT_MAX 64
+#endif
 
 typedef enum iabn_conv_path {
     IABN_CONV_PATH_IM2COL = 0, /* im2col (or none for 1x1) + one GEMM per item  */
