@@ -1,0 +1,267 @@
+/* test_seg.c: segmentation end to end.
+ *  - the mIoU of tools/segmetrics.c agrees with an independent
+ *    implementation of the official definition (per-class pixel sets) on
+ *    generated cases: ignored ground truth excluded, classes absent from both
+ *    prediction and ground truth skipped;
+ *  - segtrain on a generated Cityscapes-layout set (shapes whose class shows
+ *    in their colour) reaches a validation mIoU of at least twice what the
+ *    best constant prediction gets, and at least 0.35 absolute; the same run
+ *    in both Vistas layouts trains and evaluates;
+ *  - predict writes PNG label maps that decode to ids whose mIoU against the
+ *    ground truth equals segeval's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/data.h"
+#include "test_util.h"
+#include "tools/commands.h"
+#include "tools/segmetrics.h"
+#include "tools/trainer.h"
+
+static char tmpdir[256];
+
+/* Independent: IoU_c = |pred=c AND gt=c| / |pred=c OR gt=c| over labelled pixels. */
+static double ref_miou(const int32_t *gt, const int32_t *pr, size_t n, int k, double *acc)
+{
+    double sum = 0, tp_all = 0, labelled = 0;
+    int counted = 0;
+    for (int c = 0; c < k; c++) {
+        double inter = 0, uni = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (gt[i] < 0 || gt[i] >= k) continue;
+            int a = pr[i] == c, b = gt[i] == c;
+            inter += a && b;
+            uni += a || b;
+        }
+        if (uni > 0) {
+            sum += inter / uni;
+            counted++;
+        }
+        tp_all += inter;
+    }
+    for (size_t i = 0; i < n; i++) labelled += gt[i] >= 0 && gt[i] < k;
+    *acc = labelled ? tp_all / labelled : 0;
+    return counted ? sum / counted : 0;
+}
+
+static void test_miou_definition(void)
+{
+    unsigned s = 12345;
+    for (int trial = 0; trial < 50; trial++) {
+        int k = 2 + trial % 9;
+        size_t n = 200 + (size_t)trial * 37;
+        int32_t *gt = malloc(n * sizeof *gt), *pr = malloc(n * sizeof *pr);
+        for (size_t i = 0; i < n; i++) {
+            s = s * 1103515245u + 12345u;
+            int r = (int)((s >> 8) % 100);
+            gt[i] = r < 10 ? 255 : (int32_t)((s >> 16) % (unsigned)(k - (trial % 3 == 0)));
+            s = s * 1103515245u + 12345u;
+            pr[i] = (s >> 12) % 4 == 0 ? (int32_t)((s >> 16) % (unsigned)k) : (gt[i] == 255 ? 0 : gt[i]);
+        }
+        iabn_confusion cm;
+        CHECK(iabn_confusion_init(&cm, k) == 0);
+        /* accumulate in two halves: the matrix adds up over images */
+        iabn_confusion_add(&cm, gt, pr, n / 2);
+        iabn_confusion_add(&cm, gt + n / 2, pr + n / 2, n - n / 2);
+        double pa, rpa;
+        double m = iabn_confusion_miou(&cm, NULL, &pa);
+        double r = ref_miou(gt, pr, n, k, &rpa);
+        CHECK_CLOSE(m, r, 1e-12, 0);
+        CHECK_CLOSE(pa, rpa, 1e-12, 0);
+        iabn_confusion_free(&cm);
+        free(gt);
+        free(pr);
+    }
+    /* all ignored: nothing counted, no NaN */
+    int32_t g[4] = {255, 255, 255, 255}, p[4] = {0, 1, 0, 1};
+    iabn_confusion cm;
+    iabn_confusion_init(&cm, 3);
+    iabn_confusion_add(&cm, g, p, 4);
+    double pa;
+    CHECK(iabn_confusion_miou(&cm, NULL, &pa) == 0 && pa == 0);
+    iabn_confusion_free(&cm);
+}
+
+static void seg_config(iabn_config *c, int epochs)
+{
+    iabn_config_defaults(c);
+    snprintf(c->arch, sizeof c->arch, "deeplabv3_resnext_tiny");
+    c->act.kind = IABN_ACT_LEAKY_RELU;
+    c->act.param = 0.01f;
+    c->input_3x3 = 1;
+    c->bn_mode = IABN_BN_INPLACE_II;
+    c->batch_size = 4;
+    c->learning_rate = 0.02f;
+    c->nesterov = 0;
+    c->clip = 0;
+    c->schedule.kind = IABN_SCHED_POLY;
+    c->schedule.per_step = 1;
+    c->schedule.power = 0.9f;
+    c->schedule.epochs = epochs;
+    c->crop_h = c->crop_w = 64;
+    c->scale_min = 0.8f;
+    c->scale_max = 1.25f;
+    c->bootstrap = 0.5f;
+    c->eval_every = epochs;
+}
+
+/* best constant prediction: the most frequent ground-truth class */
+static double constant_miou(const iabn_dataset *ds)
+{
+    iabn_confusion cm;
+    iabn_confusion_init(&cm, ds->num_classes);
+    long *count = calloc((size_t)ds->num_classes, sizeof *count);
+    for (int pass = 0; pass < 2; pass++) {
+        int best = 0;
+        for (int c = 1; c < ds->num_classes; c++)
+            if (count[c] > count[best]) best = c;
+        for (size_t i = 0; i < ds->count; i++) {
+            iabn_image lb = {0};
+            if (iabn_label_load(ds->label_paths[i], &lb, NULL)) continue;
+            size_t n = (size_t)lb.width * lb.height;
+            int32_t *gt = malloc(n * sizeof *gt), *pr = malloc(n * sizeof *pr);
+            for (size_t p = 0; p < n; p++) {
+                int v = ds->label_map.lut[lb.data[p]];
+                gt[p] = v < 0 ? 255 : v;
+                pr[p] = best;
+                if (pass == 0 && gt[p] != 255) count[gt[p]]++;
+            }
+            if (pass == 1) iabn_confusion_add(&cm, gt, pr, n);
+            free(gt);
+            free(pr);
+            iabn_image_free(&lb);
+        }
+    }
+    double m = iabn_confusion_miou(&cm, NULL, NULL);
+    iabn_confusion_free(&cm);
+    free(count);
+    return 100.0 * m;
+}
+
+static void train_layout(const char *data, iabn_dataset_kind kind, int epochs, double *miou_out,
+                         const char *out)
+{
+    iabn_config c;
+    seg_config(&c, epochs);
+    iabn_train_opts o;
+    iabn_train_opts_defaults(&o);
+    o.task = IABN_TASK_SEGMENT;
+    o.dataset = kind;
+    o.config = &c;
+    o.data_dir = data;
+    o.output_dir = out;
+    o.quiet = 1;
+    iabn_train_result r;
+    iabn_err e = {0};
+    int rc = iabn_train(&o, &r, &e);
+    CHECK_MSG(rc == 0, "segtrain %s: %s", data, e.msg);
+    *miou_out = r.last_metric;
+}
+
+static void test_cityscapes(void)
+{
+    char data[300], out[300];
+    snprintf(data, sizeof data, "%s/cityscapes", tmpdir);
+    snprintf(out, sizeof out, "%s/run_cs", tmpdir);
+    iabn_err e = {0};
+    CHECK(iabn_data_make_synthetic_cityscapes(data, 24, 6, 96, 64, 3, &e) == 0);
+    iabn_dataset *val = NULL;
+    CHECK(iabn_dataset_open_cityscapes(data, "val", &val, &e) == 0);
+    double base = val ? constant_miou(val) : 0;
+    iabn_dataset_free(val);
+    double miou = 0;
+    train_layout(data, IABN_DATASET_CITYSCAPES, 12, &miou, out);
+    fprintf(stderr, "  cityscapes layout: val mIoU %.1f%% (best constant prediction %.1f%%)\n", miou, base);
+    CHECK_MSG(miou >= 2 * base && miou >= 35.0, "mIoU %.1f%% vs constant %.1f%%", miou, base);
+
+    /* segeval on the checkpoint, then predict: the PNGs give the same mIoU */
+    char cfg[400], ckpt[400], pred[400], imgs[400];
+    snprintf(cfg, sizeof cfg, "%s/config.json", out);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint_last.safetensors", out);
+    iabn_eval_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.task = IABN_TASK_SEGMENT;
+    eo.dataset = IABN_DATASET_CITYSCAPES;
+    eo.config_path = cfg;
+    eo.checkpoint = ckpt;
+    eo.data_dir = data;
+    iabn_train_result er;
+    CHECK_MSG(iabn_evaluate(&eo, &er, &e) == 0, "segeval: %s", e.msg);
+    snprintf(pred, sizeof pred, "%s/pred", tmpdir);
+    iabn_dataset *ds = NULL;
+    CHECK(iabn_dataset_open_cityscapes(data, "val", &ds, &e) == 0);
+    iabn_confusion cm;
+    iabn_confusion_init(&cm, 19);
+    for (int city = 0; ds && city < 2; city++) {
+        snprintf(imgs, sizeof imgs, "%s/leftImg8bit/val/%s", data, city ? "synthB" : "synthA");
+        char *argv[] = {"predict", ckpt, imgs, pred, NULL};
+        CHECK(iabn_cmd_predict(4, argv) == 0);
+    }
+    for (size_t i = 0; ds && i < ds->count; i++) {
+        const char *base_name = strrchr(ds->paths[i], '/') + 1;
+        char p[700];
+        snprintf(p, sizeof p, "%s/%.*s.png", pred, (int)(strrchr(base_name, '.') - base_name), base_name);
+        iabn_image pi = {0}, gi = {0};
+        CHECK_MSG(iabn_label_load(p, &pi, &e) == 0, "%s: %s", p, e.msg);
+        CHECK(iabn_label_load(ds->label_paths[i], &gi, &e) == 0);
+        if (pi.data && gi.data && pi.width == gi.width && pi.height == gi.height) {
+            size_t n = (size_t)pi.width * pi.height;
+            int32_t *g = malloc(n * sizeof *g), *q = malloc(n * sizeof *q);
+            int bad = 0;
+            for (size_t k = 0; k < n; k++) {
+                int v = ds->label_map.lut[gi.data[k]];
+                g[k] = v < 0 ? 255 : v;
+                q[k] = pi.data[k];
+                bad += q[k] >= 19;
+            }
+            CHECK(bad == 0);
+            iabn_confusion_add(&cm, g, q, n);
+            free(g);
+            free(q);
+        } else {
+            CHECK_MSG(0, "%s has another size than its label", p);
+        }
+        iabn_image_free(&pi);
+        iabn_image_free(&gi);
+    }
+    double m = 100.0 * iabn_confusion_miou(&cm, NULL, NULL);
+    CHECK_CLOSE(m, er.last_metric, 1e-6, 0);
+    iabn_confusion_free(&cm);
+    iabn_dataset_free(ds);
+}
+
+static void test_vistas(void)
+{
+    for (int v12 = 0; v12 < 2; v12++) {
+        char data[300], out[300];
+        snprintf(data, sizeof data, "%s/vistas%d", tmpdir, v12);
+        snprintf(out, sizeof out, "%s/run_v%d", tmpdir, v12);
+        iabn_err e = {0};
+        CHECK(iabn_data_make_synthetic_vistas(data, 6, 16, 4, 96, 64, v12, 5, &e) == 0);
+        iabn_dataset *val = NULL;
+        CHECK(iabn_dataset_open_vistas(data, "validation", &val, &e) == 0);
+        double base = val ? constant_miou(val) : 0;
+        iabn_dataset_free(val);
+        double miou = 0;
+        train_layout(data, IABN_DATASET_VISTAS, 10, &miou, out);
+        fprintf(stderr, "  vistas layout %s: val mIoU %.1f%% (best constant prediction %.1f%%)\n",
+                v12 ? "v1.2" : "v1.0", miou, base);
+        CHECK_MSG(miou > base, "mIoU %.1f%% vs constant %.1f%%", miou, base);
+    }
+}
+
+int main(void)
+{
+    iabn_set_num_threads(2);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/iabn_test_seg_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(test_miou_definition);
+    RUN(test_cityscapes);
+    RUN(test_vistas);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return TEST_END();
+}
