@@ -90,6 +90,14 @@ static int add_note(iabn_plan *p, int *cap, int node, int out, int in, int grant
     return 0;
 }
 
+static int cmp_first(const void *a, const void *b)
+{
+    const place_item *x = a, *y = b;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return x->root - y->root;
+}
+
 /* Places items (sorted) and writes offsets; returns the arena top. */
 static size_t place(place_item *it, int n, size_t align, size_t *off_of_root)
 {
@@ -267,8 +275,21 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
         }
         p->arena_bytes = top;
     } else {
+        /* Greedy by size (TFLite) is the main strategy; greedy in order of
+         * first use (ggml / tinygrad) sometimes packs small graphs tighter.
+         * Both are cheap: run both, keep the smaller arena. */
+        size_t *alt = malloc((size_t)nt * sizeof *alt);
         qsort(items, (size_t)nitems, sizeof *items, cmp_place);
         p->arena_bytes = place(items, nitems, align, p->offset);
+        if (alt) {
+            qsort(items, (size_t)nitems, sizeof *items, cmp_first);
+            size_t b = place(items, nitems, align, alt);
+            if (b < p->arena_bytes) {
+                p->arena_bytes = b;
+                for (int i = 0; i < nitems; i++) p->offset[items[i].root] = alt[items[i].root];
+            }
+            free(alt);
+        }
     }
     for (int t = 0; t < nt; t++)
         if (p->group[t] >= 0) p->offset[t] = p->offset[p->group[t]];
