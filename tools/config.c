@@ -328,6 +328,14 @@ int iabn_config_check(const iabn_config *c, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "segmentation.scale_range must be [min, max]");
     if (c->dilation != 1 && c->dilation != 8 && c->dilation != 16)
         return iabn_err_set(e, IABN_EINVAL, "network.dilation must be 1, 8 or 16 (output stride)");
+    if (c->class_uniform)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "segmentation.class_uniform: class-uniform sampling is not available "
+                            "in this version (set it to false)");
+    if (c->weight_gain_multiplier != 1.f && !strcmp(c->weight_init, "xavier_normal"))
+        return iabn_err_set(e, IABN_EINVAL,
+                            "network.weight_gain_multiplier: only 1 is supported (the gain is the "
+                            "activation's)");
     if (strcmp(c->weight_init, "xavier_normal") && strcmp(c->weight_init, "kaiming_normal"))
         return iabn_err_set(e, IABN_EINVAL, "network.weight_init must be xavier_normal or kaiming_normal");
     return 0;

@@ -283,7 +283,9 @@ static int setup(trainer *tr, iabn_err *e)
     if (!tr->s) return e->code;
     if ((rc = choose_micro_batches(tr, e))) return rc;
     if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
-    if ((rc = iabn_model_init(tr->s, &tr->mcfg, (uint64_t)o->seed, e))) return rc;
+    iabn_init_kind init = strcmp(tr->cfg.weight_init, "kaiming_normal") ? IABN_INIT_XAVIER_NORMAL
+                                                                          : IABN_INIT_KAIMING_NORMAL;
+    if ((rc = iabn_init_params(tr->s, init, tr->mcfg.act, (uint64_t)o->seed, e))) return rc;
     if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
