@@ -326,8 +326,10 @@ int iabn_config_check(const iabn_config *c, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "segmentation.bootstrap must be in (0, 1]");
     if (c->scale_min > c->scale_max)
         return iabn_err_set(e, IABN_EINVAL, "segmentation.scale_range must be [min, max]");
-    if (c->dilation != 1 && c->dilation != 8 && c->dilation != 16)
-        return iabn_err_set(e, IABN_EINVAL, "network.dilation must be 1, 8 or 16 (output stride)");
+    if (c->dilation != 1 && c->dilation != 8)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "network.dilation must be 1 (output stride 32) or 8 (dilated, output "
+                            "stride 8)");
     if (c->class_uniform)
         return iabn_err_set(e, IABN_EINVAL,
                             "segmentation.class_uniform: class-uniform sampling is not available "
