@@ -20,16 +20,19 @@
  * torchvision: resnet18/34/101/152, vgg19, vgg19_bn.  Derived here (body of
  * MODELS.md's ResNeXt without its fc, + DeepLab head on 2048 channels
  * 7424 * 2048 + 330752, + cls 256 * 65 + 65): deeplabv3_resnext101 / 152.
- * mobilenet_v1: the paper's 4.2M (Keras: 4,231,976 trainable). */
+ * mobilenet_v1: the paper's 4.2M (Keras: 4,231,976 trainable).  resnext_tiny and
+ * deeplabv3_resnext_tiny (the demo's and the end-to-end tests' networks) have
+ * no published count: the values pin them so that a change is noticed. */
 static const struct { const char *name; size_t params; } expected[] = {
     {"resnet18", 11689512},          {"resnet34", 21797672},
     {"resnet50", 25557032},          {"resnet101", 44549160},
     {"resnet152", 60192808},         {"resnext50", 24380200},
     {"resnext101", 42902312},        {"resnext152", 58159912},
-    {"resnext101_64x4d", 83513896},  {"resnext152_64x4d", 115030568},
+    {"resnext_tiny", 1124776},       {"resnext101_64x4d", 83513896},  {"resnext152_64x4d", 115030568},
     {"wider_resnet38", 109167912},   {"wider_resnet38_a2", 109167912},
     {"deeplabv3_wider_resnet38_a2", 135827073},
     {"deeplabv3_resnext101", 56405121}, {"deeplabv3_resnext152", 71662721},
+    {"deeplabv3_resnext_tiny", 1587521},
     {"vgg19", 143667240},            {"vgg19_bn", 143678248},
     {"mobilenet_v1", 4231976},
 };
