@@ -579,10 +579,13 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             tr->pos.epoch = epoch + 1;
             tr->pos.step_in_epoch = 0;
         }
-        if (!o->quiet && ep_steps)
-            printf("epoch %d/%d %s in %.1fs: train loss %.4f%s\n", epoch + 1, epochs,
-                   finished ? "done" : "stopped", now_s() - t_ep, avg_loss,
-                   tr->task == IABN_TASK_CLASSIFY ? "" : "");
+        if (!o->quiet && ep_steps) {
+            printf("epoch %d/%d %s in %.1fs: train loss %.4f", epoch + 1, epochs,
+                   finished ? "done" : "stopped", now_s() - t_ep, avg_loss);
+            if (tr->task == IABN_TASK_CLASSIFY)
+                printf(", train top1 %.2f%%", 100.0 * (double)ep_correct / (double)ep_seen);
+            printf("\n");
+        }
         if (finished) res->epochs_done++;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);

@@ -174,16 +174,15 @@ static int apply_recompute(iabn_graph *g, iabn_err *e)
 {
     int nt0 = g->nt;
     int *first_bwd = malloc((size_t)nt0 * sizeof(int));
-    rc_state st = {malloc((size_t)nt0 * 4 * sizeof(int)), NULL, 0};
+    rc_state st = {malloc((size_t)nt0 * sizeof(int)), NULL, 0};
     if (!first_bwd || !st.memo) {
         free(first_bwd);
         free(st.memo);
         return iabn_err_set(e, IABN_ENOMEM, "out of memory applying recompute");
     }
-    for (int i = 0; i < nt0; i++) first_bwd[i] = -1;
-    /* memo must cover tensors created while rebuilding: size it generously and
-     * index only tensors < nt0 (recompute is asked of forward tensors). */
-    for (int i = 0; i < nt0 * 4; i++) st.memo[i] = -1;
+    /* memo is indexed by forward tensors only (< nt0): recompute is asked of
+     * them, and a rebuild reads forward tensors or their memoised copies */
+    for (int i = 0; i < nt0; i++) first_bwd[i] = st.memo[i] = -1;
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
         if (n->phase != IABN_PHASE_BWD) continue;
