@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include "data/data.h"
 #include "test_util.h"
@@ -270,6 +273,51 @@ static void test_budget_and_nan(void)
     CHECK(strstr(e.msg, "NaN") || strstr(e.msg, "infinite"));
 }
 
+/* SIGINT mid-run: the step finishes, a checkpoint is written, the run ends
+ * cleanly, and --resume continues from it.  The signal comes from a thread
+ * of this process (fork would leave OpenMP's pool behind in the child). */
+static void *send_sigint(void *arg)
+{
+    const char *metrics = arg;
+    struct stat st;
+    for (int i = 0; i < 1200 && stat(metrics, &st) != 0; i++) usleep(50000);
+    usleep(300000); /* a few steps in */
+    kill(getpid(), SIGINT);
+    return NULL;
+}
+
+static void test_sigint(void)
+{
+    iabn_config c;
+    small_config(&c);
+    c.schedule.epochs = 1000; /* only the signal can end it */
+    char out[300], metrics[400], ck[400];
+    snprintf(out, sizeof out, "%s/run_sig", tmpdir);
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", out);
+    snprintf(ck, sizeof ck, "%s/checkpoint_last.safetensors", out);
+    iabn_train_opts o;
+    opts_for(&o, &c, out);
+    iabn_train_install_signals();
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, send_sigint, metrics) == 0);
+    iabn_train_result r;
+    iabn_err e = {0};
+    int rc = iabn_train(&o, &r, &e);
+    pthread_join(th, NULL);
+    CHECK_MSG(rc == 0 && r.stopped_by_signal, "rc %d, stopped_by_signal %d: %s", rc,
+              r.stopped_by_signal, e.msg);
+    struct stat st;
+    CHECK(stat(ck, &st) == 0);
+    c.schedule.epochs = (int)(r.steps_done / 12) + 2;
+    opts_for(&o, &c, out);
+    o.resume = ck;
+    o.max_steps = 2;
+    iabn_train_install_signals(); /* a new run: the old request is served */
+    iabn_train_result r2;
+    CHECK_MSG(iabn_train(&o, &r2, &e) == 0 && r2.steps_done == 2, "resume after SIGINT: %s", e.msg);
+    signal(SIGINT, SIG_DFL);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
@@ -287,6 +335,7 @@ int main(void)
     RUN(test_learns);
     RUN(test_resume_exact);
     RUN(test_budget_and_nan);
+    RUN(test_sigint);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

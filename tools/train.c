@@ -29,6 +29,7 @@ static void on_signal(int sig)
 
 void iabn_train_install_signals(void)
 {
+    stop_requested = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -65,7 +65,7 @@ typedef struct iabn_eval_opts {
 int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
 
 /* Installs SIGINT / SIGTERM handlers that ask the loop to stop after the
- * current step. */
+ * current step (and clears an earlier request). */
 void iabn_train_install_signals(void);
 
 #endif
