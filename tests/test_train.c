@@ -297,6 +297,7 @@ static void test_sigint(void)
     snprintf(ck, sizeof ck, "%s/checkpoint_last.safetensors", out);
     iabn_train_opts o;
     opts_for(&o, &c, out);
+    o.time_limit = 120; /* a lost signal fails the test instead of hanging it */
     iabn_train_install_signals();
     pthread_t th;
     CHECK(pthread_create(&th, NULL, send_sigint, metrics) == 0);

@@ -10,7 +10,12 @@
 #include <cjson/cJSON.h>
 
 #include "iabn.h"
+#include "iabn_config.h"
 #include "tools/cli.h"
+#if IABN_HAVE_CUDA
+#include "tensor/cuda_backend.h"
+#include "tensor/cuda_kernels.h"
+#endif
 #include "tools/commands.h"
 
 static double now_s(void)
@@ -29,14 +34,14 @@ static int cmp_d(const void *a, const void *b)
 static void usage(void)
 {
     printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
-           "                       [--repeat 5] [--classes N] [--json]\n"
+           "                       [--repeat 5] [--classes N] [--device cpu|cuda] [--json]\n"
            "  Median time of a training step (forward + backward + SGD) on random data.\n");
 }
 
 int iabn_bench_step(int argc, char **argv)
 {
     const char *arch = NULL, *bn = "standard";
-    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0;
+    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long long n;
@@ -47,7 +52,9 @@ int iabn_bench_step(int argc, char **argv)
         } else if (!strcmp(a, "--bn")) {
             if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
         } else if (!strcmp(a, "--device")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_check_device(v, "bench step")) return 2;
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            cuda = !strcmp(v, "cuda") && IABN_HAVE_CUDA;
+            if (!cuda && iabn_check_device(v, "bench step")) return 2;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--threads") || !strcmp(a, "--repeat") ||
                    !strcmp(a, "--classes")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
@@ -67,7 +74,18 @@ int iabn_bench_step(int argc, char **argv)
     if (!h) h = w = iabn_model_is_segmentation(arch) ? 512 : 224;
     int seg = iabn_model_is_segmentation(arch);
     iabn_err e = {0};
-    iabn_store *s = iabn_store_new(iabn_backend_cpu(), &e);
+    const iabn_backend *be = iabn_backend_cpu();
+#if IABN_HAVE_CUDA
+    iabn_cuda_ctx *cu = NULL;
+    if (cuda) {
+        if (iabn_cuda_ctx_new(0, &cu, &e)) {
+            fprintf(stderr, "iabn bench step: %s\n", e.msg);
+            return 1;
+        }
+        be = iabn_cuda_backend(cu);
+    }
+#endif
+    iabn_store *s = iabn_store_new(be, &e);
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
     int xs[4] = {batch, 3, h, w}, ls3[3] = {batch, h, w}, ls1[1] = {batch};
     int x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
@@ -88,11 +106,19 @@ int iabn_bench_step(int argc, char **argv)
     double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
            *bw = calloc((size_t)repeat, sizeof *bw), *up = calloc((size_t)repeat, sizeof *up);
     if (!rc) {
-        float *xp = iabn_exec_ptr(ex, x);
-        for (size_t i = 0; i < (size_t)batch * 3 * h * w; i++) xp[i] = iabn_rng_normal(3, 0, i);
-        int32_t *lp = iabn_exec_ptr(ex, lab);
-        size_t nl = seg ? (size_t)batch * h * w : (size_t)batch;
-        for (size_t i = 0; i < nl; i++) lp[i] = (int32_t)(i % (size_t)mc.classes);
+        /* host buffers and exec_set: the same code feeds either backend */
+        size_t nx = (size_t)batch * 3 * h * w, nl = seg ? (size_t)batch * h * w : (size_t)batch;
+        float *xp = malloc(nx * sizeof *xp);
+        int32_t *lp = malloc(nl * sizeof *lp);
+        if (!xp || !lp) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for the inputs");
+        for (size_t i = 0; !rc && i < nx; i++) xp[i] = iabn_rng_normal(3, 0, i);
+        for (size_t i = 0; !rc && i < nl; i++) lp[i] = (int32_t)(i % (size_t)mc.classes);
+        if (!rc) rc = iabn_exec_set(ex, x, xp, nx * sizeof *xp, &e);
+        if (!rc) rc = iabn_exec_set(ex, lab, lp, nl * sizeof *lp, &e);
+        free(xp);
+        free(lp);
+    }
+    if (!rc) {
         iabn_exec_profile(ex, 1);
         const int *sched = iabn_graph_schedule(g);
         int ns = iabn_graph_schedule_len(g);
@@ -103,10 +129,26 @@ int iabn_bench_step(int argc, char **argv)
             for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
                 iabn_param *pp = iabn_store_get(s, i);
                 if (!pp->grad) continue;
-                if (!pp->mom) pp->mom = calloc(pp->count, sizeof(float));
+                if (!pp->mom) {
+                    pp->mom = be->alloc(be->ctx, pp->count * sizeof(float));
+                    if (!pp->mom || be->fill(be->ctx, pp->mom, 0, pp->count * sizeof(float))) {
+                        rc = iabn_err_set(&e, IABN_ENOMEM, "no memory for the momentum of %s",
+                                          pp->name);
+                        break;
+                    }
+                }
+#if IABN_HAVE_CUDA
+                if (cu) {
+                    rc = iabn_cuda_sgd_update(cu, pp->count, 1e-4f, 0.9f, 1e-4f, 1, 0, pp->data,
+                                              pp->grad, pp->mom, &e);
+                    continue;
+                }
+#endif
                 iabn_sgd_update(pp->count, 1e-4f, 0.9f, 1e-4f, 1, 0, pp->data, pp->grad, pp->mom);
             }
-            iabn_store_zero_grads(s, NULL);
+            if (!rc) rc = iabn_store_zero_grads(s, &e);
+            if (!rc && be->sync(be->ctx)) /* a GPU update is only queued so far */
+                rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the update failed");
             double t2 = now_s();
             if (k == 0) continue; /* warm-up */
             const double *st = iabn_exec_step_times(ex);
@@ -133,6 +175,7 @@ int iabn_bench_step(int argc, char **argv)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "model", arch);
             cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(mc.bn));
+            cJSON_AddStringToObject(o, "device", be->name);
             cJSON_AddNumberToObject(o, "batch", batch);
             cJSON_AddNumberToObject(o, "size", h);
             cJSON_AddNumberToObject(o, "threads", iabn_num_threads());
@@ -160,5 +203,8 @@ int iabn_bench_step(int argc, char **argv)
     iabn_plan_free(p);
     iabn_graph_free(g);
     iabn_store_free(s);
+#if IABN_HAVE_CUDA
+    iabn_cuda_ctx_free(cu);
+#endif
     return rc ? 1 : 0;
 }

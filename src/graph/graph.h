@@ -39,6 +39,15 @@ extern "C" {
 #define IABN_NAME_LEN 96
 #define IABN_PARAMS_BYTES 192
 
+/* The node's parameter bytes are 8-aligned so that layers may memcpy structs
+ * with 64-bit fields out of them; the spelling differs between C11 and the
+ * C++ of the CUDA sources that include this header (same layout). */
+#ifdef __cplusplus
+#define IABN_ALIGNAS8 alignas(8)
+#else
+#define IABN_ALIGNAS8 _Alignas(8)
+#endif
+
 typedef struct iabn_graph iabn_graph;
 typedef struct iabn_store iabn_store;
 typedef struct iabn_plan iabn_plan;
@@ -155,7 +164,7 @@ struct iabn_node {
     int scratch;         /* scratch tensor id or -1                             */
     int block;
     char name[IABN_NAME_LEN];
-    _Alignas(8) unsigned char params[IABN_PARAMS_BYTES];
+    IABN_ALIGNAS8 unsigned char params[IABN_PARAMS_BYTES];
 };
 
 /* ---- the store: persistent tensors shared by the graphs of one model ------- */

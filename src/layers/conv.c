@@ -2,15 +2,15 @@
  * Forward reads x and w; the backward's filter pass reads x (that is what gets
  * saved) and the data pass reads w.  Kernels: src/tensor/cpu_conv.h. */
 #include "layers/layer_util.h"
-
-typedef struct conv_p {
-    iabn_conv_geom geom;
-    int bias;
-} conv_p;
+#include "layers/layer_cuda.h"
 
 static size_t scratch_for(const iabn_node *n, iabn_conv_pass pass, iabn_device_kind dev)
 {
     IABN_PARAMS(conv_p, n);
+#if IABN_HAVE_CUDA
+    /* cuDNN's workspace: a budget fixed by the shape (cuda_conv.cu) */
+    if (dev == IABN_DEV_CUDA) return iabn_cuda_conv_workspace_bytes(&P.geom, pass);
+#endif
     if (dev != IABN_DEV_CPU) return 0;
     return iabn_conv_scratch_bytes(&P.geom, pass, iabn_num_threads());
 }
@@ -55,10 +55,12 @@ static int bwd_filter_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bi
 }
 
 static const iabn_op_def op_bwd_data = {
-    .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch, .run = {bwd_data_cpu},
+    .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
+    .run = {bwd_data_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_bwd_data)},
 };
 static const iabn_op_def op_bwd_filter = {
-    .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch, .run = {bwd_filter_cpu},
+    .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch,
+    .run = {bwd_filter_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_bwd_filter)},
 };
 
 static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -83,7 +85,8 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 }
 
 static const iabn_op_def op_conv = {
-    .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch, .run = {fwd_cpu},
+    .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch,
+    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_fwd)},
 };
 
 int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,

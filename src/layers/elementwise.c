@@ -2,6 +2,7 @@
  * graph inserts before a MUST in-place op whose input is still needed),
  * broadcast add, channel dropout, channel concat and bilinear upsampling. */
 #include "layers/layer_util.h"
+#include "layers/layer_cuda.h"
 
 static size_t numel(const iabn_graph *g, int t) { return lt(g, t)->nbytes / 4; }
 
@@ -21,7 +22,10 @@ static int add_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     return 0;
 }
 
-const iabn_op_def iabn_op_add = {.name = "add", .backward = add_backward, .run = {add_cpu}};
+const iabn_op_def iabn_op_add = {
+    .name = "add", .backward = add_backward,
+    .run = {add_cpu, IABN_CUDA_RUN(iabn_cuda_run_add)},
+};
 
 int iabn_add_layer(iabn_graph *g, const char *name, int a, int b)
 {
@@ -53,7 +57,10 @@ static int copy_backward(iabn_graph *g, int node, const int *dout, int *din, iab
     return 0;
 }
 
-const iabn_op_def iabn_op_copy = {.name = "copy", .backward = copy_backward, .run = {copy_cpu}};
+const iabn_op_def iabn_op_copy = {
+    .name = "copy", .backward = copy_backward,
+    .run = {copy_cpu, IABN_CUDA_RUN(iabn_cuda_run_copy)},
+};
 
 /* ---- broadcast add: a (N,C,H,W) + b (N,C,1,1) -------------------------------------- */
 
@@ -73,7 +80,10 @@ static int sum_hw_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     return 0;
 }
 
-static const iabn_op_def op_sum_hw = {.name = "sum_hw", .run = {sum_hw_cpu}};
+static const iabn_op_def op_sum_hw = {
+    .name = "sum_hw",
+    .run = {sum_hw_cpu, IABN_CUDA_RUN(iabn_cuda_run_sum_hw)},
+};
 
 static int bcast_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -89,8 +99,10 @@ static int bcast_backward(iabn_graph *g, int node, const int *dout, int *din, ia
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_bcast = {.name = "add_bcast", .backward = bcast_backward,
-                                     .run = {bcast_cpu}};
+static const iabn_op_def op_bcast = {
+    .name = "add_bcast", .backward = bcast_backward,
+    .run = {bcast_cpu, IABN_CUDA_RUN(iabn_cuda_run_add_bcast)},
+};
 
 int iabn_add_bcast(iabn_graph *g, const char *name, int a, int b)
 {
@@ -111,11 +123,6 @@ int iabn_add_bcast(iabn_graph *g, const char *name, int a, int b)
  * The mask is redrawn from (run seed, node stream, step) by the backward, so
  * nothing but the output is kept. */
 
-typedef struct drop_p {
-    float p;
-    uint64_t stream;
-} drop_p;
-
 static int drop_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(drop_p, n);
@@ -126,7 +133,10 @@ static int drop_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
     return 0;
 }
 
-static const iabn_op_def op_drop_bwd = {.name = "dropout2d_bwd", .run = {drop_cpu}};
+static const iabn_op_def op_drop_bwd = {
+    .name = "dropout2d_bwd",
+    .run = {drop_cpu, IABN_CUDA_RUN(iabn_cuda_run_dropout2d)},
+};
 
 static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -141,8 +151,10 @@ static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iab
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_drop = {.name = "dropout2d", .backward = drop_backward,
-                                    .run = {drop_cpu}};
+static const iabn_op_def op_drop = {
+    .name = "dropout2d", .backward = drop_backward,
+    .run = {drop_cpu, IABN_CUDA_RUN(iabn_cuda_run_dropout2d)},
+};
 
 int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p)
 {
@@ -159,10 +171,6 @@ int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p)
 }
 
 /* ---- concat over channels ---------------------------------------------------------- */
-
-typedef struct cat_p {
-    int c_off;
-} cat_p;
 
 static int cat_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
@@ -185,7 +193,10 @@ static int slice_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
     return 0;
 }
 
-static const iabn_op_def op_slice = {.name = "slice_channels", .run = {slice_cpu}};
+static const iabn_op_def op_slice = {
+    .name = "slice_channels",
+    .run = {slice_cpu, IABN_CUDA_RUN(iabn_cuda_run_slice_channels)},
+};
 
 static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -204,7 +215,10 @@ static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_cat = {.name = "concat", .backward = cat_backward, .run = {cat_cpu}};
+static const iabn_op_def op_cat = {
+    .name = "concat", .backward = cat_backward,
+    .run = {cat_cpu, IABN_CUDA_RUN(iabn_cuda_run_concat)},
+};
 
 int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
 {
@@ -243,7 +257,10 @@ static int up_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     return 0;
 }
 
-static const iabn_op_def op_up_bwd = {.name = "upsample_bwd", .run = {up_bwd_cpu}};
+static const iabn_op_def op_up_bwd = {
+    .name = "upsample_bwd",
+    .run = {up_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_upsample_bwd)},
+};
 
 static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -256,8 +273,10 @@ static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_up = {.name = "upsample_bilinear", .backward = up_backward,
-                                  .run = {up_cpu}};
+static const iabn_op_def op_up = {
+    .name = "upsample_bilinear", .backward = up_backward,
+    .run = {up_cpu, IABN_CUDA_RUN(iabn_cuda_run_upsample)},
+};
 
 int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w)
 {

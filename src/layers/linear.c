@@ -1,9 +1,6 @@
 /* linear.c: fully connected layer y = x w^T + b on N,C (or N,C,1,1) inputs. */
 #include "layers/layer_util.h"
-
-typedef struct lin_p {
-    int n, in, out, bias;
-} lin_p;
+#include "layers/layer_cuda.h"
 
 static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
@@ -29,8 +26,14 @@ static int bwd_w_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
     return 0;
 }
 
-static const iabn_op_def op_bwd_data = {.name = "linear_bwd_data", .run = {bwd_data_cpu}};
-static const iabn_op_def op_bwd_w = {.name = "linear_bwd_weight", .run = {bwd_w_cpu}};
+static const iabn_op_def op_bwd_data = {
+    .name = "linear_bwd_data",
+    .run = {bwd_data_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_bwd_data)},
+};
+static const iabn_op_def op_bwd_w = {
+    .name = "linear_bwd_weight",
+    .run = {bwd_w_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_bwd_weight)},
+};
 
 static int lin_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -53,8 +56,10 @@ static int lin_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_linear = {.name = "linear", .backward = lin_backward,
-                                      .run = {fwd_cpu}};
+static const iabn_op_def op_linear = {
+    .name = "linear", .backward = lin_backward,
+    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_fwd)},
+};
 
 int iabn_linear(iabn_graph *g, const char *name, int x, int out, int bias)
 {

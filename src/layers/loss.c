@@ -3,17 +3,14 @@
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
  * the backward needs the logits and labels only. */
 #include "layers/layer_util.h"
-
-typedef struct xent_p {
-    int n, k, hw, ignore;
-    float top_frac;
-} xent_p;
+#include "layers/layer_cuda.h"
 
 static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
 {
     (void)g;
-    (void)dev;
     IABN_PARAMS(xent_p, n);
+    /* the CUDA forward keeps its keys in the weight output itself */
+    if (dev != IABN_DEV_CPU) return 0;
     return iabn_xent_scratch_bytes(P.n, P.hw);
 }
 
@@ -41,7 +38,10 @@ static int bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
     return 0;
 }
 
-static const iabn_op_def op_bwd = {.name = "softmax_xent_bwd", .run = {bwd_cpu}};
+static const iabn_op_def op_bwd = {
+    .name = "softmax_xent_bwd",
+    .run = {bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_bwd)},
+};
 
 static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -57,8 +57,10 @@ static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iab
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_xent = {.name = "softmax_xent", .backward = xent_backward,
-                                    .scratch_bytes = fwd_scratch, .run = {fwd_cpu}};
+static const iabn_op_def op_xent = {
+    .name = "softmax_xent", .backward = xent_backward, .scratch_bytes = fwd_scratch,
+    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_fwd)},
+};
 
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac)

@@ -15,18 +15,9 @@
  * invert y -> xhat.
  */
 #include "layers/layer_util.h"
+#include "layers/layer_cuda.h"
 
 #include <strings.h>
-
-typedef struct na_p {
-    int n, c, hw;
-    float eps, momentum;
-    int abs_gamma;
-    iabn_act act;
-    int variant;       /* 1 or 2 for the in-place backward */
-    int training;
-    int grads;         /* gamma / beta receive gradients */
-} na_p;
 
 const char *iabn_bn_mode_name(iabn_bn_mode m)
 {
@@ -209,15 +200,30 @@ static int eval_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind
     return 0;
 }
 
-static const iabn_op_def op_bn_apply = {.name = "bn_apply", .run = {bn_apply_cpu}};
-static const iabn_op_def op_bn_bwd = {.name = "bn_bwd", .scratch_bytes = sums_scratch,
-                                      .run = {bn_bwd_cpu}};
-static const iabn_op_def op_act_bwd = {.name = "act_bwd", .run = {act_bwd_cpu}};
-static const iabn_op_def op_from_xhat = {.name = "norm_act_from_xhat", .run = {from_xhat_cpu}};
-static const iabn_op_def op_bn_bwd_xhat = {.name = "bn_bwd_xhat", .scratch_bytes = sums_scratch,
-                                           .run = {bn_bwd_xhat_cpu}};
-static const iabn_op_def op_iabn_bwd = {.name = "inplace_abn_bwd", .scratch_bytes = sums_scratch,
-                                        .run = {iabn_bwd_cpu}};
+static const iabn_op_def op_bn_apply = {
+    .name = "bn_apply",
+    .run = {bn_apply_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_apply)},
+};
+static const iabn_op_def op_bn_bwd = {
+    .name = "bn_bwd", .scratch_bytes = sums_scratch,
+    .run = {bn_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_bwd)},
+};
+static const iabn_op_def op_act_bwd = {
+    .name = "act_bwd",
+    .run = {act_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_act_bwd)},
+};
+static const iabn_op_def op_from_xhat = {
+    .name = "norm_act_from_xhat",
+    .run = {from_xhat_cpu, IABN_CUDA_RUN(iabn_cuda_run_from_xhat)},
+};
+static const iabn_op_def op_bn_bwd_xhat = {
+    .name = "bn_bwd_xhat", .scratch_bytes = sums_scratch,
+    .run = {bn_bwd_xhat_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_bwd_xhat)},
+};
+static const iabn_op_def op_iabn_bwd = {
+    .name = "inplace_abn_bwd", .scratch_bytes = sums_scratch,
+    .run = {iabn_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_iabn_bwd)},
+};
 
 /* ---- backward builders ---------------------------------------------------------- */
 
@@ -319,15 +325,26 @@ static int iabn_backward(iabn_graph *g, int node, const int *dout, int *din, iab
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_bn = {.name = "bn", .backward = bn_backward,
-                                  .recompute = bn_recompute, .run = {bn_fwd_cpu}};
-static const iabn_op_def op_act = {.name = "act", .backward = act_backward, .run = {act_fwd_cpu}};
-static const iabn_op_def op_ckopt = {.name = "norm_act_ckpt_opt", .backward = ckopt_backward,
-                                     .recompute = ckopt_recompute, .run = {ckopt_fwd_cpu}};
-static const iabn_op_def op_iabn = {.name = "inplace_abn", .backward = iabn_backward,
-                                    .run = {iabn_fwd_cpu}};
-static const iabn_op_def op_eval = {.name = "norm_act_eval", .backward = iabn_backward,
-                                    .run = {eval_fwd_cpu}};
+static const iabn_op_def op_bn = {
+    .name = "bn", .backward = bn_backward, .recompute = bn_recompute,
+    .run = {bn_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_fwd)},
+};
+static const iabn_op_def op_act = {
+    .name = "act", .backward = act_backward,
+    .run = {act_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_act_fwd)},
+};
+static const iabn_op_def op_ckopt = {
+    .name = "norm_act_ckpt_opt", .backward = ckopt_backward, .recompute = ckopt_recompute,
+    .run = {ckopt_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_ckopt_fwd)},
+};
+static const iabn_op_def op_iabn = {
+    .name = "inplace_abn", .backward = iabn_backward,
+    .run = {iabn_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_iabn_fwd)},
+};
+static const iabn_op_def op_eval = {
+    .name = "norm_act_eval", .backward = iabn_backward,
+    .run = {eval_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_eval_fwd)},
+};
 
 int iabn_act_layer(iabn_graph *g, const char *name, int x, iabn_act act)
 {

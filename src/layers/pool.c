@@ -1,10 +1,7 @@
 /* pool.c: max pooling (keeps an int32 argmax for the backward, never its
  * input) and global average pooling. */
 #include "layers/layer_util.h"
-
-typedef struct pool_p {
-    int k, s, p;
-} pool_p;
+#include "layers/layer_cuda.h"
 
 static int max_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
@@ -24,7 +21,10 @@ static int max_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind 
     return 0;
 }
 
-static const iabn_op_def op_max_bwd = {.name = "maxpool_bwd", .run = {max_bwd_cpu}};
+static const iabn_op_def op_max_bwd = {
+    .name = "maxpool_bwd",
+    .run = {max_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_maxpool_bwd)},
+};
 
 static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -33,12 +33,16 @@ static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     if (dout[0] < 0) return 0;
     int dx = like(g, fw.in[0], "d.", "");
     int ins[2] = {dout[0], fw.out[1]};
-    iabn_graph_node(g, &op_max_bwd, fw.name, 2, ins, 1, &dx, NULL, 0);
+    /* the CPU scatter needs only the argmax; the CUDA gather needs k, s, p */
+    iabn_graph_node(g, &op_max_bwd, fw.name, 2, ins, 1, &dx, fw.params, sizeof(pool_p));
     din[0] = dx;
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_max = {.name = "maxpool", .backward = max_backward, .run = {max_cpu}};
+static const iabn_op_def op_max = {
+    .name = "maxpool", .backward = max_backward,
+    .run = {max_cpu, IABN_CUDA_RUN(iabn_cuda_run_maxpool)},
+};
 
 int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad)
 {
@@ -75,7 +79,10 @@ static int gap_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind 
     return 0;
 }
 
-static const iabn_op_def op_gap_bwd = {.name = "avgpool_bwd", .run = {gap_bwd_cpu}};
+static const iabn_op_def op_gap_bwd = {
+    .name = "avgpool_bwd",
+    .run = {gap_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_gap_bwd)},
+};
 
 static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -88,8 +95,10 @@ static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_gap = {.name = "global_avgpool", .backward = gap_backward,
-                                   .run = {gap_cpu}};
+static const iabn_op_def op_gap = {
+    .name = "global_avgpool", .backward = gap_backward,
+    .run = {gap_cpu, IABN_CUDA_RUN(iabn_cuda_run_gap)},
+};
 
 int iabn_global_avgpool(iabn_graph *g, const char *name, int x)
 {

@@ -1,0 +1,55 @@
+/* layer_params.h: the node parameter structs of the layers (private to
+ * src/layers), shared by each layer's C file and the CUDA run functions
+ * (layer_cuda.h, cuda_*.cu), which unpack the same bytes.  C and C++ clean. */
+#ifndef IABN_LAYER_PARAMS_H
+#define IABN_LAYER_PARAMS_H
+
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+/* norm_act.c: every node of the BN + activation unit */
+typedef struct na_p {
+    int n, c, hw;
+    float eps, momentum;
+    int abs_gamma;
+    iabn_act act;
+    int variant;       /* 1 or 2 for the in-place backward */
+    int training;
+    int grads;         /* gamma / beta receive gradients */
+} na_p;
+
+/* conv.c */
+typedef struct conv_p {
+    iabn_conv_geom geom;
+    int bias;
+} conv_p;
+
+/* elementwise.c: dropout2d and its backward */
+typedef struct drop_p {
+    float p;
+    uint64_t stream;
+} drop_p;
+
+/* elementwise.c: slice_channels (concat's backward) */
+typedef struct cat_p {
+    int c_off;
+} cat_p;
+
+/* pool.c: maxpool and its backward */
+typedef struct pool_p {
+    int k, s, p;
+} pool_p;
+
+/* linear.c */
+typedef struct lin_p {
+    int n, in, out, bias;
+} lin_p;
+
+/* loss.c */
+typedef struct xent_p {
+    int n, k, hw, ignore;
+    float top_frac;
+} xent_p;
+
+#endif
