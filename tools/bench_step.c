@@ -34,7 +34,7 @@ static int cmp_d(const void *a, const void *b)
 static void usage(void)
 {
     printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
-           "                       [--repeat 5] [--classes N] [--device cpu|cuda] [--json]\n"
+           "                       [--repeat 5] [--classes N] [--device cpu|cuda] [--json] [--ops]\n"
            "  Median time of a training step (forward + backward + SGD) on random data.\n");
 }
 
@@ -42,11 +42,15 @@ int iabn_bench_step(int argc, char **argv)
 {
     const char *arch = NULL, *bn = "standard";
     int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0, cuda = 0;
+    int by_op = 0;
+    struct { const char *name; double s; } ops[64];
+    int nops = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long long n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--ops")) by_op = 1;
         else if (!strcmp(a, "--size")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_parse_hw(v, &h, &w)) return 2;
         } else if (!strcmp(a, "--bn")) {
@@ -157,11 +161,35 @@ int iabn_bench_step(int argc, char **argv)
                 if (iabn_graph_n(g, sched[j])->phase == IABN_PHASE_FWD) f += st[j];
                 else b += st[j];
             }
+            for (int j = 0; by_op && j < ns; j++) {
+                const char *on = iabn_graph_n(g, sched[j])->op->name;
+                int q = 0;
+                while (q < nops && strcmp(ops[q].name, on)) q++;
+                if (q == nops && nops < 64) {
+                    ops[nops].name = on;
+                    ops[nops++].s = 0;
+                }
+                if (q < nops) ops[q].s += st[j];
+            }
             tot[k - 1] = t2 - t0;
             fw[k - 1] = f;
             bw[k - 1] = t1 - t0 - f; /* the backward and the executor's own time */
             up[k - 1] = t2 - t1;
         }
+    }
+    if (!rc && by_op) {
+        /* per op kind, mean ms per step, largest first */
+        for (int i = 0; i < nops; i++)
+            for (int j = i + 1; j < nops; j++)
+                if (ops[j].s > ops[i].s) {
+                    const char *tn = ops[i].name;
+                    double ts = ops[i].s;
+                    ops[i] = ops[j];
+                    ops[j].name = tn;
+                    ops[j].s = ts;
+                }
+        for (int i = 0; i < nops; i++)
+            printf("  %-24s %10.1f ms\n", ops[i].name, 1e3 * ops[i].s / repeat);
     }
     if (rc) {
         fprintf(stderr, "iabn bench step: %s\n", e.msg);
