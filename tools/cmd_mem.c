@@ -37,7 +37,7 @@ typedef struct report {
 
 typedef struct mem_args {
     const char *arch;
-    int batch, h, w, classes, blocks;
+    int batch, h, w, classes, blocks, steps;
     double budget;
 } mem_args;
 
@@ -91,6 +91,12 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
             r->rows = calloc((size_t)nb + 1, sizeof *r->rows);
             r->live = malloc((size_t)p->nsteps * sizeof *r->live);
             if (!bm || !mb || !r->rows || !r->live) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
+            if (!rc && a->steps) {
+                printf("schedule of %s, %s (step, phase F/B/R, node, op, live bytes, outputs@offset+bytes <- inputs):\n",
+                       a->arch, iabn_bn_mode_name(mode));
+                iabn_plan_dump(g, p, stdout);
+                printf("\n");
+            }
             if (!rc) {
                 iabn_plan_blocks(g, p, bm);
                 iabn_model_blocks(g, mb, nb);
@@ -307,7 +313,7 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n)
 static void usage(void)
 {
     printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
-           "                [--budget 12GiB] [--blocks] [--json] [--plot FILE.svg]\n"
+           "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
            "       iabn mem --list\n"
            "  Plans a training step without allocating and reports its memory per BN mode.\n"
            "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
@@ -315,7 +321,7 @@ static void usage(void)
 
 int iabn_cmd_mem(int argc, char **argv)
 {
-    mem_args a = {NULL, 32, 0, 0, 0, 0, 0};
+    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -332,6 +338,7 @@ int iabn_cmd_mem(int argc, char **argv)
             return 0;
         } else if (!strcmp(s, "--json")) json = 1;
         else if (!strcmp(s, "--blocks")) a.blocks = 1;
+        else if (!strcmp(s, "--steps")) a.steps = 1;
         else if (!strcmp(s, "--batch") || !strcmp(s, "--classes")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
             if (iabn_parse_int(v, &n) || n < 1) { fprintf(stderr, "iabn mem: %s %s\n", s, v); return 2; }
