@@ -59,17 +59,7 @@ static int load_model(trainer *tr, const char *ckpt, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
     tr->task = IABN_TASK_SEGMENT;
     tr->classes = tr->cfg.classes;
-    tr->mcfg = iabn_model_defaults(tr->cfg.arch);
-    tr->mcfg.classes = tr->classes;
-    tr->mcfg.bn = tr->cfg.bn_mode;
-    tr->mcfg.act = tr->cfg.act;
-    tr->s = iabn_store_new(iabn_backend_cpu(), e);
-    if (!tr->s) return e->code;
-    gset probe;
-    rc = gset_build(tr, 0, 1, 64, 64, 0, &probe, e);
-    gset_free(&probe);
-    if (!rc) rc = iabn_ckpt_load(tr->s, ckpt, 0, NULL, e);
-    return rc;
+    return trainer_load_weights(tr, ckpt, 64, e);
 }
 
 int iabn_cmd_predict(int argc, char **argv)

@@ -269,12 +269,7 @@ static int setup(trainer *tr, iabn_err *e)
                             "iabn segtrain", tr->cfg.arch);
     if (o->threads > 0) iabn_set_num_threads(o->threads);
     if ((rc = open_data(tr, e))) return rc;
-    tr->mcfg = iabn_model_defaults(tr->cfg.arch);
-    tr->mcfg.classes = tr->classes;
-    tr->mcfg.bn = tr->cfg.bn_mode;
-    tr->mcfg.act = tr->cfg.act;
-    tr->mcfg.input_3x3 = tr->cfg.input_3x3;
-    tr->mcfg.dilation = tr->cfg.dilation > 1;
+    trainer_model_cfg(tr);
     tr->cfg.classes = tr->classes;
     tr->config_json = iabn_config_to_json(&tr->cfg);
     tr->batch = tr->cfg.batch_size;

@@ -252,26 +252,9 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
         rc = iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a model", tr.cfg.arch);
         goto out;
     }
-    tr.mcfg = iabn_model_defaults(tr.cfg.arch);
-    tr.mcfg.classes = tr.classes;
-    tr.mcfg.bn = tr.cfg.bn_mode;
-    tr.mcfg.act = tr.cfg.act;
-    tr.mcfg.input_3x3 = tr.cfg.input_3x3;
-    tr.mcfg.dilation = tr.cfg.dilation > 1;
-    tr.s = iabn_store_new(iabn_backend_cpu(), e);
-    if (!tr.s) {
-        rc = e->code;
-        goto out;
-    }
-    /* a throwaway graph creates the store's tensors so the checkpoint can fill them */
-    {
-        gset probe;
-        int h = o->task == IABN_TASK_SEGMENT ? 64 : (o->crop > 0 ? o->crop : tr.cfg.crop_val);
-        rc = gset_build(&tr, 0, 1, h, h, 0, &probe, e);
-        gset_free(&probe);
-        if (rc) goto out;
-    }
-    if ((rc = iabn_ckpt_load(tr.s, o->checkpoint, 0, NULL, e))) goto out;
+    rc = trainer_load_weights(&tr, o->checkpoint,
+                              o->task == IABN_TASK_SEGMENT ? 64 : (o->crop > 0 ? o->crop : tr.cfg.crop_val), e);
+    if (rc) goto out;
     iabn_loader_cfg lc;
     iabn_loader_cfg_defaults(&lc, IABN_TF_CLASSIFY_EVAL);
     fill_transform(&tr, 0, &lc.transform);

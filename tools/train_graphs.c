@@ -54,6 +54,28 @@ int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, 
     return 0;
 }
 
+void trainer_model_cfg(trainer *tr)
+{
+    tr->mcfg = iabn_model_defaults(tr->cfg.arch);
+    tr->mcfg.classes = tr->classes;
+    tr->mcfg.bn = tr->cfg.bn_mode;
+    tr->mcfg.act = tr->cfg.act;
+    tr->mcfg.input_3x3 = tr->cfg.input_3x3;
+    tr->mcfg.dilation = tr->cfg.dilation > 1;
+}
+
+int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e)
+{
+    trainer_model_cfg(tr);
+    tr->s = iabn_store_new(iabn_backend_cpu(), e);
+    if (!tr->s) return e->code;
+    /* a throwaway graph creates the store's tensors for the checkpoint to fill */
+    gset probe;
+    int rc = gset_build(tr, 0, 1, side, side, 0, &probe, e);
+    gset_free(&probe);
+    return rc ? rc : iabn_ckpt_load(tr->s, ckpt, 0, NULL, e);
+}
+
 size_t gset_bytes(const trainer *tr, const gset *gs)
 {
     size_t params, pb, gb, ob, bb;

@@ -40,6 +40,12 @@ typedef struct trainer {
     char outdir[1024];
 } trainer;
 
+/* tr->mcfg from tr->cfg and tr->classes: the one translation from the
+ * experiment config to the model, shared by train, eval and predict. */
+void trainer_model_cfg(trainer *tr);
+/* A new store holding the model's tensors, filled from a checkpoint's weights
+ * (eval, predict); side: the square input the model is probed at. */
+int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e);
 void gset_free(gset *gs);
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
 size_t gset_bytes(const trainer *tr, const gset *gs);
