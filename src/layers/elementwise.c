@@ -143,12 +143,7 @@ static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iab
     const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
     if (dout[0] < 0) return 0;
-    int dx = like(g, fw.in[0], "d.", "");
-    int b = iabn_graph_node(g, &op_drop_bwd, fw.name, 1, &dout[0], 1, &dx, fw.params,
-                            sizeof(drop_p));
-    iabn_graph_inplace(g, b, 0, 0, 0);
-    din[0] = dx;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return grad_node(g, &fw, &op_drop_bwd, 1, &dout[0], fw.params, sizeof(drop_p), 0, din);
 }
 
 static const iabn_op_def op_drop = {
@@ -267,10 +262,7 @@ static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_
     const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
     if (dout[0] < 0) return 0;
-    int dx = like(g, fw.in[0], "d.", "");
-    iabn_graph_node(g, &op_up_bwd, fw.name, 1, &dout[0], 1, &dx, NULL, 0);
-    din[0] = dx;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return grad_node(g, &fw, &op_up_bwd, 1, &dout[0], NULL, 0, -1, din);
 }
 
 static const iabn_op_def op_up = {

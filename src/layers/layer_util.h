@@ -40,6 +40,21 @@ static inline int param(iabn_graph *g, const char *base, const char *suffix, iab
     return iabn_graph_param(g, name, kind, nd, shape);
 }
 
+/* The backward of an op whose input gradient is one node: dx, shaped like
+ * input 0 of the forward node fw, = op(ins) with params; inplace_in >= 0 lets
+ * dx overwrite that input (permitted, not required).  Returns 0, or -1 with
+ * the error recorded in the graph. */
+static inline int grad_node(iabn_graph *g, const iabn_node *fw, const iabn_op_def *op, int nin,
+                            const int *ins, const void *params, size_t psize, int inplace_in,
+                            int *din)
+{
+    int dx = like(g, fw->in[0], "d.", "");
+    int b = iabn_graph_node(g, op, fw->name, nin, ins, 1, &dx, params, psize);
+    if (inplace_in >= 0) iabn_graph_inplace(g, b, 0, inplace_in, 0);
+    din[0] = dx;
+    return iabn_graph_ok(g) ? 0 : -1;
+}
+
 static inline int needs_grad(const iabn_graph *g, int t) { return iabn_graph_t(g, t)->requires_grad; }
 
 /* N, C, H*W of a 2-D (N,C) or 4-D (N,C,H,W) tensor */

@@ -264,14 +264,10 @@ static int bn_recompute(iabn_graph *g, int node, const int *inputs, iabn_err *e)
 static int act_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
     const iabn_node fw = *iabn_graph_n(g, node);
-    if (dout[0] < 0) return 0;
-    int dx = like(g, fw.in[0], "d.", "");
-    int ins[2] = {fw.out[0], dout[0]};
-    int b = iabn_graph_node(g, &op_act_bwd, fw.name, 2, ins, 1, &dx, fw.params, sizeof(na_p));
-    iabn_graph_inplace(g, b, 0, 1, 0);
-    din[0] = dx;
     (void)e;
-    return iabn_graph_ok(g) ? 0 : -1;
+    if (dout[0] < 0) return 0;
+    int ins[2] = {fw.out[0], dout[0]};
+    return grad_node(g, &fw, &op_act_bwd, 2, ins, fw.params, sizeof(na_p), 1, din);
 }
 
 static int ckopt_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)

@@ -31,12 +31,9 @@ static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
     if (dout[0] < 0) return 0;
-    int dx = like(g, fw.in[0], "d.", "");
     int ins[2] = {dout[0], fw.out[1]};
     /* the CPU scatter needs only the argmax; the CUDA gather needs k, s, p */
-    iabn_graph_node(g, &op_max_bwd, fw.name, 2, ins, 1, &dx, fw.params, sizeof(pool_p));
-    din[0] = dx;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return grad_node(g, &fw, &op_max_bwd, 2, ins, fw.params, sizeof(pool_p), -1, din);
 }
 
 static const iabn_op_def op_max = {
@@ -89,10 +86,7 @@ static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
     if (dout[0] < 0) return 0;
-    int dx = like(g, fw.in[0], "d.", "");
-    iabn_graph_node(g, &op_gap_bwd, fw.name, 1, &dout[0], 1, &dx, NULL, 0);
-    din[0] = dx;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return grad_node(g, &fw, &op_gap_bwd, 1, &dout[0], NULL, 0, -1, din);
 }
 
 static const iabn_op_def op_gap = {
