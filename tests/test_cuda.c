@@ -10,6 +10,11 @@
  * fp32 agreement is expected up to summation order: tolerance 1e-4 of the
  * array's largest magnitude plus 1e-3 relative.
  *
+ * Kernel-level cases follow for what a small graph cannot reach: odd sizes
+ * and in-place aliasing of the BN kernels, exact ties in the bootstrapped
+ * loss, the sum of squares, and counts above 2^31 (skipped, saying so, where
+ * the device has too little memory).
+ *
  * Without a CUDA device the test prints "SKIP: ..." and exits 77.
  */
 #include "iabn.h"
@@ -37,6 +42,7 @@ typedef struct spec {
     int ignore;            /* -1: no ignored labels */
     float top_frac;
     int steps;             /* > 1: SGD steps between runs (training test) */
+    int eval;              /* evaluation graph: forward only */
 } spec;
 
 static void side_free(side *sd)
@@ -54,7 +60,7 @@ static int side_build(side *sd, const iabn_backend *be, const spec *sp)
     memset(sd, 0, sizeof *sd);
     sd->s = iabn_store_new(be, &e);
     if (!sd->s) return fprintf(stderr, "store: %s\n", e.msg), -1;
-    sd->g = iabn_graph_new(sd->s, IABN_TRAIN);
+    sd->g = iabn_graph_new(sd->s, sp->eval ? IABN_EVAL : IABN_TRAIN);
     sd->x = iabn_graph_input(sd->g, "x", IABN_F32, 4, sp->shape);
     sd->y = sp->build(sd->g, sd->x, sp->arg);
     if (sd->y < 0) return fprintf(stderr, "build: %s\n", iabn_graph_error(sd->g)->msg), -1;
@@ -64,7 +70,7 @@ static int side_build(side *sd, const iabn_backend *be, const spec *sp)
     sd->labels = iabn_graph_input(sd->g, "labels", IABN_I32, yt->nd == 4 ? 3 : 1, ls);
     sd->loss = iabn_softmax_xent(sd->g, "loss", sd->y, sd->labels, sp->ignore, sp->top_frac);
     if (sd->loss < 0) return fprintf(stderr, "loss: %s\n", iabn_graph_error(sd->g)->msg), -1;
-    if (iabn_graph_backward(sd->g, sd->loss, &e) || iabn_graph_finalize(sd->g, &e) ||
+    if ((!sp->eval && iabn_graph_backward(sd->g, sd->loss, &e)) || iabn_graph_finalize(sd->g, &e) ||
         iabn_plan_build(sd->g, NULL, &sd->p, &e) || iabn_exec_new(sd->g, sd->p, &sd->ex, &e))
         return fprintf(stderr, "prepare: %s\n", e.msg), -1;
     iabn_exec_set_seed(sd->ex, 1234);
@@ -152,10 +158,15 @@ static void run_spec(const spec *sp)
 {
     side c, g;
     iabn_err e = {0};
+    memset(&c, 0, sizeof c); /* side_free must see NULLs if a build stops early */
+    memset(&g, 0, sizeof g);
     int ok = side_build(&c, iabn_backend_cpu(), sp) == 0 &&
              side_build(&g, iabn_cuda_backend(cu), sp) == 0 && side_params(&c) == 0 &&
              side_params(&g) == 0;
     CHECK_MSG(ok, "%s: setup failed", sp->name);
+    /* these graphs exist to run the copy node the in-place rules insert */
+    if (ok && (strstr(sp->name, "residual") || strstr(sp->name, "segnet")))
+        CHECK_MSG(iabn_graph_copies(g.g) > 0, "%s: no copy node inserted", sp->name);
     int steps = sp->steps > 0 ? sp->steps : 1;
     for (int st = 0; ok && st < steps; st++) {
         ok = side_inputs(&c, sp, st) == 0 && side_inputs(&g, sp, st) == 0;
@@ -282,7 +293,52 @@ static int b_cnn(iabn_graph *g, int x, const void *arg)
     return iabn_linear(g, "fc", y, 5, 1);
 }
 
+/* An in-place unit whose input a later add still reads: the graph inserts a
+ * copy node before it (the residual shortcut). */
+static int b_residual(iabn_graph *g, int x, const void *arg)
+{
+    iabn_norm_act_cfg bn = iabn_norm_act_defaults(*(const iabn_bn_mode *)arg);
+    int y = pre(g, x, 6);
+    int z = iabn_norm_act(g, "bn", y, &bn);
+    return iabn_add_layer(g, "res", z, y);
+}
+
+/* A small segmentation net touching every op and BN mode on its way:
+ * strided / grouped / dilated convs, in-place I and II (one with a copied
+ * input), checkpoint, checkpoint_opt, dropout, broadcast add of a pooled
+ * branch, upsampling, concat, a biased 1x1 classifier. */
+static int b_segnet(iabn_graph *g, int x, const void *arg)
+{
+    (void)arg;
+    iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_INPLACE);
+    int c1 = iabn_conv2d(g, "c1", x, 8, 3, 2, 1, 1, 1, 0);
+    int b1 = iabn_norm_act(g, "bn1", c1, &bn);
+    int c2 = iabn_conv2d(g, "c2", b1, 8, 3, 1, 2, 2, 2, 0);
+    bn.mode = IABN_BN_CHECKPOINT;
+    bn.act.kind = IABN_ACT_RELU;
+    int r = iabn_add_layer(g, "r", iabn_norm_act(g, "bn2", c2, &bn), b1);
+    bn.mode = IABN_BN_INPLACE_II;
+    bn.act.kind = IABN_ACT_ELU;
+    bn.act.param = 1.f;
+    int s = iabn_add_layer(g, "s", iabn_norm_act(g, "bn3", r, &bn), r);
+    int d = iabn_dropout2d(g, "drop", s, 0.2f);
+    int p = iabn_conv2d(g, "pc", iabn_global_avgpool(g, "gp", d), 8, 1, 1, 0, 1, 1, 0);
+    bn.mode = IABN_BN_CHECKPOINT_OPT;
+    int b4 = iabn_norm_act(g, "bn4", iabn_add_bcast(g, "bc", d, p), &bn);
+    int h = iabn_graph_t(g, x)->shape[2], w = iabn_graph_t(g, x)->shape[3];
+    int up = iabn_upsample_bilinear(g, "up", b4, h, w);
+    int parts[2] = {up, iabn_conv2d(g, "skip", x, 3, 1, 1, 0, 1, 1, 0)};
+    return iabn_conv2d(g, "cls", iabn_concat(g, "cat", 2, parts), 4, 1, 1, 0, 1, 1, 1);
+}
+
 /* ---- tests -------------------------------------------------------------------------- */
+
+static void run(const char *name, int n, int c, int h, int w, build_fn b, const void *arg,
+                int ignore, float top_frac, int steps, int eval)
+{
+    spec sp = {name, {n, c, h, w}, b, arg, ignore, top_frac, steps, eval};
+    run_spec(&sp);
+}
 
 static void test_conv(void)
 {
@@ -291,11 +347,13 @@ static void test_conv(void)
         {6, 1, 1, 0, 1, 1, 0},    /* 1x1 */
         {8, 3, 1, 1, 1, 8, 0},    /* depthwise */
         {5, 5, 1, 4, 2, 1, 1},    /* dilated 5x5 */
+        {16, 7, 2, 3, 1, 1, 1},   /* stem: 7x7 stride 2 */
+        {8, 1, 2, 0, 1, 1, 0},    /* strided 1x1 (projection shortcut) */
+        {8, 3, 1, 2, 2, 8, 1},    /* depthwise dilated with bias */
+        {16, 3, 1, 1, 1, 2, 0},   /* two groups */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        spec sp = {"conv", {2, 8, 9, 11}, b_conv, &cases[i], -1, 1.f, 1};
-        run_spec(&sp);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run("conv", 2, 8, 9, 11, b_conv, &cases[i], -1, 1.f, 1, 0);
 }
 
 static void test_norm_act(void)
@@ -304,71 +362,332 @@ static void test_norm_act(void)
                                          IABN_ACT_ELU};
     for (int m = 0; m <= IABN_BN_INPLACE_II; m++)
         for (int a = 0; a < 4; a++) {
-            if (iabn_bn_mode_is_inplace((iabn_bn_mode)m) && acts[a] == IABN_ACT_RELU) continue;
+            int inplace = iabn_bn_mode_is_inplace((iabn_bn_mode)m);
+            if (inplace && acts[a] == IABN_ACT_RELU) continue;
             iabn_norm_act_cfg cfg = iabn_norm_act_defaults((iabn_bn_mode)m);
             cfg.act.kind = acts[a];
             cfg.act.param = acts[a] == IABN_ACT_ELU ? 1.f : 0.01f;
-            spec sp = {iabn_bn_mode_name((iabn_bn_mode)m), {3, 4, 7, 5}, b_norm_act, &cfg, -1,
-                       1.f, 1};
-            run_spec(&sp);
+            const char *nm = iabn_bn_mode_name((iabn_bn_mode)m);
+            run(nm, 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
+            /* planes wider than a block, channels not a multiple of it */
+            if (acts[a] != IABN_ACT_IDENTITY) run(nm, 3, 4, 37, 41, b_norm_act, &cfg, -1, 1.f, 1, 0);
+            /* torchvision's plain gamma (the in-place modes refuse it) */
+            cfg.plain_gamma = 1;
+            if (!inplace) run(nm, 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
+            /* frozen (running statistics, backward to x only) and evaluation */
+            cfg.plain_gamma = 0;
+            cfg.frozen = 1;
+            run("frozen", 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
+            cfg.frozen = 0;
+            run("eval", 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 1);
         }
-    iabn_norm_act_cfg fr = iabn_norm_act_defaults(IABN_BN_INPLACE_II);
-    fr.frozen = 1;
-    spec sp = {"frozen", {3, 4, 7, 5}, b_norm_act, &fr, -1, 1.f, 1};
-    run_spec(&sp);
+    static const iabn_bn_mode res[] = {IABN_BN_INPLACE, IABN_BN_INPLACE_II};
+    for (int i = 0; i < 2; i++) run("residual_copy", 2, 3, 6, 7, b_residual, &res[i], -1, 1.f, 1, 0);
 }
 
 static void test_pool_linear(void)
 {
-    spec a = {"maxpool", {2, 3, 9, 8}, b_maxpool, NULL, -1, 1.f, 1};
-    run_spec(&a);
-    spec b = {"gap_linear", {4, 3, 6, 6}, b_gap_linear, NULL, -1, 1.f, 1};
-    run_spec(&b);
+    run("maxpool", 2, 3, 9, 8, b_maxpool, NULL, -1, 1.f, 1, 0);
+    run("maxpool_odd", 3, 2, 17, 13, b_maxpool, NULL, -1, 1.f, 1, 0);
+    run("gap_linear", 4, 3, 6, 6, b_gap_linear, NULL, -1, 1.f, 1, 0);
 }
 
 static void test_dropout_resize_concat(void)
 {
-    spec a = {"dropout", {4, 3, 5, 5}, b_dropout, NULL, -1, 1.f, 1};
-    run_spec(&a);
-    static const int up[2] = {13, 17}, down[2] = {4, 3};
-    spec b = {"upsample", {2, 3, 6, 7}, b_resize, up, -1, 1.f, 1};
-    run_spec(&b);
-    spec c = {"downsample", {2, 3, 9, 7}, b_resize, down, -1, 1.f, 1};
-    run_spec(&c);
-    spec d = {"concat_add", {2, 3, 6, 5}, b_concat_add, NULL, -1, 1.f, 1};
-    run_spec(&d);
+    run("dropout", 4, 3, 5, 5, b_dropout, NULL, -1, 1.f, 1, 0);
+    static const int up[2] = {13, 17}, down[2] = {4, 3}, up8[2] = {40, 48};
+    run("upsample", 2, 3, 6, 7, b_resize, up, -1, 1.f, 1, 0);
+    run("upsample_x8", 2, 3, 5, 6, b_resize, up8, -1, 1.f, 1, 0);
+    run("downsample", 2, 3, 9, 7, b_resize, down, -1, 1.f, 1, 0);
+    run("concat_add", 2, 3, 6, 5, b_concat_add, NULL, -1, 1.f, 1, 0);
 }
 
 static void test_xent(void)
 {
-    spec a = {"xent_ignore", {2, 3, 8, 8}, b_logits, NULL, 255, 1.f, 1};
-    run_spec(&a);
-    spec b = {"xent_bootstrap", {2, 3, 8, 8}, b_logits, NULL, 255, 0.25f, 1};
-    run_spec(&b);
+    run("xent_ignore", 2, 3, 8, 8, b_logits, NULL, 255, 1.f, 1, 0);
+    run("xent_bootstrap", 2, 3, 8, 8, b_logits, NULL, 255, 0.25f, 1, 0);
+    /* several 1024-pixel tiles in the selection */
+    run("xent_bootstrap_big", 2, 3, 40, 36, b_logits, NULL, 255, 0.3f, 1, 0);
 }
 
 static void test_train_steps(void)
 {
-    spec a = {"cnn_train", {4, 3, 12, 12}, b_cnn, NULL, -1, 1.f, 3};
-    run_spec(&a);
+    run("cnn_train", 4, 3, 12, 12, b_cnn, NULL, -1, 1.f, 4, 0);
+    run("segnet_train", 2, 3, 16, 16, b_segnet, NULL, 255, 1.f, 4, 0);
+}
+
+/* ---- kernel level --------------------------------------------------------------------- */
+
+static float *dev_up(const float *h, size_t n)
+{
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    float *d = be->alloc(be->ctx, n * sizeof *d);
+    if (d && h && be->h2d(be->ctx, d, h, n * sizeof *d)) {
+        be->free(be->ctx, d);
+        d = NULL;
+    }
+    CHECK_MSG(d != NULL, "device buffer of %zu floats", n);
+    return d;
+}
+
+static void dev_free(void *d)
+{
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    be->free(be->ctx, d);
+}
+
+/* compare() of a device array with a host reference */
+static void dev_cmp(const char *what, const char *name, const float *d, const float *ref,
+                    size_t n)
+{
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    float *h = malloc(n * sizeof *h);
+    CHECK(h != NULL);
+    if (!h) return;
+    if (be->d2h(be->ctx, h, d, n * sizeof *h) == 0) compare(what, name, h, ref, n);
+    else CHECK_MSG(0, "%s: reading %s back", what, name);
+    free(h);
 }
 
 static void test_all_finite(void)
 {
     const iabn_backend *be = iabn_cuda_backend(cu);
     float h[4] = {1.f, 2.f, 3.f, 4.f};
-    float *d = be->alloc(be->ctx, sizeof h);
-    CHECK(d != NULL);
+    float *d = dev_up(h, 4);
     if (!d) return;
     int fin = 0;
-    CHECK_OK(be->h2d(be->ctx, d, h, sizeof h));
     CHECK_OK(iabn_cuda_all_finite(cu, 4, d, &fin, &e_));
     CHECK(fin == 1);
     h[2] = NAN;
     CHECK_OK(be->h2d(be->ctx, d, h, sizeof h));
     CHECK_OK(iabn_cuda_all_finite(cu, 4, d, &fin, &e_));
     CHECK(fin == 0);
-    be->free(be->ctx, d);
+    dev_free(d);
+}
+
+static void test_sumsq(void)
+{
+    static const size_t sizes[] = {0, 1, 7, 4099, ((size_t)1 << 20) + 13};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        float *h = malloc((n ? n : 1) * sizeof *h);
+        CHECK(h != NULL);
+        if (!h) return;
+        h[0] = 0.f;
+        t_fill(h, n, 31u + (unsigned)k);
+        for (size_t i = 0; i < n; i++) h[i] *= 1.f + (float)(i % 97); /* a spread of sizes */
+        float *d = dev_up(h, n ? n : 1);
+        double got = -1, again = -2, ref = iabn_sumsq(n, h);
+        if (d) {
+            CHECK_OK(iabn_cuda_sumsq(cu, n, d, &got, &e_));
+            CHECK_OK(iabn_cuda_sumsq(cu, n, d, &again, &e_));
+            CHECK_CLOSE(got, ref, 1e-300, 1e-10);
+            CHECK(memcmp(&got, &again, sizeof got) == 0); /* deterministic: same bits */
+            dev_free(d);
+        }
+        free(h);
+    }
+}
+
+/* BN kernels at an odd size (4551 values per channel, planes of 1517), every
+ * output written over its input as the in-place modes do, against the CPU. */
+enum { NK = 3, CK = 5, HWK = 1517 };
+
+static void norm_kernels(const float *x, const float *dy, const float *gam, const float *bet,
+                         float *z, float *dx, float *const *d)
+{
+    const size_t cnt = (size_t)NK * CK * HWK;
+    const double m = (double)NK * HWK;
+    const float eps = 1e-5f;
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    float mean[CK], var[CK], s0[CK], s1[CK], dg[CK], db[CK];
+    float *dx_ = d[0], *ddy = d[1], *dga = d[2], *dbe = d[3], *dm = d[4], *dv = d[5];
+    float *ds0 = d[6], *ds1 = d[7], *dz = d[8], *dgg = d[9], *dbb = d[10];
+    iabn_bn_stats(NK, CK, HWK, x, mean, var);
+    CHECK_OK(iabn_cuda_bn_stats(cu, NK, CK, HWK, dx_, dm, dv, &e_));
+    dev_cmp("bn_stats", "mean", dm, mean, CK);
+    dev_cmp("bn_stats", "var", dv, var, CK);
+    /* standard backward, dx over dy; parameter gradients accumulate */
+    iabn_bn_bwd_reduce(NK, CK, HWK, x, dy, mean, var, eps, s0, s1);
+    iabn_bn_bwd_apply(NK, CK, HWK, x, dy, mean, var, eps, gam, 0, s0, s1, m, 1, dx);
+    CHECK_OK(iabn_cuda_bn_bwd_reduce(cu, NK, CK, HWK, dx_, ddy, dm, dv, eps, ds0, ds1, &e_));
+    dev_cmp("bn_bwd_reduce", "sum_dy", ds0, s0, CK);
+    dev_cmp("bn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
+    CHECK_OK(iabn_cuda_bn_bwd_apply(cu, NK, CK, HWK, dx_, ddy, dm, dv, eps, dga, 0, ds0, ds1, m,
+                                    1, ddy, &e_));
+    dev_cmp("bn_bwd_apply", "dx over dy", ddy, dx, cnt);
+    for (int c = 0; c < CK; c++) dg[c] = db[c] = 0.5f;
+    CHECK_OK(be->h2d(be->ctx, dgg, dg, sizeof dg));
+    CHECK_OK(be->h2d(be->ctx, dbb, db, sizeof db));
+    iabn_bn_param_grads(CK, gam, 1, s0, s1, dg, db);
+    CHECK_OK(iabn_cuda_bn_param_grads(cu, CK, dga, 1, ds0, ds1, dgg, dbb, &e_));
+    dev_cmp("bn_param_grads", "dgamma", dgg, dg, CK);
+    dev_cmp("bn_param_grads", "dbeta", dbb, db, CK);
+    /* in-place ABN: z over x forward; I and II backward with dx over dz, and
+     * the evaluation backward, from the CPU's z so that only the kernel differs */
+    static const iabn_act acts[] = {{IABN_ACT_LEAKY_RELU, 0.01f}, {IABN_ACT_ELU, 1.f},
+                                    {IABN_ACT_IDENTITY, 0.f}};
+    for (int a = 0; a < 3; a++) {
+        iabn_norm_act_fwd(NK, CK, HWK, x, mean, var, eps, gam, bet, 1, acts[a], z, NULL);
+        CHECK_OK(be->h2d(be->ctx, dz, x, cnt * 4));
+        CHECK_OK(iabn_cuda_norm_act_fwd(cu, NK, CK, HWK, dz, dm, dv, eps, dga, dbe, 1, acts[a],
+                                        dz, NULL, &e_));
+        dev_cmp("norm_act_fwd", "z over x", dz, z, cnt);
+        for (int v = 0; v <= 2; v++) { /* v = 0: evaluation (variant II's sums unused) */
+            int var_ = v ? v : 2, tr = v != 0;
+            iabn_iabn_bwd_reduce(var_, NK, CK, HWK, z, dy, eps, gam, bet, acts[a], s0, s1);
+            iabn_iabn_bwd_apply(var_, NK, CK, HWK, z, dy, var, eps, gam, bet, 1, acts[a], s0, s1, m,
+                                tr, dx);
+            CHECK_OK(be->h2d(be->ctx, dz, z, cnt * 4));
+            CHECK_OK(be->h2d(be->ctx, ddy, dy, cnt * 4));
+            CHECK_OK(iabn_cuda_iabn_bwd_reduce(cu, var_, NK, CK, HWK, dz, ddy, eps, dga, dbe,
+                                               acts[a], ds0, ds1, &e_));
+            dev_cmp("iabn_bwd_reduce", "sum_dy", ds0, s0, CK);
+            dev_cmp("iabn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
+            CHECK_OK(iabn_cuda_iabn_bwd_apply(cu, var_, NK, CK, HWK, dz, ddy, dv, eps, dga, dbe, 1,
+                                              acts[a], ds0, ds1, m, tr, ddy, &e_));
+            dev_cmp("iabn_bwd_apply", "dx over dz", ddy, dx, cnt);
+        }
+    }
+}
+
+static void test_norm_kernels(void)
+{
+    const size_t cnt = (size_t)NK * CK * HWK;
+    float *x = malloc(cnt * 4), *dy = malloc(cnt * 4), *z = malloc(cnt * 4), *dx = malloc(cnt * 4);
+    float gam[CK], bet[CK];
+    float *d[11] = {0};
+    int ok = x && dy && z && dx;
+    CHECK(ok);
+    if (ok) {
+        t_fill(x, cnt, 3u);
+        for (size_t i = 0; i < cnt; i++) x[i] = 3.f + 2.f * x[i]; /* |mean| > std: the shift */
+        t_fill(dy, cnt, 4u);
+        t_fill(gam, CK, 5u);
+        t_fill(bet, CK, 6u);
+        d[0] = dev_up(x, cnt), d[1] = dev_up(dy, cnt), d[2] = dev_up(gam, CK);
+        d[3] = dev_up(bet, CK), d[8] = dev_up(NULL, cnt);
+        for (int i = 4; i < 11; i++)
+            if (i != 8) d[i] = dev_up(NULL, CK);
+        for (int i = 0; i < 11; i++) ok = ok && d[i];
+    }
+    if (ok) norm_kernels(x, dy, gam, bet, z, dx, d);
+    for (int i = 0; i < 11; i++)
+        if (d[i]) dev_free(d[i]);
+    free(x), free(dy), free(z), free(dx);
+}
+
+/* Logits from four patterns, so that pixels sharing a pattern and a label
+ * have bit-identical losses on either side: the bootstrapped choice among
+ * ties (lower index first, across 1024-pixel tiles) must be the CPU's exactly. */
+static void test_xent_kernel(void)
+{
+    enum { N = 3, K = 5, HW = 1500 };
+    static const float pat[4][K] = {
+        {0, 1, 2, 3, 4}, {2, 2, 2, 2, 2}, {-1, 3, .5f, 0, 1}, {4, 0, 0, 0, -2}};
+    const size_t m = (size_t)N * HW, nl = m * K;
+    float *lg = malloc(nl * 4), *wc = malloc(m * 4), *wg = malloc(m * 4), *dl = malloc(nl * 4);
+    int32_t *lab = malloc(m * 4);
+    void *scr = malloc(iabn_xent_scratch_bytes(N, HW));
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    CHECK(lg && wc && wg && dl && lab && scr);
+    if (!lg || !wc || !wg || !dl || !lab || !scr) goto out;
+    unsigned r = 7u;
+    for (size_t i = 0; i < m; i++) {
+        r = r * 1103515245u + 12345u;
+        unsigned v = r >> 8;
+        lab[i] = v % 10u == 0 ? 255 : (int32_t)((v / 10u) % K);
+        for (int ch = 0; ch < K; ch++)
+            lg[(i / HW * K + (size_t)ch) * HW + i % HW] = pat[(v / 50u) % 4u][ch];
+    }
+    float *dlg = dev_up(lg, nl), *dt = dev_up(NULL, nl), *dw = dev_up(NULL, m),
+          *dloss = dev_up(NULL, 1), *dlab = dev_up((const float *)lab, m);
+    if (dlg && dt && dw && dloss && dlab) {
+        static const float tops[] = {1.f, .5f, .37f, .1f, .001f};
+        for (int t = 0; t < 5; t++) {
+            float lc = 0, lgpu = -1;
+            long bad = -1;
+            int bl = 0;
+            CHECK(iabn_xent_fwd(N, K, HW, lg, lab, 255, tops[t], &lc, wc, scr, &bad) == 0);
+            CHECK_OK(iabn_cuda_xent_fwd(cu, N, K, HW, dlg, (const int32_t *)dlab, 255, tops[t],
+                                        dloss, dw, &bad, &bl, &e_));
+            CHECK_OK(be->d2h(be->ctx, wg, dw, m * 4) || be->d2h(be->ctx, &lgpu, dloss, 4));
+            CHECK_MSG(memcmp(wc, wg, m * 4) == 0, "bootstrap %g: another choice of pixels",
+                      (double)tops[t]);
+            CHECK_CLOSE(lgpu, lc, 1e-6, 1e-5);
+            /* the gradient, written over a copy of the logits */
+            iabn_xent_bwd(N, K, HW, lg, lab, wc, 0.5f, dl);
+            CHECK_OK(iabn_cuda_copy_bytes(cu, nl * 4, dlg, dt, &e_));
+            CHECK_OK(iabn_cuda_xent_bwd(cu, N, K, HW, dt, (const int32_t *)dlab, dw, 0.5f, dt,
+                                        &e_));
+            dev_cmp("xent_bwd", "dlogits over logits", dt, dl, nl);
+        }
+        /* a label outside [0, K): the first bad position and its value */
+        lab[777] = 7;
+        lab[2100] = -3;
+        CHECK_OK(be->h2d(be->ctx, dlab, lab, m * 4));
+        long bad = -1;
+        int bl = 0;
+        iabn_err e = {0};
+        CHECK(iabn_cuda_xent_fwd(cu, N, K, HW, dlg, (const int32_t *)dlab, 255, 1.f, dloss, dw,
+                                 &bad, &bl, &e) == IABN_EINVAL);
+        CHECK(bad == 777 && bl == 7);
+    }
+    float *ds[5] = {dlg, dt, dw, dloss, dlab};
+    for (int i = 0; i < 5; i++)
+        if (ds[i]) dev_free(ds[i]);
+out:
+    free(lg), free(wc), free(wg), free(dl), free(lab), free(scr);
+}
+
+static float dev_at(const float *d, size_t i)
+{
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    float v = NAN;
+    CHECK_OK(be->d2h(be->ctx, &v, d + i, sizeof v));
+    return v;
+}
+
+/* Counts above 2^31 (8 GiB of floats): every index must be 64-bit. */
+static void test_big_counts(void)
+{
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    const size_t n = ((size_t)1 << 31) + 4096, hw = n / 2;
+    float *d = be->alloc(be->ctx, n * sizeof *d);
+    float *s = dev_up(NULL, 8);
+    if (!d || !s) {
+        fprintf(stderr, "note: test_big_counts skipped: no room for %zu floats\n", n);
+        if (d) dev_free(d);
+        if (s) dev_free(s);
+        return;
+    }
+    const float three = 3.f, one = 1.f, zero = 0.f;
+    CHECK_OK(iabn_cuda_fill(cu, n, 1.f, d, &e_));
+    CHECK_OK(be->h2d(be->ctx, d, &three, 4) || be->h2d(be->ctx, d + n - 1, &three, 4));
+    double q = 0;
+    CHECK_OK(iabn_cuda_sumsq(cu, n, d, &q, &e_));
+    CHECK(q == (double)(n - 2) + 18.0);
+    int fin = 0;
+    CHECK_OK(iabn_cuda_all_finite(cu, n, d, &fin, &e_));
+    CHECK(fin == 1);
+    /* one channel of 2 x (2^30 + 2048): statistics, then z over x */
+    float *mean = s, *var = s + 1, *gam = s + 2, *bet = s + 3;
+    CHECK_OK(be->h2d(be->ctx, gam, &one, 4) || be->h2d(be->ctx, bet, &zero, 4));
+    CHECK_OK(iabn_cuda_bn_stats(cu, 2, 1, (int)hw, d, mean, var, &e_));
+    double mu = ((double)n + 4.0) / (double)n, v = (8.0 * (double)n - 16.0) / ((double)n * n);
+    float fm = dev_at(mean, 0), fv = dev_at(var, 0);
+    CHECK_CLOSE(fm, mu, 0, 1e-6);
+    CHECK_CLOSE(fv, v, 0, 1e-3);
+    const iabn_act id = {IABN_ACT_IDENTITY, 0.f};
+    CHECK_OK(iabn_cuda_norm_act_fwd(cu, 2, 1, (int)hw, d, mean, var, 1e-5f, gam, bet, 0, id, d,
+                                    NULL, &e_));
+    float is = iabn_invstd(fv, 1e-5f);
+    CHECK(dev_at(d, n - 1) == iabn_bn_xhat(3.f, fm, is));
+    CHECK(dev_at(d, hw) == iabn_bn_xhat(1.f, fm, is));
+    CHECK_OK(iabn_cuda_scale(cu, n, 2.f, d, &e_));
+    CHECK(dev_at(d, n - 1) == 2.f * iabn_bn_xhat(3.f, fm, is));
+    dev_free(d);
+    dev_free(s);
 }
 
 int main(void)
@@ -376,6 +695,10 @@ int main(void)
     iabn_err e = {0};
     if (iabn_cuda_ctx_new(0, &cu, &e)) TEST_SKIP("no CUDA device (%s)", e.msg);
     RUN(test_all_finite);
+    RUN(test_sumsq);
+    RUN(test_norm_kernels);
+    RUN(test_xent_kernel);
+    RUN(test_big_counts);
     RUN(test_conv);
     RUN(test_norm_act);
     RUN(test_pool_linear);

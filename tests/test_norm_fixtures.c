@@ -88,7 +88,7 @@ static int run_case(const char *key, int inplace)
         iabn_norm_act_fwd(n, (int)c, hw, z, mean, var, eps, gamma, beta, 1, act, z, NULL);
         memcpy(dx, dz, cnt * 4);
         iabn_iabn_bwd_reduce(2, n, (int)c, hw, z, dx, eps, gamma, beta, act, sdy, sdyx);
-        iabn_iabn_bwd_apply(2, n, (int)c, hw, z, dx, var, eps, gamma, beta, act, sdy, sdyx, m, 1,
+        iabn_iabn_bwd_apply(2, n, (int)c, hw, z, dx, var, eps, gamma, beta, 1, act, sdy, sdyx, m, 1,
                             dx);
     } else {
         float *dy = calloc(cnt, 4);

@@ -226,7 +226,7 @@ static modeout run_mode(const tcase *t, int mode, int training)
         memcpy(o.dx, t->dz, t->cnt * sizeof(float));
         iabn_iabn_bwd_reduce(variant, n, c, hw, o.z, o.dx, EPS, t->gamma, t->beta, t->act, sdy,
                              sdyx);
-        iabn_iabn_bwd_apply(variant, n, c, hw, o.z, o.dx, var, EPS, t->gamma, t->beta, t->act,
+        iabn_iabn_bwd_apply(variant, n, c, hw, o.z, o.dx, var, EPS, t->gamma, t->beta, 1, t->act,
                             sdy, sdyx, m, training, o.dx);
     }
     iabn_bn_param_grads(c, t->gamma, 1, sdy, sdyx, o.dgamma, o.dbeta);
@@ -482,7 +482,7 @@ static void test_elu_clamp(void)
             float dx[6];
             memcpy(dx, dz, sizeof dx);
             iabn_iabn_bwd_reduce(v, 1, 1, 6, z, dx, EPS, &g, &b, act, &sdy, &sdyx);
-            iabn_iabn_bwd_apply(v, 1, 1, 6, z, dx, &var, EPS, &g, &b, act, &sdy, &sdyx, 6, 1, dx);
+            iabn_iabn_bwd_apply(v, 1, 1, 6, z, dx, &var, EPS, &g, &b, 1, act, &sdy, &sdyx, 6, 1, dx);
             CHECK(isfinite(sdy) && isfinite(sdyx));
             for (int i = 0; i < 6; i++) CHECK(isfinite(dx[i]));
         }
@@ -568,9 +568,9 @@ static void test_aliasing(void)
             case 5: iabn_bn_bwd_apply(n, c, hw, t.x, in, mean, var, EPS, t.gamma, 0, sdy, sdyx, m, 0, o); break;
             case 6: iabn_bn_bwd_apply_xhat(n, c, hw, xh, in, var, EPS, t.gamma, 1, sdy, sdyx, m, 1, o); break;
             case 7: iabn_bn_bwd_apply_xhat(n, c, hw, xh, in, var, EPS, t.gamma, 1, sdy, sdyx, m, 0, o); break;
-            case 8: iabn_iabn_bwd_apply(1, n, c, hw, z, in, var, EPS, t.gamma, t.beta, t.act, sdy, sdyx, m, 1, o); break;
-            case 9: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, t.act, sdy, sdyx, m, 1, o); break;
-            case 10: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, t.act, sdy, sdyx, m, 0, o); break;
+            case 8: iabn_iabn_bwd_apply(1, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 1, o); break;
+            case 9: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 1, o); break;
+            case 10: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 0, o); break;
             default: iabn_norm_act_fwd(n, c, hw, in, mean, var, EPS, t.gamma, t.beta, 0, t.act, o, NULL); break;
             }
         }
@@ -600,7 +600,7 @@ static void test_thread_count_independent(void)
             iabn_bn_bwd_reduce(t.n, t.c, t.hw, t.x, t.dz, mean, var, EPS, a, b);
             iabn_iabn_bwd_reduce(1, t.n, t.c, t.hw, z, t.dz, EPS, t.gamma, t.beta, t.act, e, f);
             iabn_iabn_bwd_reduce(2, t.n, t.c, t.hw, z, t.dz, EPS, t.gamma, t.beta, t.act, g, h);
-            iabn_iabn_bwd_apply(2, t.n, t.c, t.hw, z, t.dz, var, EPS, t.gamma, t.beta, t.act, g,
+            iabn_iabn_bwd_apply(2, t.n, t.c, t.hw, z, t.dz, var, EPS, t.gamma, t.beta, 1, t.act, g,
                                 h, (double)t.n * t.hw, 1, dx);
             free(z);
         }
@@ -649,7 +649,7 @@ static void test_sync_combine(void)
     }
     for (int w = 0, n0 = 0; w < 3; n0 += parts[w], w++)
         iabn_iabn_bwd_apply(2, parts[w], c, hw, z + n0 * plane, dx + n0 * plane, var, EPS,
-                            t.gamma, t.beta, t.act, sdy, sdyx, (double)t.n * hw, 1,
+                            t.gamma, t.beta, 1, t.act, sdy, sdyx, (double)t.n * hw, 1,
                             dx + n0 * plane);
     double ex = rel_err_d(dx, r.dx, t.cnt, r.dx_scale);
     CHECK_MSG(ex <= 2e-5, "sync dx err %.3g", ex);

@@ -161,7 +161,7 @@ int iabn_cuda_run_iabn_bwd(const iabn_graph *g, const iabn_node *n, const iabn_b
                                          sum_dy_xhat, F(b->out[1]), F(b->out[2]), e));
     }
     TRY(iabn_cuda_iabn_bwd_apply(CTX, P.variant, P.n, P.c, P.hw, CF(b->in[0]), CF(b->in[1]),
-                                 CF(b->in[2]), P.eps, CF(b->in[3]), CF(b->in[4]), P.act, sum_dy,
+                                 CF(b->in[2]), P.eps, CF(b->in[3]), CF(b->in[4]), P.abs_gamma, P.act, sum_dy,
                                  sum_dy_xhat, (double)P.n * P.hw, P.training, F(b->out[0]), e));
     return iabn_cuda_node_done(CTX, e);
 }

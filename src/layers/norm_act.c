@@ -186,7 +186,7 @@ static int iabn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind
                                 b->out[2]);
     }
     iabn_iabn_bwd_apply(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                        b->in[4], P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
+                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
                         b->out[0]);
     return 0;
 }

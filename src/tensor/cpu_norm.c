@@ -669,7 +669,7 @@ void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, const float *z,
 
 void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, const float *z,
                          const float *dz, const float *var, float eps,
-                         const float *gamma, const float *beta, iabn_act act,
+                         const float *gamma, const float *beta, int abs_gamma, iabn_act act,
                          const float *sum_dy, const float *sum_dy_xhat, double count,
                          int training, float *dx)
 {
@@ -682,7 +682,7 @@ void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, const float *z,
     j.eps = eps;
     j.gamma = gamma;
     j.beta = beta;
-    j.abs_gamma = 1;
+    j.abs_gamma = abs_gamma; /* 0 only in evaluation: in-place modes refuse plain gamma */
     j.sum_dy = training ? sum_dy : NULL;
     j.sum_dy_xhat = training ? sum_dy_xhat : NULL;
     j.count = count;

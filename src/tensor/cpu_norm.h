@@ -109,10 +109,12 @@ void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, const float *z,
                           float *sum_dy_xhat);
 /* Elementwise pass: variant 1: dx = A*(dy - sum_dy/m - xhat*sum_dy_xhat/m);
  * variant 2: dx = A*dy + B*y + C (INPLACE_ABN.md section 2).  Evaluation mode
- * (!training): dx = dy * g * invstd.  dx may equal dz; no full-size temporary. */
+ * (!training): dx = dy * g * invstd, g = |gamma|+eps or, with !abs_gamma (a
+ * frozen / evaluated standard unit with plain gamma), gamma itself; the
+ * training variants need abs_gamma.  dx may equal dz; no full-size temporary. */
 void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, const float *z,
                          const float *dz, const float *var, float eps,
-                         const float *gamma, const float *beta, iabn_act act,
+                         const float *gamma, const float *beta, int abs_gamma, iabn_act act,
                          const float *sum_dy, const float *sum_dy_xhat, double count,
                          int training, float *dx);
 

@@ -69,7 +69,7 @@ int iabn_cuda_iabn_bwd_reduce(iabn_cuda_ctx *ctx, int variant, int n, int c, int
                               iabn_err *e);
 int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw, const float *z,
                              const float *dz, const float *var, float eps, const float *gamma,
-                             const float *beta, iabn_act act, const float *sum_dy,
+                             const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
                              const float *sum_dy_xhat, double count, int training, float *dx,
                              iabn_err *e);
 
@@ -109,6 +109,9 @@ int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, 
                       iabn_err *e);
 int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, float *dx,
                       iabn_err *e);
+/* *out = sum of squares of x in double (deterministic; synchronises):
+ * gradient-norm clipping. */
+int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, size_t count, const float *x, double *out, iabn_err *e);
 int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momentum, float wd,
                          int nesterov, int first_step, float *w, const float *grad, float *buf,
                          iabn_err *e);

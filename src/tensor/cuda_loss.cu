@@ -11,7 +11,7 @@
  *     kept-th largest loss key exactly by a 4 x 8-bit radix select (integer
  *     histograms in shared memory), then walks the pixels in index order,
  *     tile by tile, taking keys above the threshold and the first `ties`
- *     equal ones (a block prefix sum ranks them), which is the CPU's choice,
+ *     equal ones (warp ballots rank them), which is the CPU's choice,
  *     and writes weights 0 or 1/kept and the mean loss.  The loss is summed
  *     per thread in double and added in a fixed tree: deterministic.
  * One block is exact and simple; it reads the N*HW losses five times, a
@@ -81,6 +81,7 @@ xent_select_k(size_t m, const int32_t *labels, int ignore, float top_frac, float
     __shared__ unsigned long long hist[256];
     __shared__ unsigned long long cnt[SEL_BLOCK];
     __shared__ double sums[SEL_BLOCK];
+    __shared__ unsigned wties[SEL_BLOCK / 32];
     __shared__ uint32_t s_prefix, s_mask;
     __shared__ unsigned long long s_rem;
     const int tid = (int)threadIdx.x;
@@ -137,8 +138,10 @@ xent_select_k(size_t m, const int32_t *labels, int ignore, float top_frac, float
     const uint32_t thr = s_prefix;
     const unsigned long long ties = s_rem;
 
-    /* take in index order; ties ranked by a block prefix sum per tile */
+    /* take in index order; a tie's rank within its tile comes from warp
+     * ballots plus the tie counts of the warps before it (integers: exact) */
     const float wk = (float)(1.0 / (double)kept);
+    const int lane = tid & 31, wid = tid >> 5;
     double s = 0;
     unsigned long long seen = 0;
     for (size_t base = 0; base < m; base += SEL_BLOCK) {
@@ -149,23 +152,25 @@ xent_select_k(size_t m, const int32_t *labels, int ignore, float top_frac, float
             kk = key_of(weight, labels, ignore, i);
             tie = select && kk == thr;
         }
-        cnt[tid] = (unsigned long long)tie;
-        __syncthreads();
-        for (int off = 1; off < SEL_BLOCK; off *= 2) { /* inclusive Hillis-Steele scan */
-            unsigned long long v = tid >= off ? cnt[tid - off] : 0ull;
+        unsigned before = 0, tile_ties = 0;
+        if (select) { /* uniform over the block: the barriers below are safe */
+            unsigned bal = __ballot_sync(0xffffffffu, tie);
+            if (lane == 0) wties[wid] = (unsigned)__popc(bal);
             __syncthreads();
-            cnt[tid] += v;
-            __syncthreads();
+            before = (unsigned)__popc(bal & ((1u << lane) - 1u));
+            for (int w = 0; w < SEL_BLOCK / 32; w++) {
+                if (w < wid) before += wties[w];
+                tile_ties += wties[w];
+            }
+            __syncthreads(); /* wties is rewritten by the next tile */
         }
         if (i < m) {
             int take;
-            if (select) take = kk > thr || (tie && seen + cnt[tid] - 1ull < ties);
+            if (select) take = kk > thr || (tie && seen + before < ties);
             else take = labels[i] != ignore;
             if (take) s += (double)weight[i];
             weight[i] = take ? wk : 0.f;
         }
-        unsigned long long tile_ties = cnt[SEL_BLOCK - 1];
-        __syncthreads();
         seen += tile_ties;
     }
     sums[tid] = s;

@@ -51,6 +51,13 @@ struct red_args {
     float *o0, *o1;
 };
 
+enum { UNROLL = 4 };
+
+__device__ __forceinline__ size_t red_index(const red_args &r, int ni, int ci, int j)
+{
+    return ((size_t)ni * (size_t)r.c + (size_t)ci) * (size_t)r.hw + (size_t)j;
+}
+
 template <int KIND, int ACT>
 __global__ void __launch_bounds__(IABN_CUDA_RED_BLOCK) red_kernel(red_args r)
 {
@@ -70,19 +77,48 @@ __global__ void __launch_bounds__(IABN_CUDA_RED_BLOCK) red_kernel(red_args r)
             k1 = 1.f / g;
         }
         double u = 0.0, v = 0.0;
-        /* (ni, j) follow k = ni*hw + j incrementally: one division per wrap */
-        int ni = r.hw > 0 ? tid / r.hw : 0, j = r.hw > 0 ? tid % r.hw : 0;
-        for (size_t k = (size_t)tid; k < total; k += (size_t)nt) {
-            size_t idx = ((size_t)ni * (size_t)r.c + (size_t)ci) * (size_t)r.hw + (size_t)j;
+        /* The thread takes k = tid, tid+nt, tid+2nt, ... of the channel's
+         * n*hw values (k = ni*hw + j), four per step: the four loads are
+         * issued before the dependent adds, so four are in flight at once
+         * (one block per channel leaves few warps per SM to hide latency).
+         * Each of the four (ni, j) trackers moves by 4*nt: one division per
+         * plane wrap, none per element.  The adds keep k's order. */
+        int ni[UNROLL], jj[UNROLL];
+        for (int q = 0; q < UNROLL; q++) {
+            int k0q = tid + q * nt;
+            ni[q] = r.hw > 0 ? k0q / r.hw : 0;
+            jj[q] = r.hw > 0 ? k0q % r.hw : 0;
+        }
+        const size_t step = (size_t)UNROLL * (size_t)nt;
+        size_t k = (size_t)tid;
+        for (; k + (size_t)(UNROLL - 1) * (size_t)nt < total; k += step) {
+            float av[UNROLL], bv[UNROLL];
+#pragma unroll
+            for (int q = 0; q < UNROLL; q++) {
+                size_t idx = red_index(r, ni[q], ci, jj[q]);
+                av[q] = r.a[idx];
+                bv[q] = r.b ? r.b[idx] : 0.f;
+            }
+#pragma unroll
+            for (int q = 0; q < UNROLL; q++) {
+                float f, s;
+                red_pair<KIND, ACT>(av[q], bv[q], k0, k1, r.p, &f, &s);
+                u += (double)f;
+                v += (double)(f * s);
+                jj[q] += UNROLL * nt;
+                if (jj[q] >= r.hw) {
+                    ni[q] += jj[q] / r.hw;
+                    jj[q] %= r.hw;
+                }
+            }
+        }
+        /* the tail: fewer than UNROLL values left, at the trackers' places */
+        for (int q = 0; q < UNROLL && k + (size_t)q * (size_t)nt < total; q++) {
+            size_t idx = red_index(r, ni[q], ci, jj[q]);
             float f, s;
             red_pair<KIND, ACT>(r.a[idx], r.b ? r.b[idx] : 0.f, k0, k1, r.p, &f, &s);
             u += (double)f;
             v += (double)(f * s);
-            j += nt;
-            if (j >= r.hw) {
-                ni += j / r.hw;
-                j %= r.hw;
-            }
         }
         su[tid] = u;
         sv[tid] = v;
@@ -509,7 +545,7 @@ int iabn_cuda_iabn_bwd_reduce(iabn_cuda_ctx *ctx, int variant, int n, int c, int
 
 int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw,
                              const float *z, const float *dz, const float *var, float eps,
-                             const float *gamma, const float *beta, iabn_act act,
+                             const float *gamma, const float *beta, int abs_gamma, iabn_act act,
                              const float *sum_dy, const float *sum_dy_xhat, double count,
                              int training, float *dx, iabn_err *e)
 {
@@ -519,7 +555,7 @@ int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int 
     j.eps = eps;
     j.gamma = gamma;
     j.beta = beta;
-    j.abs_gamma = 1;
+    j.abs_gamma = abs_gamma;
     j.sum_dy = training ? sum_dy : NULL;
     j.sum_dy_xhat = training ? sum_dy_xhat : NULL;
     j.count = count;

@@ -2,7 +2,8 @@
  * cpu_pool.c, cpu_resize.c; cpu_ops.h documents the semantics): elementwise
  * add/axpy/copy/fill/scale, broadcast add and its sum, the finite check,
  * Dropout2d (same mask bits: ops_math.h), channel concat/slice, bilinear
- * resize, max / global average pooling and the SGD update.
+ * resize, max / global average pooling, the sum of squares (gradient
+ * clipping) and the SGD update.
  *
  * Every backward here gathers (each output element is written by one thread
  * that sums its contributions in a fixed order), never scatters with float
@@ -48,16 +49,6 @@ __global__ void scale_k(size_t n, float s, float *x)
 __global__ void bcast_k(size_t n, int hw, const float *a, const float *b, float *y)
 {
     GRID_LOOP(i, n) y[i] = a[i] + b[i / (size_t)hw];
-}
-/* one thread per (n, c) plane: fixed order, double like the CPU */
-__global__ void sum_hw_k(size_t planes, int hw, const float *dy, float *db)
-{
-    GRID_LOOP(pl, planes) {
-        const float *p = dy + pl * (size_t)hw;
-        double s = 0;
-        for (int i = 0; i < hw; i++) s += p[i];
-        db[pl] = (float)s;
-    }
 }
 __global__ void finite_k(size_t n, const float *x, int *flag)
 {
@@ -200,8 +191,11 @@ __global__ void maxpool_bwd_k(size_t n, int h, int w, int k, int s, int p, int h
         dx[i] = acc;
     }
 }
-/* one warp per plane, lanes strided, fixed shuffle tree: deterministic */
-__global__ void gap_fwd_k(size_t planes, int hw, const float *x, float *y)
+/* One warp per (n, c) plane, lanes strided (coalesced), sums in double like
+ * the CPU, added in a fixed shuffle tree: deterministic.  MEAN: global
+ * average pool; otherwise the plain sum (iabn_sum_hw). */
+template <bool MEAN>
+__global__ void plane_sum_k(size_t planes, int hw, const float *x, float *y)
 {
     size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
     int lane = (int)(threadIdx.x % 32);
@@ -211,12 +205,44 @@ __global__ void gap_fwd_k(size_t planes, int hw, const float *x, float *y)
         double s = 0;
         for (int i = lane; i < hw; i += 32) s += xp[i];
         for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
-        if (lane == 0) y[pl] = (float)(s / hw);
+        if (lane == 0) y[pl] = MEAN ? (float)(s / hw) : (float)s;
     }
 }
 __global__ void gap_bwd_k(size_t n, int hw, const float *dy, float *dx)
 {
     GRID_LOOP(i, n) dx[i] = dy[i / (size_t)hw] / (float)hw;
+}
+/* Sum of squares, the device half of iabn_cuda_sumsq: SUMSQ_BLOCKS blocks
+ * walk a fixed grid-stride pattern, each thread in double, each block added
+ * in a fixed tree; block b leaves its partial in part[b].  The shapes depend
+ * on nothing but the constants, so the result is the same bits every run. */
+enum { SUMSQ_BLOCKS = 8, SUMSQ_THREADS = 1024 };
+__global__ void __launch_bounds__(SUMSQ_THREADS) sumsq_k(size_t n, const float *x, double *part)
+{
+    __shared__ double sh[SUMSQ_THREADS];
+    const int tid = (int)threadIdx.x;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    /* four chains keep four loads in flight per thread */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (; i + 3 * stride < n; i += 4 * stride) {
+        double a = x[i], b = x[i + stride], c = x[i + 2 * stride], d = x[i + 3 * stride];
+        s0 += a * a;
+        s1 += b * b;
+        s2 += c * c;
+        s3 += d * d;
+    }
+    for (; i < n; i += stride) {
+        double a = x[i];
+        s0 += a * a;
+    }
+    sh[tid] = (s0 + s1) + (s2 + s3);
+    __syncthreads();
+    for (int h = SUMSQ_THREADS / 2; h > 0; h /= 2) {
+        if (tid < h) sh[tid] += sh[tid + h];
+        __syncthreads();
+    }
+    if (tid == 0) part[blockIdx.x] = sh[0];
 }
 __global__ void sgd_k(size_t n, float lr, float mom, float wd, int nesterov, int first, float *w,
                       const float *g, float *buf)
@@ -272,7 +298,11 @@ int iabn_cuda_sum_hw(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, 
                      iabn_err *e)
 {
     size_t planes = n > 0 && c > 0 ? (size_t)n * c : 0;
-    LAUNCH(sum_hw_k, planes, planes, hw > 0 ? hw : 0, dy, db);
+    if (!planes) return 0;
+    plane_sum_k<false><<<iabn_cuda_grid(planes * 32, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0,
+                         ctx->stream>>>(planes, hw > 0 ? hw : 0, dy, db);
+    IABN_LAUNCHED(e, "plane_sum_k");
+    return 0;
 }
 
 int iabn_cuda_all_finite(iabn_cuda_ctx *ctx, size_t count, const float *x, int *finite,
@@ -304,7 +334,8 @@ int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, float p,
 int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                             const float *x, float *y, iabn_err *e)
 {
-    if (n == 1 && x == y + (size_t)c_off * hw) return 0; /* already in place (a view) */
+    /* already in place (a view): cpu_ops.c's copy_blocks skips the same cases */
+    if (x == y + (size_t)c_off * hw && (n == 1 || cx == cy)) return 0;
     size_t cnt = n > 0 && cx > 0 && hw > 0 ? (size_t)n * cx * hw : 0;
     LAUNCH(chan_k, cnt, cnt, cx, cy, c_off, hw, x, y, 1);
 }
@@ -312,6 +343,7 @@ int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off
 int iabn_cuda_slice_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                              const float *y, float *x, iabn_err *e)
 {
+    if (x == y + (size_t)c_off * hw && (n == 1 || cx == cy)) return 0;
     size_t cnt = n > 0 && cx > 0 && hw > 0 ? (size_t)n * cx * hw : 0;
     LAUNCH(chan_k, cnt, cnt, cx, cy, c_off, hw, y, x, 0);
 }
@@ -352,9 +384,9 @@ int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, 
 {
     size_t planes = n > 0 && c > 0 && hw > 0 ? (size_t)n * c : 0;
     if (!planes) return 0;
-    gap_fwd_k<<<iabn_cuda_grid(planes * 32, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0, ctx->stream>>>(
-        planes, hw, x, y);
-    IABN_LAUNCHED(e, "gap_fwd_k");
+    plane_sum_k<true><<<iabn_cuda_grid(planes * 32, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0,
+                        ctx->stream>>>(planes, hw, x, y);
+    IABN_LAUNCHED(e, "plane_sum_k");
     return 0;
 }
 
@@ -363,6 +395,29 @@ int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy,
 {
     size_t cnt = n > 0 && c > 0 && hw > 0 ? (size_t)n * c * hw : 0;
     LAUNCH(gap_bwd_k, cnt, cnt, hw, dy, dx);
+}
+
+/* The partials travel in the context's 64-byte flag buffers (8 doubles, one
+ * per block: hence SUMSQ_BLOCKS) and are added on the host in block order,
+ * so nothing is allocated.  Eight blocks use a fraction of the device's
+ * bandwidth: for clipping, read once per step, that is a millisecond or so
+ * at ResNet-101's 44M parameters (an estimate: not yet measured on a GPU). */
+int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, size_t count, const float *x, double *out, iabn_err *e)
+{
+    static_assert(SUMSQ_BLOCKS * sizeof(double) <= 64, "the partials must fit the flag buffer");
+    *out = 0.0;
+    if (!count) return 0;
+    double *part = (double *)ctx->flag_dev;
+    sumsq_k<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, ctx->stream>>>(count, x, part);
+    IABN_LAUNCHED(e, "sumsq_k");
+    IABN_CUDA_CHECK(e, cudaMemcpyAsync(ctx->flag_host, part, SUMSQ_BLOCKS * sizeof(double),
+                                       cudaMemcpyDeviceToHost, ctx->stream));
+    IABN_CUDA_CHECK(e, cudaStreamSynchronize(ctx->stream));
+    const double *h = (const double *)ctx->flag_host;
+    double s = 0.0;
+    for (int b = 0; b < SUMSQ_BLOCKS; b++) s += h[b];
+    *out = s;
+    return 0;
 }
 
 int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momentum, float wd,
