@@ -4,7 +4,9 @@
  *    only where no later reader exists) on many random graphs;
  *  - bit-identical losses and gradients across IABN_PLAN modes and guards;
  *  - the residual-shortcut case gets its copy;
- *  - planning a deep network is fast and allocates nothing of the arena. */
+ *  - planning a deep network is fast and allocates nothing of the arena;
+ *  - the executor's staged (double-buffered) inputs and the store's SGD step. */
+#include <math.h>
 #include <time.h>
 
 #include "graph_test_util.h"
@@ -154,9 +156,9 @@ static void test_random_graphs(void)
 }
 
 /* A small CNN with every kind of layer, trained for two steps. */
-static int build_cnn(t_run *t, iabn_bn_mode mode)
+static int build_cnn_on(t_run *t, iabn_bn_mode mode, const iabn_backend *be)
 {
-    t->s = iabn_store_new(iabn_backend_cpu(), NULL);
+    t->s = iabn_store_new(be, NULL);
     t->g = iabn_graph_new(t->s, IABN_TRAIN);
     iabn_graph *g = t->g;
     int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){4, 3, 12, 12});
@@ -174,6 +176,11 @@ static int build_cnn(t_run *t, iabn_bn_mode mode)
     h = iabn_linear(g, "fc", h, 5, 1);
     t->loss = iabn_softmax_xent(g, "loss", h, lab, 255, 1.f);
     return 0;
+}
+
+static int build_cnn(t_run *t, iabn_bn_mode mode)
+{
+    return build_cnn_on(t, mode, iabn_backend_cpu());
 }
 
 static int run_steps(t_run *t, const iabn_plan_opts *o, float *losses, float **grads)
@@ -300,6 +307,174 @@ static void test_deep_plan_fast(void)
     iabn_store_free(s);
 }
 
+
+/* ---- staged inputs: the double-buffering of iabn_exec_stage, on a CPU
+ * backend given (synchronous) copy-stream hooks that count their calls ---- */
+
+typedef struct hook_count {
+    int events, records, waits, copies, live_events;
+} hook_count;
+
+static hook_count hooks;
+
+static void *hk_event_new(void *ctx)
+{
+    (void)ctx;
+    hooks.events++;
+    hooks.live_events++;
+    return malloc(1);
+}
+static void hk_event_free(void *ctx, void *ev)
+{
+    (void)ctx;
+    hooks.live_events--;
+    free(ev);
+}
+static int hk_record(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    hooks.records++;
+    return 0;
+}
+static int hk_wait(void *ctx, void *ev)
+{
+    (void)ctx, (void)ev;
+    hooks.waits++;
+    return 0;
+}
+static int hk_h2d_async(void *ctx, void *dst, const void *src, size_t bytes, void *after,
+                        void *done)
+{
+    (void)ctx, (void)after, (void)done;
+    hooks.copies++;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static void staged_inputs(int k, float *x, int32_t *lab)
+{
+    t_fill(x, 4 * 3 * 12 * 12, 100u + (unsigned)k);
+    for (int i = 0; i < 4; i++) lab[i] = (i + k) % 5;
+}
+
+static void test_exec_staging(void)
+{
+    iabn_backend hb = *iabn_backend_cpu();
+    hb.event_new = hk_event_new;
+    hb.event_free = hk_event_free;
+    hb.record = hk_record;
+    hb.wait = hk_wait;
+    hb.h2d_async = hk_h2d_async;
+    memset(&hooks, 0, sizeof hooks);
+    enum { STEPS = 4 };
+    float loss[2][STEPS];
+    float xin[4 * 3 * 12 * 12];
+    int32_t lab[4];
+    void *xptr[STEPS];
+    for (int side = 0; side < 2; side++) {
+        t_run t = {0};
+        build_cnn_on(&t, IABN_BN_INPLACE_II, side ? &hb : iabn_backend_cpu());
+        CHECK(t_prepare(&t, NULL) == 0);
+        if (!t.ex) return;
+        iabn_init_params(t.s, IABN_INIT_XAVIER_NORMAL, (iabn_act){IABN_ACT_LEAKY_RELU, 0.01f}, 3,
+                         NULL);
+        int x = iabn_graph_find(t.g, "input"), l = iabn_graph_find(t.g, "labels");
+        iabn_exec_set_seed(t.ex, 5);
+        iabn_err e = {0};
+        iabn_sgd_opts so = {.lr = {0.05f, 0.1f}, .momentum = 0.9f, .weight_decay = 1e-4f,
+                            .nesterov = 1, .grad_scale = 1.f};
+        if (side) { /* the trainer's order: the next batch is staged while one runs */
+            staged_inputs(0, xin, lab);
+            CHECK_OK(iabn_exec_stage(t.ex, x, xin, sizeof xin, &e));
+            CHECK_OK(iabn_exec_stage(t.ex, l, lab, sizeof lab, &e));
+            CHECK(iabn_exec_stage(t.ex, x, xin, sizeof xin, &e) == IABN_EINVAL);
+            CHECK(strstr(e.msg, "not been consumed") != NULL);
+        }
+        for (int k = 0; k < STEPS; k++) {
+            if (!side) {
+                staged_inputs(k, xin, lab);
+                CHECK_OK(iabn_exec_set(t.ex, x, xin, sizeof xin, &e));
+                CHECK_OK(iabn_exec_set(t.ex, l, lab, sizeof lab, &e));
+            }
+            CHECK_OK(iabn_exec_run(t.ex, &e));
+            if (side) {
+                xptr[k] = iabn_exec_ptr(t.ex, x);
+                if (k + 1 < STEPS) {
+                    staged_inputs(k + 1, xin, lab);
+                    CHECK_OK(iabn_exec_stage(t.ex, x, xin, sizeof xin, &e));
+                    CHECK_OK(iabn_exec_stage(t.ex, l, lab, sizeof lab, &e));
+                }
+            }
+            CHECK_OK(iabn_exec_get(t.ex, t.loss, &loss[side][k], sizeof(float), &e));
+            CHECK_OK(iabn_store_sgd_step(t.s, &so, NULL, &e));
+        }
+        if (side) {
+            CHECK(iabn_exec_staging_bytes(t.ex) == sizeof xin + sizeof lab);
+            /* two buffers, alternating */
+            CHECK(xptr[0] != xptr[1] && xptr[0] == xptr[2] && xptr[1] == xptr[3]);
+            CHECK(hooks.copies == 2 * STEPS && hooks.waits == 2 * STEPS);
+            CHECK(hooks.records == 2 * STEPS && hooks.events == 6);
+            /* an input of the graph only: a parameter cannot be staged */
+            int w = iabn_graph_find(t.g, "c1.weight");
+            if (w >= 0) CHECK(iabn_exec_stage(t.ex, w, xin, 4, &e) == IABN_EINVAL);
+        }
+        t_free(&t);
+    }
+    CHECK(hooks.live_events == 0);
+    for (int k = 0; k < STEPS; k++)
+        CHECK_MSG(memcmp(&loss[0][k], &loss[1][k], sizeof(float)) == 0,
+                  "step %d: staged loss %.9g vs set %.9g", k, loss[1][k], loss[0][k]);
+}
+
+/* iabn_store_sgd_step against the per-parameter kernel it wraps: scaling,
+ * the two learning-rate groups and the reported norm. */
+static void test_sgd_step(void)
+{
+    t_run t = {0};
+    build_cnn(&t, IABN_BN_STANDARD);
+    CHECK(t_prepare(&t, NULL) == 0);
+    if (!t.ex) return;
+    iabn_init_params(t.s, IABN_INIT_XAVIER_NORMAL, (iabn_act){IABN_ACT_LEAKY_RELU, 0.01f}, 3, NULL);
+    int n = iabn_store_count(t.s);
+    float **w = calloc((size_t)n, sizeof *w), **g = calloc((size_t)n, sizeof *g);
+    double sq = 0;
+    for (int i = 0; i < n; i++) {
+        iabn_param *p = iabn_store_get(t.s, i);
+        p->lr_group = strncmp(p->name, "fc", 2) == 0;
+        if (!p->grad) continue;
+        t_fill(p->grad, p->count, 40u + (unsigned)i);
+        w[i] = malloc(p->count * sizeof(float));
+        g[i] = malloc(p->count * sizeof(float));
+        memcpy(w[i], p->data, p->count * sizeof(float));
+        for (size_t k = 0; k < p->count; k++) {
+            g[i][k] = p->grad[k] * 0.5f;
+            sq += (double)g[i][k] * g[i][k];
+        }
+    }
+    iabn_sgd_opts so = {.lr = {0.01f, 0.2f}, .momentum = 0.9f, .weight_decay = 1e-3f,
+                        .grad_scale = 0.5f, .clip = 0};
+    double norm = 0;
+    iabn_err e = {0};
+    CHECK_OK(iabn_store_sgd_step(t.s, &so, &norm, &e));
+    CHECK(fabs(norm - sqrt(sq)) <= 1e-9 * sqrt(sq));
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        iabn_param *p = iabn_store_get(t.s, i);
+        if (!p->grad) continue;
+        float *buf = malloc(p->count * sizeof(float));
+        iabn_sgd_update(p->count, p->lr_group ? 0.2f : 0.01f, 0.9f, 1e-3f, 0, 1, w[i], g[i], buf);
+        bad += memcmp(w[i], p->data, p->count * sizeof(float)) != 0;
+        for (size_t k = 0; k < p->count; k++) bad += p->grad[k] != 0.f; /* zeroed */
+        free(buf);
+        free(w[i]);
+        free(g[i]);
+    }
+    CHECK_MSG(bad == 0, "%d parameters differ from iabn_sgd_update", bad);
+    free(w);
+    free(g);
+    t_free(&t);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
@@ -309,5 +484,7 @@ int main(void)
     RUN(test_residual_copy);
     RUN(test_modes_bit_identical);
     RUN(test_deep_plan_fast);
+    RUN(test_exec_staging);
+    RUN(test_sgd_step);
     return TEST_END();
 }

@@ -2,6 +2,9 @@
  * region, and the store's persistent tensors, then walks the schedule calling
  * each node's kernel for the store's backend.
  *
+ * Staged inputs (iabn_exec_stage) are double-buffered on backends with a copy
+ * stream, so the next batch's upload overlaps this batch's compute.
+ *
  * Check mode (iabn_exec_set_check, or IABN_CHECK=1): after every node, the
  * guard bytes of every live buffer are verified and float outputs are scanned
  * for NaN/Inf, so a fault is reported at the node that caused it. */
@@ -13,6 +16,21 @@
 #include <time.h>
 
 #define GUARD_BYTE 0xA5
+#define MAX_STAGED 4
+
+/* A double-buffered input: buf[cur] is bound, buf[1 - cur] receives the next
+ * run's bytes.  freed[i] is recorded on the compute stream after each run
+ * that bound buf[i], so a copy into it waits for that run only, never for
+ * the run in flight. */
+typedef struct staged {
+    int t;
+    void *buf[2];
+    int cur;
+    void *freed[2];
+    int freed_set[2];
+    void *ready;          /* recorded by the copy stream when the bytes landed */
+    int pending;          /* a copy waits to be swapped in by the next run   */
+} staged;
 
 struct iabn_exec {
     iabn_graph *g;
@@ -24,6 +42,9 @@ struct iabn_exec {
     uint64_t seed, step;
     int check;
     double *times;       /* per schedule step, seconds, when profiling */
+    staged st[MAX_STAGED];
+    int nst;
+    size_t staging_bytes;
 };
 
 int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e)
@@ -79,6 +100,17 @@ int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *
 void iabn_exec_free(iabn_exec *ex)
 {
     if (!ex) return;
+    if (ex->nst) ex->be->sync(ex->be->ctx); /* no copy may still land in what is freed */
+    for (int i = 0; i < ex->nst; i++) {
+        staged *st = &ex->st[i];
+        /* buf[0] / buf[1]: one is the io slot, the other our allocation */
+        void *io_slot = ex->io + ex->p->io_offset[st->t];
+        for (int k = 0; k < 2; k++) {
+            if (st->buf[k] && st->buf[k] != io_slot) ex->be->free(ex->be->ctx, st->buf[k]);
+            if (st->freed[k]) ex->be->event_free(ex->be->ctx, st->freed[k]);
+        }
+        if (st->ready) ex->be->event_free(ex->be->ctx, st->ready);
+    }
     if (ex->arena) ex->be->free(ex->be->ctx, ex->arena);
     if (ex->io) ex->be->free(ex->be->ctx, ex->io);
     free(ex->ptr);
@@ -136,6 +168,94 @@ int iabn_exec_get(iabn_exec *ex, int t, void *host, size_t bytes, iabn_err *e)
     if (ex->be->d2h(ex->be->ctx, host, ex->ptr[t], bytes))
         return iabn_err_set(e, IABN_EDEVICE, "copying %s from the device failed",
                             ex->g->t[t].name);
+    return 0;
+}
+
+static int stage_fail(iabn_exec *ex, int t, const char *what, iabn_err *e)
+{
+    return iabn_err_set(e, IABN_EDEVICE, "staging %s: %s", ex->g->t[t].name, what);
+}
+
+/* The staging entry of input t, created on first use. */
+static int stage_entry(iabn_exec *ex, int t, staged **out, iabn_err *e)
+{
+    for (int i = 0; i < ex->nst; i++)
+        if (ex->st[i].t == t) return *out = &ex->st[i], 0;
+    if (ex->nst == MAX_STAGED)
+        return iabn_err_set(e, IABN_EINVAL, "staging %s: at most %d inputs can be staged",
+                            ex->g->t[t].name, MAX_STAGED);
+    const iabn_backend *be = ex->be;
+    staged *st = &ex->st[ex->nst];
+    memset(st, 0, sizeof *st);
+    st->t = t;
+    st->buf[0] = ex->ptr[t];
+    st->buf[1] = be->alloc(be->ctx, ex->g->t[t].nbytes);
+    st->freed[0] = be->event_new(be->ctx);
+    st->freed[1] = be->event_new(be->ctx);
+    st->ready = be->event_new(be->ctx);
+    ex->nst++; /* from here iabn_exec_free releases whatever was made */
+    if (!st->buf[1])
+        return iabn_err_set(e, IABN_ENOMEM, "staging %s: cannot allocate its second buffer "
+                                            "(%zu bytes)", ex->g->t[t].name, ex->g->t[t].nbytes);
+    if (!st->freed[0] || !st->freed[1] || !st->ready)
+        return stage_fail(ex, t, "cannot create its events", e);
+    ex->staging_bytes += ex->g->t[t].nbytes;
+    *out = st;
+    return 0;
+}
+
+int iabn_exec_stage(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_err *e)
+{
+    const iabn_backend *be = ex->be;
+    const iabn_tensor *tt = &ex->g->t[t];
+    if (tt->kind != IABN_T_INPUT)
+        return iabn_err_set(e, IABN_EINVAL, "staging %s: only graph inputs can be staged",
+                            tt->name);
+    if (!be->h2d_async) return iabn_exec_set(ex, t, host, bytes, e);
+    if (bytes != tt->nbytes)
+        return iabn_err_set(e, IABN_EINVAL, "%s holds %zu bytes, %zu given", tt->name, tt->nbytes,
+                            bytes);
+    staged *st = NULL;
+    int rc = stage_entry(ex, t, &st, e);
+    if (rc) return rc;
+    if (st->pending)
+        return iabn_err_set(e, IABN_EINVAL, "staging %s: the input staged before has not been "
+                                            "consumed by a run yet", tt->name);
+    int k = 1 - st->cur;
+    if (be->h2d_async(be->ctx, st->buf[k], host, bytes, st->freed_set[k] ? st->freed[k] : NULL,
+                      st->ready))
+        return stage_fail(ex, t, "the asynchronous copy failed", e);
+    st->pending = 1;
+    return 0;
+}
+
+size_t iabn_exec_staging_bytes(const iabn_exec *ex) { return ex->staging_bytes; }
+
+/* Before a run: staged inputs whose copy was queued are swapped in (the
+ * compute stream waits for their copy). */
+static int stage_swap_in(iabn_exec *ex, iabn_err *e)
+{
+    for (int i = 0; i < ex->nst; i++) {
+        staged *st = &ex->st[i];
+        if (!st->pending) continue;
+        if (ex->be->wait(ex->be->ctx, st->ready))
+            return stage_fail(ex, st->t, "waiting for its copy failed", e);
+        st->cur = 1 - st->cur;
+        ex->ptr[st->t] = st->buf[st->cur];
+        st->pending = 0;
+    }
+    return 0;
+}
+
+/* After a run: the buffers it bound are free once the compute stream passes here. */
+static int stage_mark_used(iabn_exec *ex, iabn_err *e)
+{
+    for (int i = 0; i < ex->nst; i++) {
+        staged *st = &ex->st[i];
+        if (ex->be->record(ex->be->ctx, st->freed[st->cur]))
+            return stage_fail(ex, st->t, "recording its release failed", e);
+        st->freed_set[st->cur] = 1;
+    }
     return 0;
 }
 
@@ -201,6 +321,7 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
     int dev = ex->be->kind;
+    if (ex->nst && stage_swap_in(ex, e)) return e->code;
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
         if (!n->op->run[dev])
@@ -227,6 +348,7 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
         if (ex->check && check_step(ex, s, n, e)) return e->code;
     }
+    if (ex->nst && stage_mark_used(ex, e)) return e->code;
     ex->step++;
     return 0;
 }

@@ -70,6 +70,17 @@ typedef struct iabn_backend {
     int (*d2h)(void *ctx, void *dst, const void *src, size_t bytes);
     int (*fill)(void *ctx, void *dst, int byte, size_t bytes);
     int (*sync)(void *ctx);
+    /* Overlapped input copies (optional: NULL on the CPU, where copies are
+     * plain memcpy).  Events order the compute stream and the copy stream:
+     * h2d_async queues a copy on the copy stream that starts once `after`
+     * (an event recorded on the compute stream, or NULL) has passed, and
+     * records `done` when it has landed; wait makes the compute stream wait
+     * for an event; record records one on the compute stream. */
+    void *(*event_new)(void *ctx);
+    void (*event_free)(void *ctx, void *ev);
+    int (*record)(void *ctx, void *ev);
+    int (*wait)(void *ctx, void *ev);
+    int (*h2d_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
 } iabn_backend;
 
 /* The CPU backend: a constant vtable, no state. */
@@ -213,6 +224,21 @@ int iabn_store_read(iabn_store *s, int id, float *host, iabn_err *e);
 int iabn_store_write(iabn_store *s, int id, const float *host, iabn_err *e);
 int iabn_store_read_grad(iabn_store *s, int id, float *host, iabn_err *e);
 
+/* ---- optimizer ------------------------------------------------------------- */
+
+/* SGD with PyTorch's semantics on every trainable parameter of the store,
+ * on its backend; gradients are zeroed afterwards.  lr_group 1 parameters
+ * (the classifier) take lr[1], the others lr[0]. */
+typedef struct iabn_sgd_opts {
+    float lr[2];
+    float momentum, weight_decay;
+    int nesterov;
+    float grad_scale;        /* gradients times this first (1 / micro-batches) */
+    float clip;              /* > 0: the global L2 norm is clipped to this     */
+} iabn_sgd_opts;
+/* *grad_norm (may be NULL): the global norm after grad_scale, before clipping. */
+int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm, iabn_err *e);
+
 /* ---- graph ---------------------------------------------------------------- */
 
 typedef enum iabn_mode { IABN_EVAL = 0, IABN_TRAIN = 1 } iabn_mode;
@@ -355,6 +381,16 @@ void *iabn_exec_ptr(iabn_exec *ex, int t);
 /* Host copies of inputs / outputs. */
 int iabn_exec_set(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_err *e);
 int iabn_exec_get(iabn_exec *ex, int t, void *host, size_t bytes, iabn_err *e);
+/* Input t of the NEXT run, copied while the current one computes: on a
+ * backend with a copy stream the bytes go to a second device buffer of the
+ * input (allocated on first use: iabn_exec_staging_bytes), which the next
+ * iabn_exec_run swaps in after waiting for the copy; elsewhere this is
+ * iabn_exec_set.  `host` (pinned memory, for a truly asynchronous copy) must
+ * stay untouched until that next run has returned and the caller has
+ * synchronised with it (any iabn_exec_get does).  Staging the same input
+ * twice without a run in between is an error. */
+int iabn_exec_stage(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_err *e);
+size_t iabn_exec_staging_bytes(const iabn_exec *ex);
 /* Dropout masks are a function of (seed, run counter, node): setting the seed
  * restarts the counter; resume restores the counter with set_step. */
 void iabn_exec_set_seed(iabn_exec *ex, uint64_t seed);

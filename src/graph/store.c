@@ -205,8 +205,11 @@ static int cpu_sync(void *ctx)
     return 0;
 }
 
+/* No copy stream: event and async members stay NULL (copies are memcpy). */
 static const iabn_backend cpu_backend = {
-    IABN_DEV_CPU, "cpu", 64, NULL, cpu_alloc, cpu_free, cpu_copy, cpu_copy, cpu_fill, cpu_sync,
+    .kind = IABN_DEV_CPU, .name = "cpu", .align = 64, .ctx = NULL,
+    .alloc = cpu_alloc, .free = cpu_free, .h2d = cpu_copy, .d2h = cpu_copy,
+    .fill = cpu_fill, .sync = cpu_sync,
 };
 
 const iabn_backend *iabn_backend_cpu(void) { return &cpu_backend; }

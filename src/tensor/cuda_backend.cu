@@ -95,6 +95,55 @@ static int be_sync(void *c)
     return be_status(ctx, cudaStreamSynchronize(ctx->stream), "cudaStreamSynchronize");
 }
 
+/* Events are created without timing (cheaper to record and wait on). */
+static void *be_event_new(void *c)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    cudaEvent_t ev = NULL;
+    if (be_status(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                  "cudaEventCreateWithFlags"))
+        return NULL;
+    return (void *)ev;
+}
+
+static void be_event_free(void *c, void *ev)
+{
+    (void)c;
+    if (ev) (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static int be_record(void *c, void *ev)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)ev, ctx->stream), "cudaEventRecord");
+}
+
+static int be_wait(void *c, void *ev)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    return be_status(ctx, cudaStreamWaitEvent(ctx->stream, (cudaEvent_t)ev, 0),
+                     "cudaStreamWaitEvent(compute)");
+}
+
+/* The copy stream waits for `after` (the compute stream's release of dst),
+ * copies, and records `done` for the compute stream to wait on.  From pinned
+ * memory the copy runs while the compute stream works; from pageable memory
+ * CUDA stages it through its own buffer and the call returns later. */
+static int be_h2d_async(void *c, void *dst, const void *src, size_t bytes, void *after,
+                        void *done)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (after && be_status(ctx, cudaStreamWaitEvent(ctx->copy_stream, (cudaEvent_t)after, 0),
+                           "cudaStreamWaitEvent(copy)"))
+        return -1;
+    if (bytes && be_status(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                                ctx->copy_stream),
+                           "cudaMemcpyAsync(h2d, copy stream)"))
+        return -1;
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)done, ctx->copy_stream),
+                     "cudaEventRecord(copy)");
+}
+
 /* ---- context ------------------------------------------------------------------ */
 
 /* Builds everything; on failure the caller frees the partial context. */
@@ -151,6 +200,11 @@ int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
     ctx->be.d2h = be_d2h;
     ctx->be.fill = be_fill;
     ctx->be.sync = be_sync;
+    ctx->be.event_new = be_event_new;
+    ctx->be.event_free = be_event_free;
+    ctx->be.record = be_record;
+    ctx->be.wait = be_wait;
+    ctx->be.h2d_async = be_h2d_async;
     *out = ctx;
     return 0;
 }
@@ -210,4 +264,57 @@ int iabn_cuda_node_done(iabn_cuda_ctx *ctx, iabn_err *e)
     IABN_CUDA_CHECK(e, cudaStreamSynchronize(ctx->stream));
     IABN_CUDA_CHECK(e, cudaGetLastError());
     return 0;
+}
+
+int iabn_cuda_mem_info(iabn_cuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes, iabn_err *e)
+{
+    IABN_CUDA_CHECK(e, cudaSetDevice(ctx->device));
+    IABN_CUDA_CHECK(e, cudaMemGetInfo(free_bytes, total_bytes));
+    return 0;
+}
+
+int iabn_cuda_device_name(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e)
+{
+    cudaDeviceProp prop;
+    IABN_CUDA_CHECK(e, cudaGetDeviceProperties(&prop, ctx->device));
+    snprintf(buf, cap, "%s (sm_%d%d, %zu MiB)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem >> 20);
+    return 0;
+}
+
+/* What the planner needs of the CUDA backend when nothing is allocated: its
+ * kind (cuDNN workspaces as scratch) and alignment.  No device is touched. */
+static void *virt_alloc(void *c, size_t bytes)
+{
+    (void)c;
+    (void)bytes;
+    return NULL;
+}
+static void virt_free(void *c, void *p)
+{
+    (void)c;
+    (void)p;
+}
+static int virt_copy(void *c, void *dst, const void *src, size_t bytes)
+{
+    (void)c, (void)dst, (void)src, (void)bytes;
+    return -1;
+}
+static int virt_fill(void *c, void *dst, int byte, size_t bytes)
+{
+    (void)c, (void)dst, (void)byte, (void)bytes;
+    return -1;
+}
+static int virt_sync(void *c)
+{
+    (void)c;
+    return 0;
+}
+
+const iabn_backend *iabn_cuda_backend_planning(void)
+{
+    static const iabn_backend virt = {
+        IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL};
+    return &virt;
 }

@@ -57,6 +57,17 @@ void iabn_cuda_host_free(void *p, void *ctx);
  * asynchronous error it reveals. */
 int iabn_cuda_sync(iabn_cuda_ctx *ctx, iabn_err *e);
 
+/* Free and total device memory (cudaMemGetInfo): the trainer's budget. */
+int iabn_cuda_mem_info(iabn_cuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes, iabn_err *e);
+/* "NVIDIA H100 80GB HBM3 (sm_90, 81559 MiB)" */
+int iabn_cuda_device_name(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e);
+
+/* A backend of kind cuda that allocates nothing and needs no device: for
+ * planning on a shapes-only store (iabn_store_new_virtual), so that `iabn
+ * mem --device cuda` reports the CUDA plan (cuDNN workspaces, 256-byte
+ * alignment) on a machine without a GPU. */
+const iabn_backend *iabn_cuda_backend_planning(void);
+
 #ifdef __cplusplus
 }
 #endif
