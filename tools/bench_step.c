@@ -1,7 +1,11 @@
 /* bench_step.c: `iabn bench step MODEL`: the time of one training step
  * (forward, backward, SGD update) of a model, median over repeated steps,
  * split into forward / backward / update from the executor's per-node
- * profile.  The PyTorch side of the comparison is tools/bench_step_torch.py. */
+ * profile, and the memory the step holds (plan + store), the figure to set
+ * beside PyTorch's max_memory_allocated.  On a GPU the per-node profile
+ * synchronises after every node, which costs launch overlap: it is taken
+ * only with --ops there, and a step is timed from launch to a synchronise
+ * after the update.  The PyTorch side is tools/bench_step_torch.py. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,13 +14,9 @@
 #include <cjson/cJSON.h>
 
 #include "iabn.h"
-#include "iabn_config.h"
 #include "tools/cli.h"
-#if IABN_HAVE_CUDA
-#include "tensor/cuda_backend.h"
-#include "tensor/cuda_kernels.h"
-#endif
 #include "tools/commands.h"
+#include "tools/device.h"
 
 static double now_s(void)
 {
@@ -34,14 +34,15 @@ static int cmp_d(const void *a, const void *b)
 static void usage(void)
 {
     printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
-           "                       [--repeat 5] [--classes N] [--device cpu|cuda] [--json] [--ops]\n"
+           "                       [--repeat 5] [--classes N] [--device cpu|cuda[:N]] [--json] [--ops]\n"
            "  Median time of a training step (forward + backward + SGD) on random data.\n");
 }
 
 int iabn_bench_step(int argc, char **argv)
 {
     const char *arch = NULL, *bn = "standard";
-    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0, cuda = 0;
+    const char *device = "cpu";
+    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0;
     int by_op = 0;
     struct { const char *name; double s; } ops[64];
     int nops = 0;
@@ -57,8 +58,8 @@ int iabn_bench_step(int argc, char **argv)
             if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
         } else if (!strcmp(a, "--device")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
-            cuda = !strcmp(v, "cuda") && IABN_HAVE_CUDA;
-            if (!cuda && iabn_check_device(v, "bench step")) return 2;
+            if (iabn_check_device(v, "bench step")) return 2;
+            device = v;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--threads") || !strcmp(a, "--repeat") ||
                    !strcmp(a, "--classes")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
@@ -78,17 +79,14 @@ int iabn_bench_step(int argc, char **argv)
     if (!h) h = w = iabn_model_is_segmentation(arch) ? 512 : 224;
     int seg = iabn_model_is_segmentation(arch);
     iabn_err e = {0};
-    const iabn_backend *be = iabn_backend_cpu();
-#if IABN_HAVE_CUDA
-    iabn_cuda_ctx *cu = NULL;
-    if (cuda) {
-        if (iabn_cuda_ctx_new(0, &cu, &e)) {
-            fprintf(stderr, "iabn bench step: %s\n", e.msg);
-            return 1;
-        }
-        be = iabn_cuda_backend(cu);
+    iabn_device dev;
+    if (iabn_device_open(device, &dev, &e)) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        return 1;
     }
-#endif
+    const iabn_backend *be = dev.be;
+    size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
+    int gpu = be->kind == IABN_DEV_CUDA, profile = by_op || !gpu;
     iabn_store *s = iabn_store_new(be, &e);
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
     int xs[4] = {batch, 3, h, w}, ls3[3] = {batch, h, w}, ls1[1] = {batch};
@@ -122,42 +120,33 @@ int iabn_bench_step(int argc, char **argv)
         free(xp);
         free(lp);
     }
+    size_t held = 0, used = 0; /* planned: arena + io + store (momentum included); measured */
     if (!rc) {
-        iabn_exec_profile(ex, 1);
+        iabn_exec_profile(ex, profile);
         const int *sched = iabn_graph_schedule(g);
         int ns = iabn_graph_schedule_len(g);
+        iabn_sgd_opts so = {.lr = {1e-4f, 1e-4f}, .momentum = 0.9f, .weight_decay = 1e-4f,
+                            .nesterov = 1, .grad_scale = 1.f};
         for (int k = 0; k <= repeat && !rc; k++) {
             double t0 = now_s();
             rc = iabn_exec_run(ex, &e);
+            if (!rc && be->sync(be->ctx)) /* a GPU run is only queued so far */
+                rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the step failed");
             double t1 = now_s();
-            for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
-                iabn_param *pp = iabn_store_get(s, i);
-                if (!pp->grad) continue;
-                if (!pp->mom) {
-                    pp->mom = be->alloc(be->ctx, pp->count * sizeof(float));
-                    if (!pp->mom || be->fill(be->ctx, pp->mom, 0, pp->count * sizeof(float))) {
-                        rc = iabn_err_set(&e, IABN_ENOMEM, "no memory for the momentum of %s",
-                                          pp->name);
-                        break;
-                    }
-                }
-#if IABN_HAVE_CUDA
-                if (cu) {
-                    rc = iabn_cuda_sgd_update(cu, pp->count, 1e-4f, 0.9f, 1e-4f, 1, 0, pp->data,
-                                              pp->grad, pp->mom, &e);
-                    continue;
-                }
-#endif
-                iabn_sgd_update(pp->count, 1e-4f, 0.9f, 1e-4f, 1, 0, pp->data, pp->grad, pp->mom);
-            }
-            if (!rc) rc = iabn_store_zero_grads(s, &e);
-            if (!rc && be->sync(be->ctx)) /* a GPU update is only queued so far */
+            if (!rc) rc = iabn_store_sgd_step(s, &so, NULL, &e);
+            if (!rc && be->sync(be->ctx))
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the update failed");
             double t2 = now_s();
-            if (k == 0) continue; /* warm-up */
+            if (k == 0) { /* warm-up; the momentum exists from here */
+                size_t pb, gb, ob, bb, np;
+                iabn_store_totals(s, &np, &pb, &gb, &ob, &bb);
+                held = p->arena_bytes + p->io_bytes + pb + gb + ob + bb;
+                used = iabn_device_used(&dev) - used0;
+                continue;
+            }
             const double *st = iabn_exec_step_times(ex);
             double f = 0, b = 0;
-            for (int j = 0; j < ns; j++) {
+            for (int j = 0; profile && j < ns; j++) {
                 if (iabn_graph_n(g, sched[j])->phase == IABN_PHASE_FWD) f += st[j];
                 else b += st[j];
             }
@@ -173,7 +162,7 @@ int iabn_bench_step(int argc, char **argv)
             }
             tot[k - 1] = t2 - t0;
             fw[k - 1] = f;
-            bw[k - 1] = t1 - t0 - f; /* the backward and the executor's own time */
+            bw[k - 1] = profile ? t1 - t0 - f : 0; /* the backward and the executor's own time */
             up[k - 1] = t2 - t1;
         }
     }
@@ -203,7 +192,7 @@ int iabn_bench_step(int argc, char **argv)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "model", arch);
             cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(mc.bn));
-            cJSON_AddStringToObject(o, "device", be->name);
+            cJSON_AddStringToObject(o, "device", dev.name);
             cJSON_AddNumberToObject(o, "batch", batch);
             cJSON_AddNumberToObject(o, "size", h);
             cJSON_AddNumberToObject(o, "threads", iabn_num_threads());
@@ -212,15 +201,27 @@ int iabn_bench_step(int argc, char **argv)
             cJSON_AddNumberToObject(o, "backward_ms", 1e3 * bw[m]);
             cJSON_AddNumberToObject(o, "update_ms", 1e3 * up[m]);
             cJSON_AddNumberToObject(o, "arena_bytes", (double)p->arena_bytes);
+            cJSON_AddNumberToObject(o, "held_bytes", (double)held);
+            if (gpu) cJSON_AddNumberToObject(o, "device_used_bytes", (double)used);
+            cJSON_AddBoolToObject(o, "profiled", profile);
+            const char *tf = getenv("IABN_TF32"); /* read by the CUDA context the same way */
+            if (gpu) cJSON_AddBoolToObject(o, "tf32", tf && tf[0] && strcmp(tf, "0") != 0);
             char *js = cJSON_Print(o);
             printf("%s\n", js);
             free(js);
             cJSON_Delete(o);
         } else {
-            printf("%s %s batch %d %dx%d, %d threads: step %.1f ms (forward %.1f, backward %.1f, "
-                   "update %.1f), median of %d; arena %.1f MiB\n",
-                   arch, iabn_bn_mode_name(mc.bn), batch, h, w, iabn_num_threads(), 1e3 * tot[m],
-                   1e3 * fw[m], 1e3 * bw[m], 1e3 * up[m], repeat, (double)p->arena_bytes / 1048576.0);
+            printf("%s %s batch %d %dx%d on %s, %d threads: step %.1f ms", arch,
+                   iabn_bn_mode_name(mc.bn), batch, h, w, dev.name, iabn_num_threads(), 1e3 * tot[m]);
+            if (profile)
+                printf(" (forward %.1f, backward %.1f, update %.1f)", 1e3 * fw[m], 1e3 * bw[m],
+                       1e3 * up[m]);
+            else
+                printf(" (update %.1f; --ops for the forward / backward split)", 1e3 * up[m]);
+            printf(", median of %d; arena %.1f MiB, step holds %.1f MiB", repeat,
+                   (double)p->arena_bytes / 1048576.0, (double)held / 1048576.0);
+            if (gpu) printf(" (driver: +%.1f MiB)", (double)used / 1048576.0);
+            printf("\n");
         }
     }
     free(tot);
@@ -231,8 +232,6 @@ int iabn_bench_step(int argc, char **argv)
     iabn_plan_free(p);
     iabn_graph_free(g);
     iabn_store_free(s);
-#if IABN_HAVE_CUDA
-    iabn_cuda_ctx_free(cu);
-#endif
+    iabn_device_close(&dev);
     return rc ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "iabn_config.h"
+#include "tools/device.h"
 
 double iabn_parse_bytes(const char *s)
 {
@@ -91,12 +92,16 @@ const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd)
 
 int iabn_check_device(const char *dev, const char *cmd)
 {
-    if (!strcmp(dev, "cpu")) return 0;
-    if (!strcmp(dev, "cuda")) {
-        fprintf(stderr, "iabn %s: --device cuda: this build of iabn has no CUDA backend%s\n", cmd,
-                IABN_HAVE_CUDA ? "" : " (and no CUDA toolkit was found when it was configured)");
+    iabn_device_kind kind;
+    int index;
+    if (iabn_device_parse(dev, &kind, &index)) {
+        fprintf(stderr, "iabn %s: --device must be cpu, cuda or cuda:N, not '%s'\n", cmd, dev);
         return -1;
     }
-    fprintf(stderr, "iabn %s: --device must be cpu or cuda, not '%s'\n", cmd, dev);
-    return -1;
+    if (kind == IABN_DEV_CUDA && !IABN_HAVE_CUDA) {
+        fprintf(stderr, "iabn %s: --device %s: this build of iabn has no CUDA backend (no CUDA "
+                        "toolkit with cuDNN was found when it was configured)\n", cmd, dev);
+        return -1;
+    }
+    return 0;
 }

@@ -13,7 +13,8 @@ int iabn_parse_floats(const char *s, float *out, int max);
 int iabn_parse_hw(const char *s, int *h, int *w);
 /* A flag's value: argv[*i + 1], advancing *i; NULL (and a message) if missing. */
 const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd);
-/* Checks --device: "cpu" always, "cuda" only when built in. */
+/* Checks --device: "cpu" always, "cuda" / "cuda:N" only when built in (the
+ * device itself is opened, and may be missing, later). */
 int iabn_check_device(const char *dev, const char *cmd);
 
 #endif

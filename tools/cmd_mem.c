@@ -4,7 +4,10 @@
  * optimizer state, running statistics, the planned arena, the planner's lower
  * bound, the activation bytes kept for the backward, per-module (or per-block)
  * rows, and with --budget the largest batch and the largest square crop that
- * fit.  --plot draws live memory over the schedule; --json gives the numbers. */
+ * fit.  --plot draws live memory over the schedule; --json gives the numbers.
+ * --device cuda plans for the CUDA backend (no GPU needed): its scratch is
+ * cuDNN's workspace, its alignment 256 bytes, and the copy stream's second
+ * input buffer counts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/device.h"
 
 #define MAX_MODES 6
 
@@ -27,6 +31,8 @@ typedef struct report {
     iabn_bn_mode mode;
     size_t params, pbytes, gbytes, obytes, bbytes;
     size_t arena, lower, saved, io, naive;
+    size_t ws_max, ws_sum;      /* scratch (cuDNN workspace on cuda) in the arena */
+    size_t staging;             /* second input buffers (copy stream) */
     int copies;
     row *rows;
     int nrows;
@@ -39,13 +45,15 @@ typedef struct mem_args {
     const char *arch;
     int batch, h, w, classes, blocks, steps;
     double budget;
+    const iabn_backend *be;     /* planning backend of --device */
+    const char *device;
 } mem_args;
 
 /* Plans one training step; fills r (rows and live when full). */
 static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int full,
                      report *r, iabn_err *e)
 {
-    iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), e);
+    iabn_store *s = iabn_store_new_virtual(a->be, e);
     if (!s) return e->code;
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
     iabn_model_cfg mc = iabn_model_defaults(a->arch);
@@ -84,6 +92,16 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
         r->io = p->io_bytes;
         r->naive = p->naive_bytes;
         r->copies = iabn_graph_copies(g);
+        for (int k = 0; k < iabn_graph_nnodes(g); k++) {
+            int sc = iabn_graph_n(g, k)->scratch;
+            if (sc < 0) continue;
+            size_t nb = iabn_graph_t(g, sc)->nbytes;
+            r->ws_sum += nb;
+            if (nb > r->ws_max) r->ws_max = nb;
+        }
+        /* the trainer double-buffers its inputs where there is a copy stream */
+        if (a->be->kind == IABN_DEV_CUDA)
+            r->staging = iabn_graph_t(g, x)->nbytes + iabn_graph_t(g, lab)->nbytes;
         if (full) {
             int nb = iabn_graph_block_count(g);
             iabn_block_mem *bm = calloc((size_t)nb + 1, sizeof *bm);
@@ -126,7 +144,7 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
 
 static size_t total_of(const report *r)
 {
-    return r->arena + r->io + r->pbytes + r->gbytes + r->obytes + r->bbytes;
+    return r->arena + r->io + r->staging + r->pbytes + r->gbytes + r->obytes + r->bbytes;
 }
 
 static int fits(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int *ok, iabn_err *e)
@@ -178,8 +196,8 @@ static double mib(size_t b) { return (double)b / 1048576.0; }
 
 static void print_table(const mem_args *a, report *r, int n)
 {
-    printf("%s, batch %d, %dx%d, training step (forward + backward), float32\n\n", a->arch,
-           a->batch, a->h, a->w);
+    printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n\n",
+           a->arch, a->batch, a->h, a->w, a->be->name);
     printf("%-34s", "");
     for (int i = 0; i < n; i++) printf(" %16s", iabn_bn_mode_name(r[i].mode));
     printf("\n");
@@ -193,11 +211,16 @@ static void print_table(const mem_args *a, report *r, int n)
     LINE("optimizer state MiB (momentum)", mib(r[i].obytes), "%16.1f");
     LINE("running statistics MiB", mib(r[i].bbytes), "%16.2f");
     LINE("inputs / outputs MiB", mib(r[i].io), "%16.1f");
+    if (a->be->kind == IABN_DEV_CUDA) {
+        LINE("  staged next inputs MiB", mib(r[i].staging), "%16.1f");
+    }
     LINE("activations kept for backward MiB", mib(r[i].saved), "%16.1f");
     LINE("  per sample MiB", mib(r[i].saved) / a->batch, "%16.2f");
     LINE("arena peak MiB (planned)", mib(r[i].arena), "%16.1f");
     LINE("lower bound MiB (max live)", mib(r[i].lower), "%16.1f");
     LINE("arena / lower bound", (double)r[i].arena / (double)r[i].lower, "%16.3f");
+    LINE(a->be->kind == IABN_DEV_CUDA ? "  largest cuDNN workspace MiB" : "  largest kernel scratch MiB",
+         mib(r[i].ws_max), "%16.1f");
     LINE("without reuse MiB", mib(r[i].naive), "%16.1f");
     LINE("copies for in-place", (double)r[i].copies, "%16.0f");
     LINE("total step MiB", mib(total_of(&r[i])), "%16.1f");
@@ -246,6 +269,10 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON_AddNumberToObject(o, "optimizer_bytes", (double)r[i].obytes);
         cJSON_AddNumberToObject(o, "buffer_bytes", (double)r[i].bbytes);
         cJSON_AddNumberToObject(o, "io_bytes", (double)r[i].io);
+        cJSON_AddStringToObject(o, "device", a->be->name);
+        cJSON_AddNumberToObject(o, "staging_bytes", (double)r[i].staging);
+        cJSON_AddNumberToObject(o, "workspace_max_bytes", (double)r[i].ws_max);
+        cJSON_AddNumberToObject(o, "workspace_sum_bytes", (double)r[i].ws_sum);
         cJSON_AddNumberToObject(o, "arena_bytes", (double)r[i].arena);
         cJSON_AddNumberToObject(o, "lower_bound_bytes", (double)r[i].lower);
         cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)r[i].saved);
@@ -314,6 +341,7 @@ static void usage(void)
 {
     printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
            "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
+           "                [--device cpu|cuda]   (cuda: the CUDA plan; no GPU needed)\n"
            "       iabn mem --list\n"
            "  Plans a training step without allocating and reports its memory per BN mode.\n"
            "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
@@ -321,7 +349,7 @@ static void usage(void)
 
 int iabn_cmd_mem(int argc, char **argv)
 {
-    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0};
+    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu"};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -356,11 +384,19 @@ int iabn_cmd_mem(int argc, char **argv)
             if (!(plot = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
         } else if (!strcmp(s, "--device")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "mem")) || iabn_check_device(v, "mem")) return 2;
+            a.device = v;
         } else if (s[0] == '-') { fprintf(stderr, "iabn mem: unknown flag %s\n", s); return 2; }
         else if (!a.arch) a.arch = s;
         else { fprintf(stderr, "iabn mem: unexpected argument %s\n", s); return 2; }
     }
     if (!a.arch) { usage(); return 2; }
+    {
+        iabn_err de = {0};
+        if (iabn_device_planning_backend(a.device, &a.be, &de)) {
+            fprintf(stderr, "iabn mem: %s\n", de.msg);
+            return 2;
+        }
+    }
     if (!iabn_model_exists(a.arch)) {
         fprintf(stderr, "iabn mem: unknown model '%s' (iabn mem --list)\n", a.arch);
         return 2;

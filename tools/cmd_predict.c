@@ -41,10 +41,10 @@ static int cmp_str(const void *a, const void *b)
 static void usage(void)
 {
     printf("usage: iabn predict CHECKPOINT IN_DIR OUT_DIR [--scales 0.7,1,1.2] [--flip]\n"
-           "                    [--color | --labelids] [--threads T]\n");
+           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n");
 }
 
-static int load_model(trainer *tr, const char *ckpt, iabn_err *e)
+static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_err *e)
 {
     iabn_st_file *f = NULL;
     int rc = iabn_st_load(ckpt, &f, e);
@@ -59,6 +59,7 @@ static int load_model(trainer *tr, const char *ckpt, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
     tr->task = IABN_TASK_SEGMENT;
     tr->classes = tr->cfg.classes;
+    if ((rc = iabn_device_open(device, &tr->dev, e))) return rc;
     return trainer_load_weights(tr, ckpt, 64, e);
 }
 
@@ -67,6 +68,7 @@ int iabn_cmd_predict(int argc, char **argv)
     const char *pos[3];
     int npos = 0, flip = 0, color = 0, labelids = 0, ns = 0;
     float scales[8] = {1.f};
+    const char *device = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
@@ -80,6 +82,8 @@ int iabn_cmd_predict(int argc, char **argv)
             long long n;
             if (!(v = iabn_flag_value(argc, argv, &i, "predict")) || iabn_parse_int(v, &n) || n < 1) return 2;
             iabn_set_num_threads((int)n);
+        } else if (!strcmp(a, "--device")) {
+            if (!(device = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
         } else if (a[0] == '-') { fprintf(stderr, "iabn predict: unknown flag %s\n", a); return 2; }
         else if (npos < 3) pos[npos++] = a;
         else { fprintf(stderr, "iabn predict: unexpected argument %s\n", a); return 2; }
@@ -89,7 +93,7 @@ int iabn_cmd_predict(int argc, char **argv)
     trainer tr;
     memset(&tr, 0, sizeof tr);
     iabn_err e = {0};
-    int rc = load_model(&tr, pos[0], &e);
+    int rc = load_model(&tr, pos[0], device, &e);
     if (!rc && labelids && tr.classes != 19)
         rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", tr.classes);
     DIR *d = rc ? NULL : opendir(pos[1]);
@@ -148,6 +152,8 @@ int iabn_cmd_predict(int argc, char **argv)
     free(names);
     for (int i = 0; i < 2; i++) gset_free(&tr.evals[i]);
     iabn_store_free(tr.s);
+    free(tr.host);
+    iabn_device_close(&tr.dev);
     if (rc) {
         fprintf(stderr, "iabn predict: %s\n", e.msg);
         return 1;

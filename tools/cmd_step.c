@@ -13,9 +13,11 @@
 #include <string.h>
 
 #include "iabn.h"
+#include "tools/cli.h"
+#include "tools/device.h"
 
 typedef struct step_opts {
-    const char *arch, *input, *weights, *out, *bn, *act;
+    const char *arch, *input, *weights, *out, *bn, *act, *device;
     float act_param;
     int have_act_param;
     int classes, train, threads, no_dropout, no_input_3x3, dilation, frozen_bn, check;
@@ -44,6 +46,7 @@ static void usage(FILE *f)
             "  --dilation        dilated classification body (output stride 8)\n"
             "  --frozen-bn       BN uses running statistics, gamma / beta frozen\n"
             "  --threads T       CPU threads\n"
+            "  --device D        cpu, cuda or cuda:N (cpu): parity of the CUDA backend\n"
             "  --seed S          dropout seed (default 0); --init-seed S (default 1)\n"
             "  --check           verify guard bytes and NaN / Inf after every node\n"
             "models:");
@@ -78,6 +81,11 @@ static int parse(int argc, char **argv, step_opts *o)
         else if (!strcmp(a, "--out")) { VALUE(); o->out = v; }
         else if (!strcmp(a, "--bn")) { VALUE(); o->bn = v; }
         else if (!strcmp(a, "--act")) { VALUE(); o->act = v; }
+        else if (!strcmp(a, "--device")) {
+            VALUE();
+            if (iabn_check_device(v, "step")) return 2;
+            o->device = v;
+        }
         else if (!strcmp(a, "--act-param")) {
             VALUE();
             char *end;
@@ -232,6 +240,8 @@ static int run(const step_opts *o, iabn_err *e)
     iabn_exec *ex = NULL;
     float *xbuf = NULL;
     int32_t *lbuf = NULL;
+    iabn_device dev = {0};
+    if ((rc = iabn_device_open(o->device, &dev, e))) return rc;
     if ((rc = iabn_st_load(o->input, &in, e))) goto done;
     const iabn_st_tensor *xt = iabn_st_find(in, "input"), *tt = iabn_st_find(in, "target");
     if (!xt || xt->dtype != IABN_F32 || xt->ndim != 4 || xt->shape[1] != 3) {
@@ -243,7 +253,7 @@ static int run(const step_opts *o, iabn_err *e)
         goto done;
     }
     int xs[4] = {(int)xt->shape[0], 3, (int)xt->shape[2], (int)xt->shape[3]};
-    s = iabn_store_new(iabn_backend_cpu(), e);
+    s = iabn_store_new(dev.be, e);
     g = s ? iabn_graph_new(s, o->train ? IABN_TRAIN : IABN_EVAL) : NULL;
     if (!g) {
         rc = iabn_err_set(e, IABN_ENOMEM, "out of memory creating the graph");
@@ -314,6 +324,7 @@ done:
     iabn_graph_free(g);
     iabn_store_free(s);
     iabn_st_free(in);
+    iabn_device_close(&dev);
     return rc;
 }
 

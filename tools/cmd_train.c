@@ -24,7 +24,7 @@ static void usage_train(int seg)
            "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
            "  --print-freq N      progress line every N steps (10)\n"
            "  --seed N            data order, augmentation, init and dropout (1)\n"
-           "  --device cpu|cuda   (cpu)\n"
+           "  --device DEV        cpu, cuda or cuda:N (cpu)\n"
            "  --evaluate          only evaluate (with --resume CKPT)\n"
            "  --budget BYTES      memory for the step, e.g. 12GiB (default: available memory)\n"
            "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
@@ -73,7 +73,7 @@ int run_train_like(int argc, char **argv, int seg)
         else if (!strcmp(a, "--resume")) { VAL(); o.resume = v; }
         else if (!strcmp(a, "--init") && seg) { VAL(); o.init = v; }
         else if (!strcmp(a, "--output-dir")) { VAL(); o.output_dir = v; }
-        else if (!strcmp(a, "--device")) { VAL(); if (iabn_check_device(v, cmd)) return 2; }
+        else if (!strcmp(a, "--device")) { VAL(); if (iabn_check_device(v, cmd)) return 2; o.device = v; }
         else if (!strcmp(a, "--dataset") && seg) {
             VAL();
             if (iabn_dataset_kind_parse(v, &o.dataset) || o.dataset == IABN_DATASET_IMAGEFOLDER) {
@@ -125,6 +125,7 @@ static void usage_eval(int seg)
     else
         printf("usage: iabn eval CONFIG CHECKPOINT DATA_DIR [--crop 224] [--scale 256] "
                "[--ten-crops] [-b N] [-j N]\n");
+    printf("       [--device cpu|cuda[:N]] [--threads T]\n");
 }
 
 int run_eval_like(int argc, char **argv, int seg)
@@ -165,6 +166,7 @@ int run_eval_like(int argc, char **argv, int seg)
         } else if (!strcmp(a, "--device")) {
             if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
             if (iabn_check_device(v, cmd)) return 2;
+            o.device = v;
         } else if (!strcmp(a, "--dataset") && seg) {
             if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
             if (iabn_dataset_kind_parse(v, &o.dataset) || o.dataset == IABN_DATASET_IMAGEFOLDER) {

@@ -165,6 +165,7 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.shuffle = 1;
     lc.drop_last = 1;
     lc.strict = tr->o->strict_data;
+    iabn_device_loader_cfg(&tr->dev, &lc);
     int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
     if (rc) return rc;
     if (iabn_loader_batches_per_epoch(tr->ltrain) < 1)
@@ -245,6 +246,12 @@ static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
     return rc;
 }
 
+/* The classifier's parameters take network.classifier_lr (lr_group 1). */
+static int is_classifier(const iabn_param *p)
+{
+    return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
+}
+
 static int setup(trainer *tr, iabn_err *e)
 {
     const iabn_train_opts *o = tr->o;
@@ -275,10 +282,15 @@ static int setup(trainer *tr, iabn_err *e)
     tr->batch = tr->cfg.batch_size;
     tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
     tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
-    tr->s = iabn_store_new(iabn_backend_cpu(), e);
+    if ((rc = iabn_device_open(o->device, &tr->dev, e))) return rc;
+    tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
     if ((rc = choose_micro_batches(tr, e))) return rc;
     if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
+    for (int i = 0; i < iabn_store_count(tr->s); i++) {
+        iabn_param *p = iabn_store_get(tr->s, i);
+        p->lr_group = is_classifier(p);
+    }
     iabn_init_kind init = strcmp(tr->cfg.weight_init, "kaiming_normal") ? IABN_INIT_XAVIER_NORMAL
                                                                           : IABN_INIT_KAIMING_NORMAL;
     if ((rc = iabn_init_params(tr->s, init, tr->mcfg.act, (uint64_t)o->seed, e))) return rc;
@@ -293,40 +305,19 @@ static int setup(trainer *tr, iabn_err *e)
 
 /* ---- one optimizer step ------------------------------------------------------------- */
 
-static int is_classifier(const iabn_param *p)
-{
-    return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
-}
-
 static int sgd_step(trainer *tr, double lr_factor, iabn_err *e)
 {
     const iabn_config *c = &tr->cfg;
-    iabn_store *s = tr->s;
-    const iabn_backend *be = iabn_store_backend(s);
-    float inv = 1.f / (float)tr->nmicro;
-    double sq = 0;
-    for (int i = 0; i < iabn_store_count(s); i++) {
-        iabn_param *p = iabn_store_get(s, i);
-        if (!p->grad || p->frozen) continue;
-        if (tr->nmicro > 1) iabn_scale(p->count, inv, p->grad);
-        if (c->clip > 0) sq += iabn_sumsq(p->count, p->grad);
-    }
-    float clip_scale = 1.f;
-    if (c->clip > 0 && sqrt(sq) > c->clip) clip_scale = (float)(c->clip / (sqrt(sq) + 1e-6));
-    for (int i = 0; i < iabn_store_count(s); i++) {
-        iabn_param *p = iabn_store_get(s, i);
-        if (!p->grad || p->frozen) continue;
-        if (clip_scale != 1.f) iabn_scale(p->count, clip_scale, p->grad);
-        int first = p->mom == NULL;
-        if (first) {
-            p->mom = be->alloc(be->ctx, p->count * sizeof(float));
-            if (!p->mom) return iabn_err_set(e, IABN_ENOMEM, "out of memory for momentum of %s", p->name);
-        }
-        double base = is_classifier(p) && c->classifier_lr > 0 ? c->classifier_lr : c->learning_rate;
-        iabn_sgd_update(p->count, (float)(base * lr_factor), c->momentum, c->weight_decay,
-                        c->nesterov, first, p->data, p->grad, p->mom);
-    }
-    return iabn_store_zero_grads(s, e);
+    double cls = c->classifier_lr > 0 ? c->classifier_lr : c->learning_rate;
+    iabn_sgd_opts so = {
+        .lr = {(float)(c->learning_rate * lr_factor), (float)(cls * lr_factor)},
+        .momentum = c->momentum,
+        .weight_decay = c->weight_decay,
+        .nesterov = c->nesterov,
+        .grad_scale = 1.f / (float)tr->nmicro,
+        .clip = c->clip,
+    };
+    return iabn_store_sgd_step(tr->s, &so, NULL, e);
 }
 
 static double lr_factor(const trainer *tr, long long steps_per_epoch)
@@ -338,29 +329,60 @@ static double lr_factor(const trainer *tr, long long steps_per_epoch)
     return iabn_schedule_factor(s, (double)tr->pos.epoch, (double)s->epochs);
 }
 
-/* Runs the micro-batches of one loader batch; returns the mean loss. */
-static int train_batch(trainer *tr, const iabn_batch *b, double *loss, long *correct, iabn_err *e)
+/* Queues micro-batch k of b as the training graph's next inputs (on a GPU
+ * the copy runs on the copy stream while the graph computes). */
+static int stage_micro(trainer *tr, const iabn_batch *b, int k, iabn_err *e)
 {
     gset *gs = &tr->train;
     size_t img = (size_t)3 * tr->in_h * tr->in_w;
     size_t lab = tr->task == IABN_TASK_SEGMENT ? (size_t)tr->in_h * tr->in_w : 1;
+    size_t m = (size_t)tr->micro;
+    int rc = iabn_exec_stage(gs->ex, gs->x, b->images + (size_t)k * m * img, m * img * 4, e);
+    if (!rc) rc = iabn_exec_stage(gs->ex, gs->labels, b->labels + (size_t)k * m * lab, m * lab * 4, e);
+    return rc;
+}
+
+/* The next training batch, or *out = NULL at the end of the epoch; *wait:
+ * the seconds spent waiting for the loader. */
+static int fetch_batch(trainer *tr, iabn_batch **out, double *wait, iabn_err *e)
+{
+    double t0 = now_s();
+    *out = NULL;
+    int rc = iabn_loader_next(tr->ltrain, out, e);
+    *wait = now_s() - t0;
+    if (rc == 1) *out = NULL;
+    return rc == 1 ? 0 : rc;
+}
+
+/* Runs the micro-batches of b, whose first is staged already, and returns
+ * the mean loss.  With `ahead`, the next batch is fetched and its first
+ * micro-batch staged while b's last one computes (*next, NULL at the end of
+ * the epoch, *epoch_end then set). */
+static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch **next,
+                       double *next_wait, int *epoch_end, double *loss, long *correct, iabn_err *e)
+{
+    gset *gs = &tr->train;
     double sum = 0;
+    *next = NULL;
     for (int k = 0; k < tr->nmicro; k++) {
-        int rc = iabn_exec_set(gs->ex, gs->x, b->images + (size_t)k * tr->micro * img,
-                               (size_t)tr->micro * img * 4, e);
-        if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, b->labels + (size_t)k * tr->micro * lab,
-                                    (size_t)tr->micro * lab * 4, e);
-        if (!rc) rc = iabn_exec_run(gs->ex, e);
-        if (rc) return rc;
-        float l;
-        iabn_exec_get(gs->ex, gs->loss, &l, sizeof l, e);
-        sum += l;
-        if (tr->task == IABN_TASK_CLASSIFY) {
+        int rc = iabn_exec_run(gs->ex, e);
+        if (!rc && k + 1 < tr->nmicro) rc = stage_micro(tr, b, k + 1, e);
+        if (!rc && k + 1 == tr->nmicro && ahead) {
+            rc = fetch_batch(tr, next, next_wait, e);
+            if (!rc && !*next) *epoch_end = 1;
+            if (!rc && *next) rc = stage_micro(tr, *next, 0, e);
+        }
+        float l = 0;
+        if (!rc) rc = iabn_exec_get(gs->ex, gs->loss, &l, sizeof l, e);
+        if (!rc && tr->task == IABN_TASK_CLASSIFY &&
+            !(rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e))) {
             long c1 = 0, ck = 0;
-            iabn_topk_correct(tr->micro, tr->classes, iabn_exec_ptr(gs->ex, gs->logits),
+            iabn_topk_correct(tr->micro, tr->classes, tr->host,
                               b->labels + (size_t)k * tr->micro, 1, &c1, &ck);
             *correct += c1;
         }
+        if (rc) return rc;
+        sum += l;
     }
     *loss = sum / tr->nmicro;
     return 0;
@@ -413,6 +435,8 @@ static void teardown(trainer *tr)
     iabn_dataset_free(tr->dtrain);
     iabn_dataset_free(tr->dval);
     iabn_store_free(tr->s);
+    free(tr->host);
+    iabn_device_close(&tr->dev); /* last: the loaders' pinned batches came from it */
     free(tr->config_json);
     if (tr->metrics) fclose(tr->metrics);
     if (tr->tb) iabn_tb_close(tr->tb, NULL);
@@ -494,6 +518,11 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         double ep_loss = 0, t_ep = now_s();
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         double avg_loss = 0;
+        /* b: the batch to train on, fetched (and its first micro-batch
+         * staged) while the step before computed */
+        iabn_batch *b = NULL;
+        double wait = 0, t_prev = now_s();
+        int epoch_end = 0;
         for (;;) {
             if (stop_requested) break;
             if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
@@ -501,21 +530,18 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 res->stopped_by_time = 1;
                 break;
             }
-            iabn_loader_stats st0;
-            iabn_loader_get_stats(tr->ltrain, &st0);
-            iabn_batch *b = NULL;
-            rc = iabn_loader_next(tr->ltrain, &b, e);
-            if (rc == 1) {
-                rc = 0;
-                break;
+            if (!b) {
+                if (epoch_end) break;
+                if ((rc = fetch_batch(tr, &b, &wait, e)) || !b) break;
+                if ((rc = stage_micro(tr, b, 0, e))) break;
             }
-            if (rc) break;
-            iabn_loader_stats st1;
-            iabn_loader_get_stats(tr->ltrain, &st1);
-            double t0 = now_s(), lr = lr_factor(tr, spe), loss = 0;
+            double lr = lr_factor(tr, spe), loss = 0, data_wait = wait;
             long correct = 0;
-            rc = train_batch(tr, b, &loss, &correct, e);
+            int ahead = !(o->max_steps > 0 && steps_this_run + 1 >= o->max_steps);
+            iabn_batch *next = NULL;
+            rc = train_batch(tr, b, ahead, &next, &wait, &epoch_end, &loss, &correct, e);
             iabn_loader_release(tr->ltrain, b);
+            b = next;
             if (rc) break;
             if (!isfinite(loss)) {
                 res->stopped_by_nan = 1;
@@ -529,7 +555,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 break;
             }
             if ((rc = sgd_step(tr, lr, e))) break;
-            double dt = now_s() - t0;
+            double t_now = now_s(), dt = t_now - t_prev;
+            t_prev = t_now;
             tr->pos.step_in_epoch++;
             tr->pos.global_step++;
             steps_this_run++;
@@ -548,14 +575,14 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 long long left = total_steps - tr->pos.global_step;
                 char eta[32], line[512];
                 fmt_eta(per * (double)left, eta, sizeof eta);
-                double ips = (double)tr->batch / (dt + (st1.wait_seconds - st0.wait_seconds));
+                double ips = (double)tr->batch / dt;
                 if (!o->quiet) {
                     printf("epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)", epoch + 1, epochs,
                            tr->pos.step_in_epoch, spe, loss, avg_loss);
                     if (tr->task == IABN_TASK_CLASSIFY)
                         printf("  top1 %.1f%%", 100.0 * (double)ep_correct / (double)ep_seen);
                     printf("  lr %.5f  img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB\n", lr_now,
-                           ips, st1.wait_seconds - st0.wait_seconds, eta,
+                           ips, data_wait, eta,
                            (double)tr->train.p->arena_bytes / 1048576.0);
                     fflush(stdout);
                 }
@@ -569,6 +596,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 if (tr->tb) iabn_tb_flush(tr->tb, NULL);
             }
         }
+        if (b) iabn_loader_release(tr->ltrain, b); /* fetched ahead, not trained on */
         if (rc) break;
         int finished = tr->pos.step_in_epoch >= spe;
         if (finished) {
@@ -618,11 +646,11 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
         if (!o->quiet) {
             size_t params;
             iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
-            printf("%s (%s, %s), %zu parameters, %d classes; %zu train / %zu val images\n"
+            printf("%s (%s, %s) on %s, %zu parameters, %d classes; %zu train / %zu val images\n"
                    "batch %d%s, input %dx%d: activation arena %.1f MiB (lower bound %.1f MiB), "
                    "whole step %.1f MiB\n",
                    tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
-                   params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
+                   tr.dev.name, params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
                    tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
                    (double)tr.train.p->arena_bytes / 1048576.0,
                    (double)tr.train.p->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);

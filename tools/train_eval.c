@@ -61,8 +61,11 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
         for (int i = 0; !rc && i < n; i++) labs[i] = b->labels[i / ipc];
         if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, labs, (size_t)n * 4, e);
         if (!rc) rc = iabn_exec_run(gs->ex, e);
+        float lossv = 0;
+        if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
+        if (!rc) rc = iabn_exec_get(gs->ex, gs->loss, &lossv, sizeof lossv, e);
         if (!rc) {
-            const float *lg = iabn_exec_ptr(gs->ex, gs->logits);
+            const float *lg = tr->host;
             int k = tr->classes;
             free(avg);
             avg = calloc((size_t)b->n * k, sizeof *avg);
@@ -74,7 +77,7 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
             c1 += a;
             c5 += bb;
             seen += b->n;
-            loss_sum += (double)*(float *)iabn_exec_ptr(gs->ex, gs->loss) * b->n;
+            loss_sum += (double)lossv * b->n;
         }
         iabn_loader_release(ld, b);
         (void)ten;
@@ -128,8 +131,9 @@ int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales,
             if (!rc) rc = iabn_exec_set(gs->ex, gs->x, in, (size_t)3 * hs * ws * 4, e);
             if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, lab, (size_t)hs * ws * 4, e);
             if (!rc) rc = iabn_exec_run(gs->ex, e);
+            if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
             if (rc) break;
-            float *out = iabn_exec_ptr(gs->ex, gs->logits);
+            float *out = tr->host;
             if (f) flip_w(k, hs, ws, out);
             if (hs == h && ws == w) memcpy(lg, out, (size_t)k * hw * sizeof *lg);
             else iabn_bilinear_fwd(1, k, hs, ws, h, w, out, lg);
@@ -241,7 +245,8 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     if (o->threads > 0) iabn_set_num_threads(o->threads);
     const char *split = o->split ? o->split
                         : o->dataset == IABN_DATASET_VISTAS ? "validation" : "val";
-    if ((rc = iabn_dataset_open(o->dataset, o->data_dir, split, &tr.dval, e))) return rc;
+    if ((rc = iabn_device_open(o->device, &tr.dev, e))) return rc;
+    if ((rc = iabn_dataset_open(o->dataset, o->data_dir, split, &tr.dval, e))) goto out;
     tr.classes = tr.dval->num_classes;
     if (tr.cfg.classes && tr.cfg.classes != tr.classes) {
         rc = iabn_err_set(e, IABN_EINVAL, "network.classes is %d but %s has %d classes",
@@ -270,6 +275,7 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     lc.workers = o->workers > 0 ? o->workers : 2;
     lc.shuffle = 0;
     lc.drop_last = 0;
+    iabn_device_loader_cfg(&tr.dev, &lc);
     if ((rc = iabn_loader_open(&lc, tr.dval, &tr.lval, e))) goto out;
     eval_result r;
     rc = run_evaluation(&tr, tr.lval, o->ten_crops, o->flip, o->scales, o->nscales, o->verbose, &r, e);
@@ -293,5 +299,7 @@ out:
     if (tr.lval) iabn_loader_close(tr.lval);
     iabn_dataset_free(tr.dval);
     iabn_store_free(tr.s);
+    free(tr.host);
+    iabn_device_close(&tr.dev);
     return rc;
 }

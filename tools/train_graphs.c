@@ -67,7 +67,7 @@ void trainer_model_cfg(trainer *tr)
 int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e)
 {
     trainer_model_cfg(tr);
-    tr->s = iabn_store_new(iabn_backend_cpu(), e);
+    tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
     /* a throwaway graph creates the store's tensors for the checkpoint to fill */
     gset probe;
@@ -80,7 +80,23 @@ size_t gset_bytes(const trainer *tr, const gset *gs)
 {
     size_t params, pb, gb, ob, bb;
     iabn_store_totals(tr->s, &params, &pb, &gb, &ob, &bb);
-    return gs->p->arena_bytes + gs->p->io_bytes + pb + gb + ob + bb;
+    size_t staging = 0; /* the inputs' second buffers, on a backend with a copy stream */
+    if (iabn_store_backend(tr->s)->h2d_async)
+        staging = iabn_graph_t(gs->g, gs->x)->nbytes + iabn_graph_t(gs->g, gs->labels)->nbytes;
+    return gs->p->arena_bytes + gs->p->io_bytes + staging + pb + gb + ob + bb;
+}
+
+int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e)
+{
+    size_t nb = iabn_graph_t(gs->g, t)->nbytes;
+    if (nb > *cap) {
+        float *p = realloc(*buf, nb);
+        if (!p) return iabn_err_set(e, IABN_ENOMEM, "out of memory for %zu bytes of %s", nb,
+                                    iabn_graph_t(gs->g, t)->name);
+        *buf = p;
+        *cap = nb;
+    }
+    return iabn_exec_get(gs->ex, t, *buf, nb, e);
 }
 
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e)
@@ -130,22 +146,10 @@ int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e)
     return 0;
 }
 
-/* The machine's available memory (CPU): MemAvailable of /proc/meminfo. */
-size_t available_memory(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return (size_t)1 << 40;
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb ? kb * 1024 : (size_t)1 << 40;
-}
-
 int choose_micro_batches(trainer *tr, iabn_err *e)
 {
-    size_t budget = tr->o->budget_bytes > 0 ? (size_t)tr->o->budget_bytes : available_memory();
+    size_t budget = tr->o->budget_bytes > 0 ? (size_t)tr->o->budget_bytes
+                                            : iabn_device_available(&tr->dev);
     int b = tr->batch;
     for (int k = 1; k <= b; k++) {
         if (b % k) continue;
@@ -167,8 +171,8 @@ int choose_micro_batches(trainer *tr, iabn_err *e)
     if (rc) return rc;
     return iabn_err_set(e, IABN_ENOMEM,
                         "the training step of %s at batch %d (%dx%d) needs %.1f MiB, %.1f MiB "
-                        "available%s; the largest batch that fits is %d",
+                        "available on %s%s; the largest batch that fits is %d",
                         tr->cfg.arch, b, tr->in_h, tr->in_w, (double)tr->need_bytes / 1048576.0,
-                        (double)budget / 1048576.0,
+                        (double)budget / 1048576.0, tr->dev.name,
                         tr->o->no_accumulate ? " (micro-batching disabled)" : "", fit);
 }

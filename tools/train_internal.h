@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "tools/checkpoint.h"
+#include "tools/device.h"
 #include "tools/tb_events.h"
 #include "tools/trainer.h"
 
@@ -22,6 +23,7 @@ typedef struct trainer {
     iabn_task task;
     iabn_config cfg;
     iabn_model_cfg mcfg;
+    iabn_device dev;          /* where graphs run (--device) */
     iabn_store *s;
     iabn_dataset *dtrain, *dval;
     iabn_loader *ltrain, *lval;
@@ -38,6 +40,8 @@ typedef struct trainer {
     FILE *metrics;
     iabn_tb *tb;
     char outdir[1024];
+    float *host;              /* host copy of the logits (gset_fetch) */
+    size_t host_cap;
 } trainer;
 
 /* tr->mcfg from tr->cfg and tr->classes: the one translation from the
@@ -50,9 +54,11 @@ void gset_free(gset *gs);
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
 size_t gset_bytes(const trainer *tr, const gset *gs);
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e);
+/* Host copy of a graph's output (the logits, the loss): on a GPU the bytes
+ * come back from the device; *buf grows as needed (owned by the caller). */
+int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e);
 int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e);
 int choose_micro_batches(trainer *tr, iabn_err *e);
-size_t available_memory(void);
 void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 
 /* Evaluation over a loader: classification top-1 / top-5 (and loss), or

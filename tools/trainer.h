@@ -30,6 +30,7 @@ typedef struct iabn_train_opts {
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
     int threads;
+    const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
 } iabn_train_opts;
 
 void iabn_train_opts_defaults(iabn_train_opts *o);
@@ -60,6 +61,7 @@ typedef struct iabn_eval_opts {
     float scales[8];
     int nscales;
     int threads, verbose;
+    const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
 } iabn_eval_opts;
 
 int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);

@@ -1,0 +1,37 @@
+/* device.h: the device a command runs on (--device cpu | cuda | cuda:N):
+ * its backend for stores, the memory it offers, pinned batch buffers for
+ * the loader, and the backend the planner uses for reports. */
+#ifndef IABN_TOOLS_DEVICE_H
+#define IABN_TOOLS_DEVICE_H
+
+#include <stddef.h>
+
+#include "data/data.h"
+#include "graph/graph.h"
+
+typedef struct iabn_device {
+    const iabn_backend *be;
+    void *cuda;               /* iabn_cuda_ctx, NULL on the CPU */
+    char name[160];           /* "cpu" or "cuda:0 NVIDIA H100 ... " */
+} iabn_device;
+
+/* Parses "cpu", "cuda" or "cuda:N" into *kind and *index; -1 when malformed. */
+int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index);
+/* Opens the device (NULL spec: cpu).  A CUDA spec in a build without CUDA,
+ * or without a usable GPU, is an error that says which. */
+int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e);
+void iabn_device_close(iabn_device *d);
+/* Bytes a step may use: free device memory on a GPU; the machine's
+ * available memory on the CPU. */
+size_t iabn_device_available(const iabn_device *d);
+/* Device memory in use (total - free, as the driver counts it: every
+ * process and the context itself); 0 on the CPU.  Its growth across a run is
+ * what the run allocated, to set beside the plan. */
+size_t iabn_device_used(const iabn_device *d);
+/* Points the loader's batch allocation at pinned host memory on a GPU (the
+ * copies to the device then run asynchronously); nothing on the CPU. */
+void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc);
+/* The backend to plan with for a spec, with no device needed (iabn mem). */
+int iabn_device_planning_backend(const char *spec, const iabn_backend **be, iabn_err *e);
+
+#endif
