@@ -5,9 +5,17 @@ the same network built in PyTorch (tests/fixtures/parity.py's modules: the
 reference architecture, BN as F.batch_norm + activation, i.e. standard BN).
 
     /usr/bin/python3 tools/bench_step_torch.py resnext101 --batch 4 --size 224 --threads 2
+    python3 tools/bench_step_torch.py resnext101 --device cuda --batch 32 --size 224 --json
 
 Prints one line, or JSON with --json.  Run it beside `iabn bench step` on an
-otherwise idle machine (tools/bench_step.sh does both)."""
+otherwise idle machine (tools/bench_step.sh does both; tools/gpu_check.sh on
+a GPU).  With --device cuda each timed step starts and ends with
+torch.cuda.synchronize(), TF32 is off in cuBLAS and cuDNN unless --tf32 (as
+iabn's IABN_TF32), and peak_bytes is torch.cuda.max_memory_allocated() over
+the timed steps (weights, gradients, momentum and activations; counters reset
+once the model, optimizer and batch are on the device).  Works with Debian's
+torch 1.13 (CPU) and PyTorch 2.x (CUDA).  Exits 77 when torch or the device
+is missing."""
 import argparse
 import json
 import os
@@ -30,28 +38,60 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (default: off)")
+    ap.add_argument("--cudnn-benchmark", action="store_true",
+                    help="torch.backends.cudnn.benchmark = True (autotuned algorithms)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)  # Debian's torch defaults to 1 thread here
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            print("SKIP: torch %s sees no CUDA device" % torch.__version__, file=sys.stderr)
+            sys.exit(77)
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
+        torch.backends.cudnn.benchmark = a.cudnn_benchmark
+    dev = torch.device(a.device)
     torch.manual_seed(0)
-    model = parity.build(a.model, a.classes).float().train()
+    model = parity.build(a.model, a.classes).float().train().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    x = torch.randn(a.batch, 3, a.size, a.size)
+    x = torch.randn(a.batch, 3, a.size, a.size).to(dev)
     seg = "deeplab" in a.model
-    y = torch.randint(a.classes, (a.batch, a.size, a.size) if seg else (a.batch,))
+    y = torch.randint(a.classes, (a.batch, a.size, a.size) if seg else (a.batch,)).to(dev)
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    if cuda:
+        sync()
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for i in range(a.repeat + 1):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y, ignore_index=255)
         loss.backward()
         opt.step()
+        sync()
         if i:
             times.append(time.perf_counter() - t0)
     ms = 1e3 * statistics.median(times)
+    peak = torch.cuda.max_memory_allocated() if cuda else None
+    name = torch.cuda.get_device_name() if cuda else "cpu"
     if a.json:
-        print(json.dumps({"model": a.model, "framework": "pytorch " + torch.__version__, "batch": a.batch,
-                          "size": a.size, "threads": a.threads, "step_ms": ms}))
+        print(json.dumps({"model": a.model, "framework": "pytorch " + torch.__version__, "device": a.device,
+                          "device_name": name, "batch": a.batch, "size": a.size, "threads": a.threads,
+                          "tf32": bool(cuda and a.tf32), "cudnn_benchmark": bool(cuda and a.cudnn_benchmark),
+                          "step_ms": ms, "peak_bytes": peak}))
+    elif cuda:
+        print("pytorch %s %s on %s, batch %d %dx%d, tf32 %s: step %.1f ms, median of %d; "
+              "peak %.1f MiB (max_memory_allocated)"
+              % (torch.__version__, a.model, name, a.batch, a.size, a.size, "on" if a.tf32 else "off", ms,
+                 a.repeat, peak / 1048576.0))
     else:
         print("pytorch %s %s batch %d %dx%d, %d threads: step %.1f ms, median of %d"
               % (torch.__version__, a.model, a.batch, a.size, a.size, a.threads, ms, a.repeat))
