@@ -18,6 +18,7 @@
 #              batches, staged inputs on the copy stream, SGD, validation, checkpoint)
 #   bench      resnext101 b32 224: iabn standard, iabn inplace_abn_ii, PyTorch (TF32 off)
 #   mem        iabn mem resnext101 --batch 32 (the planned totals)
+#   traintest  tests/test_train (a CPU and a CUDA training run compared), if time is left
 #   tf32       the same step with TF32 allowed on both sides (only if time is left)
 # Everything goes to $OUT (or build-gpu-out/ when OUT is unset) as it happens:
 # gpu-results.md (the summary, written step by step), gpu-steps.log (each
@@ -432,6 +433,11 @@ if wanted mem; then
   export -f memcmd; export IABN MODEL BATCH SIZE
   rm -f "$W/mem.json"
   step mem 60 0 bash -c memcmd
+fi
+# the trainer on both devices: per-step losses of a CPU and a CUDA run agree
+# and the CUDA run learns (tests/test_train.c, test_cuda_matches_cpu)
+if wanted traintest; then
+  step traintest 150 1 env LD_LIBRARY_PATH="$RUN_LDP" "$BUILT/tests/test_train"
 fi
 if wanted tf32 && [ $((BUDGET - $(elapsed))) -gt 200 ]; then
   ours iabn_standard_tf32 standard IABN_TF32=1
