@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "tensor/tensor.h"
 #include "tensor/cpu_conv_impl.h"
@@ -39,13 +38,6 @@ static const bench_case cases[] = {
 };
 
 static const char *pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -76,10 +68,10 @@ static double measure_peak(int threads)
         double best = 0;
         for (int w = 0; w < 5; w++) {
             long iters = 2000000;
-            double t0 = now_s();
+            double t0 = iabn_now();
             for (long k = 0; k < iters; k++)
                 for (int c = 0; c < 12; c++) PEAK_STEP(c);
-            double dt = now_s() - t0, gf = (double)iters * 12 * 2 * PEAK_LANES / dt * 1e-9;
+            double dt = iabn_now() - t0, gf = (double)iters * 12 * 2 * PEAK_LANES / dt * 1e-9;
             if (gf > best) best = gf;
         }
         float sink[PEAK_LANES * 12], sum = 0;
@@ -156,9 +148,9 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     for (int pass = 0; pass < 3; pass++) {
         run_pass(&g, pass, x, w, y, dx, dw, scr);
         for (int r = 0; r < repeat; r++) {
-            double t0 = now_s();
+            double t0 = iabn_now();
             run_pass(&g, pass, x, w, y, dx, dw, scr);
-            times[r] = now_s() - t0;
+            times[r] = iabn_now() - t0;
         }
         qsort(times, (size_t)repeat, sizeof(double), cmp_double);
         double med = repeat % 2 ? times[repeat / 2]

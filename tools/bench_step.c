@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -17,13 +16,6 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/device.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -128,15 +120,15 @@ int iabn_bench_step(int argc, char **argv)
         iabn_sgd_opts so = {.lr = {1e-4f, 1e-4f}, .momentum = 0.9f, .weight_decay = 1e-4f,
                             .nesterov = 1, .grad_scale = 1.f};
         for (int k = 0; k <= repeat && !rc; k++) {
-            double t0 = now_s();
+            double t0 = iabn_now();
             rc = iabn_exec_run(ex, &e);
             if (!rc && be->sync(be->ctx)) /* a GPU run is only queued so far */
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the step failed");
-            double t1 = now_s();
+            double t1 = iabn_now();
             if (!rc) rc = iabn_store_sgd_step(s, &so, NULL, &e);
             if (!rc && be->sync(be->ctx))
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the update failed");
-            double t2 = now_s();
+            double t2 = iabn_now();
             if (k == 0) { /* warm-up; the momentum exists from here */
                 size_t pb, gb, ob, bb, np;
                 iabn_store_totals(s, &np, &pb, &gb, &ob, &bb);
@@ -204,8 +196,7 @@ int iabn_bench_step(int argc, char **argv)
             cJSON_AddNumberToObject(o, "held_bytes", (double)held);
             if (gpu) cJSON_AddNumberToObject(o, "device_used_bytes", (double)used);
             cJSON_AddBoolToObject(o, "profiled", profile);
-            const char *tf = getenv("IABN_TF32"); /* read by the CUDA context the same way */
-            if (gpu) cJSON_AddBoolToObject(o, "tf32", tf && tf[0] && strcmp(tf, "0") != 0);
+            if (gpu) cJSON_AddBoolToObject(o, "tf32", iabn_device_tf32(&dev));
             char *js = cJSON_Print(o);
             printf("%s\n", js);
             free(js);

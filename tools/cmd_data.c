@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "data/data.h"
@@ -55,13 +54,6 @@ static void usage(FILE *f)
             "\n"
             "iabn data info --data DIR [--kind K] [--split S]\n"
             "  print the number of samples and the classes\n");
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 static double cpu_s(void)
@@ -181,7 +173,7 @@ static int bench(const opts *o, iabn_dataset_kind kind)
         iabn_dataset_free(ds);
         return 1;
     }
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = iabn_now(), c0 = cpu_s();
     int64_t images = 0;
     double check = 0;
     int rc = 0;
@@ -199,7 +191,7 @@ static int bench(const opts *o, iabn_dataset_kind kind)
         }
         if (r < 0) rc = r;
     }
-    double secs = now_s() - t0, cpu = cpu_s() - c0;
+    double secs = iabn_now() - t0, cpu = cpu_s() - c0;
     iabn_loader_stats st;
     iabn_loader_get_stats(ld, &st);
     iabn_loader_close(ld);

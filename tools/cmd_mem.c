@@ -100,8 +100,8 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
             if (nb > r->ws_max) r->ws_max = nb;
         }
         /* the trainer double-buffers its inputs where there is a copy stream */
-        if (a->be->kind == IABN_DEV_CUDA)
-            r->staging = iabn_graph_t(g, x)->nbytes + iabn_graph_t(g, lab)->nbytes;
+        r->staging = iabn_device_staging_bytes(
+            a->be, iabn_graph_t(g, x)->nbytes + iabn_graph_t(g, lab)->nbytes);
         if (full) {
             int nb = iabn_graph_block_count(g);
             iabn_block_mem *bm = calloc((size_t)nb + 1, sizeof *bm);

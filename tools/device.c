@@ -86,36 +86,51 @@ static size_t host_available(void)
     return kb ? kb * 1024 : (size_t)1 << 40;
 }
 
-/* Device memory the plan does not see: cuBLAS's workspace, cuDNN's
- * internal buffers and the staging copies of the inputs stay below this. */
+/* Device memory the plan does not see (cuBLAS's workspace, cuDNN's
+ * internal buffers) stays below this. */
 #define CUDA_MARGIN ((size_t)256 << 20)
+
+/* Free and total bytes of the GPU; both 0 on the CPU or when unreadable. */
+static void gpu_mem(const iabn_device *d, size_t *free_b, size_t *total)
+{
+    *free_b = *total = 0;
+#if IABN_HAVE_CUDA
+    iabn_err e = {0};
+    if (d->cuda && iabn_cuda_mem_info((iabn_cuda_ctx *)d->cuda, free_b, total, &e))
+        *free_b = *total = 0;
+#else
+    (void)d;
+#endif
+}
 
 size_t iabn_device_available(const iabn_device *d)
 {
-#if IABN_HAVE_CUDA
-    if (d->cuda) {
-        size_t free_b = 0, total = 0;
-        iabn_err e = {0};
-        if (iabn_cuda_mem_info((iabn_cuda_ctx *)d->cuda, &free_b, &total, &e)) return 0;
-        return free_b > CUDA_MARGIN ? free_b - CUDA_MARGIN : 0;
-    }
-#endif
-    (void)d;
-    return host_available();
+    if (!d->cuda) return host_available();
+    size_t free_b, total;
+    gpu_mem(d, &free_b, &total);
+    return free_b > CUDA_MARGIN ? free_b - CUDA_MARGIN : 0;
 }
 
 size_t iabn_device_used(const iabn_device *d)
 {
+    size_t free_b, total;
+    gpu_mem(d, &free_b, &total);
+    return total - free_b;
+}
+
+int iabn_device_tf32(const iabn_device *d)
+{
 #if IABN_HAVE_CUDA
-    if (d->cuda) {
-        size_t free_b = 0, total = 0;
-        iabn_err e = {0};
-        if (iabn_cuda_mem_info((iabn_cuda_ctx *)d->cuda, &free_b, &total, &e)) return 0;
-        return total - free_b;
-    }
-#endif
+    if (d->cuda) return iabn_cuda_tf32((const iabn_cuda_ctx *)d->cuda);
+#else
     (void)d;
+#endif
     return 0;
+}
+
+size_t iabn_device_staging_bytes(const iabn_backend *be, size_t input_bytes)
+{
+    return be->kind == IABN_DEV_CUDA ? input_bytes : 0;
 }
 
 void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc)

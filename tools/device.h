@@ -28,6 +28,12 @@ size_t iabn_device_available(const iabn_device *d);
  * process and the context itself); 0 on the CPU.  Its growth across a run is
  * what the run allocated, to set beside the plan. */
 size_t iabn_device_used(const iabn_device *d);
+/* Whether the GPU's math may use TF32 (IABN_TF32=1 when it was opened). */
+int iabn_device_tf32(const iabn_device *d);
+/* The second buffers of the staged inputs (iabn_exec_stage) that a backend
+ * allocates: the CUDA backend and its planning twin copy on a copy stream;
+ * the CPU stages in place. */
+size_t iabn_device_staging_bytes(const iabn_backend *be, size_t input_bytes);
 /* Points the loader's batch allocation at pinned host memory on a GPU (the
  * copies to the device then run asynchronously); nothing on the CPU. */
 void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "tools/train_internal.h"
 
@@ -44,13 +43,6 @@ void iabn_train_opts_defaults(iabn_train_opts *o)
     o->workers = 2;
     o->print_freq = 10;
     o->seed = 1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int mkdirs(const char *path, iabn_err *e)
@@ -346,10 +338,10 @@ static int stage_micro(trainer *tr, const iabn_batch *b, int k, iabn_err *e)
  * the seconds spent waiting for the loader. */
 static int fetch_batch(trainer *tr, iabn_batch **out, double *wait, iabn_err *e)
 {
-    double t0 = now_s();
+    double t0 = iabn_now();
     *out = NULL;
     int rc = iabn_loader_next(tr->ltrain, out, e);
-    *wait = now_s() - t0;
+    *wait = iabn_now() - t0;
     if (rc == 1) *out = NULL;
     return rc == 1 ? 0 : rc;
 }
@@ -507,7 +499,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     const iabn_train_opts *o = tr->o;
     long long spe = iabn_loader_batches_per_epoch(tr->ltrain);
     int epochs = tr->cfg.schedule.epochs;
-    double t_start = now_s();
+    double t_start = iabn_now();
     long long steps_this_run = 0, total_steps = spe * epochs;
     iabn_exec_set_seed(tr->train.ex, (uint64_t)o->seed);
     iabn_exec_set_step(tr->train.ex, (uint64_t)tr->pos.runs);
@@ -515,18 +507,18 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
         if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
         if (tr->pos.step_in_epoch > 0 && (rc = skip_batches(tr, tr->pos.step_in_epoch, e))) break;
-        double ep_loss = 0, t_ep = now_s();
+        double ep_loss = 0, t_ep = iabn_now();
         long ep_correct = 0, ep_seen = 0, ep_steps = 0;
         double avg_loss = 0;
         /* b: the batch to train on, fetched (and its first micro-batch
          * staged) while the step before computed */
         iabn_batch *b = NULL;
-        double wait = 0, t_prev = now_s();
+        double wait = 0, t_prev = iabn_now();
         int epoch_end = 0;
         for (;;) {
             if (stop_requested) break;
             if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
-            if (o->time_limit > 0 && now_s() - t_start > o->time_limit) {
+            if (o->time_limit > 0 && iabn_now() - t_start > o->time_limit) {
                 res->stopped_by_time = 1;
                 break;
             }
@@ -555,7 +547,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 break;
             }
             if ((rc = sgd_step(tr, lr, e))) break;
-            double t_now = now_s(), dt = t_now - t_prev;
+            double t_now = iabn_now(), dt = t_now - t_prev;
             t_prev = t_now;
             tr->pos.step_in_epoch++;
             tr->pos.global_step++;
@@ -570,7 +562,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             double lr_now = tr->cfg.learning_rate * lr;
             if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
                                       tr->pos.step_in_epoch == spe)) {
-                double elapsed = now_s() - t_start;
+                double elapsed = iabn_now() - t_start;
                 double per = elapsed / (double)steps_this_run;
                 long long left = total_steps - tr->pos.global_step;
                 char eta[32], line[512];
@@ -605,7 +597,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         }
         if (!o->quiet && ep_steps) {
             printf("epoch %d/%d %s in %.1fs: train loss %.4f", epoch + 1, epochs,
-                   finished ? "done" : "stopped", now_s() - t_ep, avg_loss);
+                   finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss);
             if (tr->task == IABN_TASK_CLASSIFY)
                 printf(", train top1 %.2f%%", 100.0 * (double)ep_correct / (double)ep_seen);
             printf("\n");

@@ -80,9 +80,9 @@ size_t gset_bytes(const trainer *tr, const gset *gs)
 {
     size_t params, pb, gb, ob, bb;
     iabn_store_totals(tr->s, &params, &pb, &gb, &ob, &bb);
-    size_t staging = 0; /* the inputs' second buffers, on a backend with a copy stream */
-    if (iabn_store_backend(tr->s)->h2d_async)
-        staging = iabn_graph_t(gs->g, gs->x)->nbytes + iabn_graph_t(gs->g, gs->labels)->nbytes;
+    size_t staging = iabn_device_staging_bytes(
+        iabn_store_backend(tr->s),
+        iabn_graph_t(gs->g, gs->x)->nbytes + iabn_graph_t(gs->g, gs->labels)->nbytes);
     return gs->p->arena_bytes + gs->p->io_bytes + staging + pb + gb + ob + bb;
 }
 

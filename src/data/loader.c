@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_OUT };
 
@@ -94,13 +93,6 @@ static int segmentation(const iabn_loader *ld)
 {
     return ld->cfg.transform.kind == IABN_TF_SEGMENT_TRAIN ||
            ld->cfg.transform.kind == IABN_TF_SEGMENT_EVAL;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 static int skippable(int code) { return code == IABN_EFORMAT || code == IABN_EIO; }
@@ -364,10 +356,10 @@ int iabn_loader_next(iabn_loader *ld, iabn_batch **out, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "loader: all %d batch slots are held by the caller; "
                             "release a batch before asking for the next", ld->nslots);
     }
-    double t0 = now_s();
+    double t0 = iabn_now();
     while (!(s->state == SLOT_READY && s->b.index == b && s->gen == ld->gen))
         pthread_cond_wait(&ld->ready_cv, &ld->mu);
-    ld->stats.wait_seconds += now_s() - t0;
+    ld->stats.wait_seconds += iabn_now() - t0;
     ld->next_out++;
     if (s->failed) {
         int rc = iabn_err_set(e, s->err.code, "%s", s->err.msg);

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define GUARD_BYTE 0xA5
 #define MAX_STAGED 4
@@ -27,7 +26,6 @@ typedef struct staged {
     void *buf[2];
     int cur;
     void *freed[2];
-    int freed_set[2];
     void *ready;          /* recorded by the copy stream when the bytes landed */
     int pending;          /* a copy waits to be swapped in by the next run   */
 } staged;
@@ -116,13 +114,6 @@ void iabn_exec_free(iabn_exec *ex)
     free(ex->ptr);
     free(ex->times);
     free(ex);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int iabn_exec_profile(iabn_exec *ex, int on)
@@ -222,8 +213,7 @@ int iabn_exec_stage(iabn_exec *ex, int t, const void *host, size_t bytes, iabn_e
         return iabn_err_set(e, IABN_EINVAL, "staging %s: the input staged before has not been "
                                             "consumed by a run yet", tt->name);
     int k = 1 - st->cur;
-    if (be->h2d_async(be->ctx, st->buf[k], host, bytes, st->freed_set[k] ? st->freed[k] : NULL,
-                      st->ready))
+    if (be->h2d_async(be->ctx, st->buf[k], host, bytes, st->freed[k], st->ready))
         return stage_fail(ex, t, "the asynchronous copy failed", e);
     st->pending = 1;
     return 0;
@@ -254,7 +244,6 @@ static int stage_mark_used(iabn_exec *ex, iabn_err *e)
         staged *st = &ex->st[i];
         if (ex->be->record(ex->be->ctx, st->freed[st->cur]))
             return stage_fail(ex, st->t, "recording its release failed", e);
-        st->freed_set[st->cur] = 1;
     }
     return 0;
 }
@@ -339,11 +328,11 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.seed = ex->seed;
         b.step = ex->step;
         if (ex->p->opts.guard) arm_guards(ex, s);
-        double t0 = ex->times ? now_s() : 0;
+        double t0 = ex->times ? iabn_now() : 0;
         int rc = n->op->run[dev](g, n, &b, e);
         if (ex->times) {
             ex->be->sync(ex->be->ctx);
-            ex->times[s] = now_s() - t0;
+            ex->times[s] = iabn_now() - t0;
         }
         if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
         if (ex->check && check_step(ex, s, n, e)) return e->code;

@@ -73,7 +73,8 @@ typedef struct iabn_backend {
     /* Overlapped input copies (optional: NULL on the CPU, where copies are
      * plain memcpy).  Events order the compute stream and the copy stream:
      * h2d_async queues a copy on the copy stream that starts once `after`
-     * (an event recorded on the compute stream, or NULL) has passed, and
+     * (an event of the compute stream, or NULL; one never recorded counts as
+     * passed, as CUDA's do) has passed, and
      * records `done` when it has landed; wait makes the compute stream wait
      * for an event; record records one on the compute stream. */
     void *(*event_new)(void *ctx);

@@ -6,15 +6,6 @@
 #include "layers/layer_util.h"
 #include "tensor/cuda_kernels.h"
 
-#define CTX ((iabn_cuda_ctx *)b->backend->ctx)
-#define TRY(x)                                                                           \
-    do {                                                                                 \
-        int rc_ = (x);                                                                   \
-        if (rc_) return rc_;                                                             \
-    } while (0)
-#define F(p) ((float *)(p))
-#define CF(p) ((const float *)(p))
-
 static size_t numel(const iabn_graph *g, int t) { return iabn_graph_t(g, t)->nbytes / 4; }
 
 extern "C" {

@@ -7,15 +7,6 @@
 #include "layers/layer_util.h"
 #include "tensor/cuda_kernels.h"
 
-#define CTX ((iabn_cuda_ctx *)b->backend->ctx)
-#define TRY(x)                                                                           \
-    do {                                                                                 \
-        int rc_ = (x);                                                                   \
-        if (rc_) return rc_;                                                             \
-    } while (0)
-#define F(p) ((float *)(p))
-#define CF(p) ((const float *)(p))
-
 static const iabn_act act_id = {IABN_ACT_IDENTITY, 0.f};
 
 /* statistics, then the running update (mirrors the CPU forward) */

@@ -20,6 +20,19 @@
 #define IABN_CUDA_RUN(f) NULL
 #endif
 
+#ifdef __CUDACC__
+/* Shorthands of the run functions (b: the node's iabn_bind): the context,
+ * early return on error, and the bind's void pointers as floats. */
+#define CTX ((iabn_cuda_ctx *)b->backend->ctx)
+#define TRY(x)                                                                           \
+    do {                                                                                 \
+        int rc_ = (x);                                                                   \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+#define F(p) ((float *)(p))
+#define CF(p) ((const float *)(p))
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -72,6 +72,13 @@ static const char *sub(char *buf, const char *name, const char *part)
     return buf;
 }
 
+void iabn_mdl_resnet_schedule(const iabn_mctx *m, int stage, int b, int *stride, int *dil)
+{
+    static const int dilation[4] = {1, 1, 2, 4};
+    *dil = m->cfg->dilation ? dilation[stage] : 1;
+    *stride = *dil == 1 && b == 0 && stage > 0 ? 2 : 1;
+}
+
 int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int *ch, int nch,
                           int stride, int dil, int groups, float drop)
 {

@@ -45,6 +45,12 @@ int iabn_mdl_channels(const iabn_mctx *m, int x);
 int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int *ch, int nch,
                           int stride, int dil, int groups, float drop);
 
+/* Stride and dilation of block b (0-based) of ResNet / ResNeXt module
+ * mod2 + stage (stage 0..3): the first block of mod3..mod5 strides 2; the
+ * dilated variant (output stride 8) dilates mod4 by 2 and mod5 by 4 instead
+ * of striding them. */
+void iabn_mdl_resnet_schedule(const iabn_mctx *m, int stage, int b, int *stride, int *dil);
+
 /* Bodies: the feature extractor up to and including bn_out (pre-activation)
  * or mod5 (post-activation); classifier heads are added by the registry. */
 int iabn_mdl_resnet_body(const iabn_mctx *m, int depth, int x);

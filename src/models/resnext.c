@@ -40,12 +40,10 @@ int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x)
         ch[2] = 64;
         groups = 8;
     }
-    /* the dilated variant (output stride 8): mod4 dilation 2, mod5 dilation 4 */
-    static const int dil[4] = {1, 1, 2, 4};
     for (int mod = 0; mod < 4; mod++) {
         for (int b = 0; b < tab[t].s[mod]; b++) {
-            int d = m->cfg->dilation ? dil[mod] : 1;
-            int s = d == 1 && b == 0 && mod > 0 ? 2 : 1;
+            int s, d;
+            iabn_mdl_resnet_schedule(m, mod, b, &s, &d);
             char bn[32];
             snprintf(bn, sizeof bn, "mod%d.block%d", mod + 2, b + 1);
             iabn_mdl_block(m, "%s", bn);

@@ -229,6 +229,7 @@ void iabn_cuda_ctx_free(iabn_cuda_ctx *ctx)
 const iabn_backend *iabn_cuda_backend(iabn_cuda_ctx *ctx) { return &ctx->be; }
 const iabn_err *iabn_cuda_last_error(const iabn_cuda_ctx *ctx) { return &ctx->last; }
 int iabn_cuda_device(const iabn_cuda_ctx *ctx) { return ctx->device; }
+int iabn_cuda_tf32(const iabn_cuda_ctx *ctx) { return ctx->tf32; }
 
 void *iabn_cuda_host_alloc(size_t bytes, void *c)
 {

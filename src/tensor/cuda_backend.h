@@ -59,6 +59,8 @@ int iabn_cuda_sync(iabn_cuda_ctx *ctx, iabn_err *e);
 
 /* Free and total device memory (cudaMemGetInfo): the trainer's budget. */
 int iabn_cuda_mem_info(iabn_cuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes, iabn_err *e);
+/* Whether TF32 is allowed (IABN_TF32=1 when the context was made). */
+int iabn_cuda_tf32(const iabn_cuda_ctx *ctx);
 /* "NVIDIA H100 80GB HBM3 (sm_90, 81559 MiB)" */
 int iabn_cuda_device_name(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e);
 

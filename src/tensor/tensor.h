@@ -100,6 +100,9 @@ void iabn_aligned_free(void *p);
 int iabn_num_threads(void);
 void iabn_set_num_threads(int n);
 
+/* Seconds on the monotonic clock (profiles, progress, benchmarks). */
+double iabn_now(void);
+
 #ifdef __cplusplus
 }
 #endif
