@@ -1,113 +1,181 @@
 /* cmd_train.c: `iabn train`, `iabn eval`, `iabn segtrain`, `iabn segeval`:
- * argument parsing over the shared trainer (trainer.h). */
+ * the option table's flags turned into an experiment config and the
+ * trainer's options.  The config is built in layers: the reference recipe
+ * (or, for eval, the checkpoint's own config), then a JSON file if one is
+ * given, then the flags. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/cli.h"
+#include "tools/cmd_train.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "tools/trainer.h"
 
-static void usage_train(int seg)
+static int ends_with(const char *s, const char *suf)
 {
-    if (seg)
-        printf("usage: iabn segtrain CONFIG.json DATA_DIR --dataset cityscapes|vistas "
-               "[--init BODY.safetensors] [flags]\n");
-    else
-        printf("usage: iabn train CONFIG.json DATA_DIR [flags]   (DATA_DIR holds train/ and val/)\n");
-    printf("  --epochs N          epochs (optimizer.schedule.epochs)\n"
-           "  -b, --batch-size N  global batch (optimizer.batch_size)\n"
-           "  --lr F              learning rate (optimizer.learning_rate)\n"
-           "  -j, --workers N     data loading threads (2)\n"
-           "  --bn MODE           standard, checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii\n"
-           "  --resume CKPT       continue exactly where CKPT left off\n"
-           "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
-           "  --print-freq N      progress line every N steps (10)\n"
-           "  --seed N            data order, augmentation, init and dropout (1)\n"
-           "  --device DEV        cpu, cuda or cuda:N (cpu)\n"
-           "  --evaluate          only evaluate (with --resume CKPT)\n"
-           "  --budget BYTES      memory for the step, e.g. 12GiB (default: available memory)\n"
-           "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
-           "  --threads T         CPU threads\n"
-           "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
-           "  --strict            an undecodable image is an error, not a skipped file\n"
-           "  -q, --quiet / -v, --verbose\n");
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && !strcmp(s + n - k, suf);
 }
 
-int run_train_like(int argc, char **argv, int seg)
+/* Processes that train together: the MPI launcher's count (1 alone). */
+static int world_size(void)
 {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return 1;
+}
+
+void iabn_reference_recipe(iabn_config *c, int seg)
+{
+    iabn_config_defaults(c);
+    if (seg) {
+        /* the reference Cityscapes / Vistas recipe */
+        snprintf(c->arch, sizeof c->arch, "deeplabv3_wider_resnet38_a2");
+        c->batch_size = 16;
+        c->learning_rate = 0.0025f;
+        c->clip = 0;
+        c->schedule.kind = IABN_SCHED_POLY;
+        c->schedule.per_step = 1;
+        c->schedule.epochs = 100;
+    } else {
+        /* torchvision's classification reference (and the paper's ImageNet runs) */
+        c->schedule.kind = IABN_SCHED_STEP;
+        c->schedule.step_size = 30;
+        c->schedule.epochs = 90;
+    }
+}
+
+int iabn_config_from_args(const iabn_args *a, iabn_config *c, int have_base, const char *what,
+                          iabn_err *e)
+{
+    int rc = 0;
+    const char *cfg = a->v[IABN_O_CONFIG].s;
+    if (cfg && (rc = iabn_config_load(c, cfg, e))) return rc;
+    char *json = iabn_args_config_json(a);
+    if (json) rc = iabn_config_parse(c, json, "command-line flags", e);
+    free(json);
+    if (rc) return rc;
+    /* a step schedule asked for on the command line gets torchvision's step */
+    if (c->schedule.kind == IABN_SCHED_STEP && c->schedule.step_size < 1) c->schedule.step_size = 30;
+    if (a->v[IABN_O_BATCH_PER_RANK].set)
+        c->batch_size = (int)a->v[IABN_O_BATCH_PER_RANK].i * world_size();
+    if (a->v[IABN_O_LR_WARMUP_EPOCHS].set) {
+        if (c->schedule.per_step)
+            return iabn_err_set(e, IABN_EINVAL, "--lr-warmup-epochs: the schedule runs per step: "
+                                "give optimizer.schedule.params.warmup in steps");
+        c->schedule.warmup = (int)a->v[IABN_O_LR_WARMUP_EPOCHS].i;
+    }
+    const iabn_optval *crop = &a->v[IABN_O_CROP];
+    if (crop->set && a->cmd == IABN_C_SEGTRAIN) {
+        c->crop_h = crop->h;
+        c->crop_w = crop->w;
+    } else if (crop->set) {
+        if (crop->h != crop->w)
+            return iabn_err_set(e, IABN_EINVAL, "--crop %s: classification crops are square (N)",
+                                crop->s);
+        if (a->cmd == IABN_C_TRAIN) {
+            /* validation at the same size, resized as the reference's 256 / 224 */
+            c->crop_train = c->crop_val = crop->h;
+            c->scale_val = (crop->h * 8 + 6) / 7;
+        } else {
+            c->crop_val = crop->h;
+        }
+    }
+    /* The in-place modes need an invertible activation: without a word from
+     * the config or the flags, the reference's leaky_relu(0.01). */
+    if (!have_base && !cfg && !a->v[IABN_O_ACT].set && iabn_bn_mode_is_inplace(c->bn_mode) &&
+        c->act.kind == IABN_ACT_RELU) {
+        c->act.kind = IABN_ACT_LEAKY_RELU;
+        if (!a->v[IABN_O_ACT_PARAM].set) c->act.param = 0.01f;
+    }
+    (void)what;
+    return iabn_config_check(c, e);
+}
+
+static int run_train_like(int argc, char **argv, int seg)
+{
+    iabn_cmd_id cid = seg ? IABN_C_SEGTRAIN : IABN_C_TRAIN;
     const char *cmd = seg ? "segtrain" : "train";
+    iabn_args a;
+    int rc = iabn_args_parse(&a, cid, argc, argv);
+    if (rc) return rc == IABN_ARGS_HELP ? 0 : 2;
+    /* [CONFIG.json] DATA_DIR, either of them also as a flag */
+    const char *data = a.v[IABN_O_DATA_PATH].s;
+    int p = 0;
+    if (a.npos - p >= 2 || (a.npos - p == 1 && data && !a.v[IABN_O_CONFIG].set) ||
+        (a.npos - p == 1 && ends_with(a.pos[p], ".json") && !a.v[IABN_O_CONFIG].set)) {
+        if (a.v[IABN_O_CONFIG].set) {
+            fprintf(stderr, "iabn %s: a config both as --config and as an argument\n", cmd);
+            return 2;
+        }
+        a.v[IABN_O_CONFIG].set = 1;
+        a.v[IABN_O_CONFIG].s = a.pos[p++];
+    }
+    if (p < a.npos) {
+        if (data) {
+            fprintf(stderr, "iabn %s: the data both as --data-path and as an argument\n", cmd);
+            return 2;
+        }
+        data = a.pos[p++];
+    }
+    if (!data) {
+        fprintf(stderr, "iabn %s: no data set (DATA_DIR or --data-path; iabn %s --help)\n", cmd, cmd);
+        return 2;
+    }
+    if (!a.v[IABN_O_CONFIG].set && !a.v[IABN_O_MODEL].set && !seg) {
+        fprintf(stderr, "iabn %s: which network? --model NAME (iabn mem --list) or a config\n", cmd);
+        return 2;
+    }
     iabn_train_opts o;
     iabn_train_opts_defaults(&o);
     o.task = seg ? IABN_TASK_SEGMENT : IABN_TASK_CLASSIFY;
     o.dataset = IABN_DATASET_CITYSCAPES;
-    const char *pos[2] = {NULL, NULL};
-    int npos = 0, have_dataset = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        long long n;
-        double f;
-#define VAL() if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2
-#define INT(dst) VAL(); if (iabn_parse_int(v, &n) || n < 0) { fprintf(stderr, "iabn %s: %s %s: not a count\n", cmd, a, v); return 2; } dst = n
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_train(seg); return 0; }
-        else if (!strcmp(a, "--epochs")) { INT(o.epochs); }
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) { INT(o.batch); }
-        else if (!strcmp(a, "-j") || !strcmp(a, "--workers")) { INT(o.workers); }
-        else if (!strcmp(a, "--print-freq")) { INT(o.print_freq); }
-        else if (!strcmp(a, "--seed")) { INT(o.seed); }
-        else if (!strcmp(a, "--threads")) { INT(o.threads); }
-        else if (!strcmp(a, "--max-steps")) { INT(o.max_steps); }
-        else if (!strcmp(a, "--lr")) {
-            VAL();
-            if (iabn_parse_float(v, &f) || f <= 0) { fprintf(stderr, "iabn %s: --lr %s\n", cmd, v); return 2; }
-            o.lr = (float)f;
-        } else if (!strcmp(a, "--time-limit")) {
-            VAL();
-            if (iabn_parse_float(v, &f) || f <= 0) { fprintf(stderr, "iabn %s: --time-limit %s\n", cmd, v); return 2; }
-            o.time_limit = f;
-        } else if (!strcmp(a, "--budget")) {
-            VAL();
-            o.budget_bytes = iabn_parse_bytes(v);
-            if (o.budget_bytes <= 0) { fprintf(stderr, "iabn %s: --budget %s: not a size\n", cmd, v); return 2; }
-        } else if (!strcmp(a, "--bn")) { VAL(); o.bn = v; }
-        else if (!strcmp(a, "--resume")) { VAL(); o.resume = v; }
-        else if (!strcmp(a, "--init") && seg) { VAL(); o.init = v; }
-        else if (!strcmp(a, "--output-dir")) { VAL(); o.output_dir = v; }
-        else if (!strcmp(a, "--device")) { VAL(); if (iabn_check_device(v, cmd)) return 2; o.device = v; }
-        else if (!strcmp(a, "--dataset") && seg) {
-            VAL();
-            if (iabn_dataset_kind_parse(v, &o.dataset) || o.dataset == IABN_DATASET_IMAGEFOLDER) {
-                fprintf(stderr, "iabn %s: --dataset must be cityscapes or vistas\n", cmd);
-                return 2;
-            }
-            have_dataset = 1;
+    if (a.v[IABN_O_DATASET].set) {
+        if (iabn_dataset_kind_parse(a.v[IABN_O_DATASET].s, &o.dataset) ||
+            o.dataset == IABN_DATASET_IMAGEFOLDER) {
+            fprintf(stderr, "iabn %s: --dataset must be cityscapes or vistas\n", cmd);
+            return 2;
         }
-        else if (!strcmp(a, "--evaluate")) o.evaluate_only = 1;
-        else if (!strcmp(a, "--no-accumulate")) o.no_accumulate = 1;
-        else if (!strcmp(a, "--strict")) o.strict_data = 1;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = 1;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = 1;
-        else if (a[0] == '-') { fprintf(stderr, "iabn %s: unknown flag %s (iabn %s --help)\n", cmd, a, cmd); return 2; }
-        else if (npos < 2) pos[npos++] = a;
-        else { fprintf(stderr, "iabn %s: unexpected argument %s\n", cmd, a); return 2; }
-#undef INT
-#undef VAL
-    }
-    if (npos != 2 || (seg && !have_dataset)) {
-        usage_train(seg);
+    } else if (seg) {
+        fprintf(stderr, "iabn %s: --dataset cityscapes|vistas is required\n", cmd);
         return 2;
     }
-    if (o.evaluate_only && !o.resume) {
-        fprintf(stderr, "iabn %s: --evaluate needs --resume CHECKPOINT\n", cmd);
+    if (a.v[IABN_O_TEST_ONLY].set && !a.v[IABN_O_RESUME].set) {
+        fprintf(stderr, "iabn %s: --test-only needs --resume CHECKPOINT\n", cmd);
         return 2;
     }
-    o.config_path = pos[0];
-    o.data_dir = pos[1];
+    iabn_config cfg;
+    iabn_reference_recipe(&cfg, seg);
+    iabn_err e = {0};
+    if (iabn_config_from_args(&a, &cfg, 0, cmd, &e)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
+        return 2;
+    }
+    o.config = &cfg;
+    o.data_dir = data;
+    if (a.v[IABN_O_WORKERS].set) o.workers = (int)a.v[IABN_O_WORKERS].i;
+    if (a.v[IABN_O_PRINT_FREQ].set) o.print_freq = (int)a.v[IABN_O_PRINT_FREQ].i;
+    if (a.v[IABN_O_SEED].set) o.seed = a.v[IABN_O_SEED].i;
+    if (a.v[IABN_O_THREADS].set) o.threads = (int)a.v[IABN_O_THREADS].i;
+    if (a.v[IABN_O_MAX_STEPS].set) o.max_steps = a.v[IABN_O_MAX_STEPS].i;
+    if (a.v[IABN_O_TIME_LIMIT].set) o.time_limit = a.v[IABN_O_TIME_LIMIT].f;
+    if (a.v[IABN_O_BUDGET].set) o.budget_bytes = a.v[IABN_O_BUDGET].f;
+    o.resume = a.v[IABN_O_RESUME].s;
+    o.init = a.v[IABN_O_INIT].s;
+    o.output_dir = a.v[IABN_O_OUTPUT_DIR].s;
+    o.device = a.v[IABN_O_DEVICE].s;
+    o.evaluate_only = a.v[IABN_O_TEST_ONLY].set;
+    o.no_accumulate = a.v[IABN_O_NO_ACCUMULATE].set;
+    o.strict_data = a.v[IABN_O_STRICT].set;
+    o.quiet = a.v[IABN_O_QUIET].set;
+    o.verbose = a.v[IABN_O_VERBOSE].set;
     iabn_train_install_signals();
     iabn_train_result res;
-    iabn_err e = {0};
-    int rc = iabn_train(&o, &res, &e);
-    if (rc) {
+    if (iabn_train(&o, &res, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }
@@ -117,77 +185,83 @@ int run_train_like(int argc, char **argv, int seg)
 int iabn_cmd_train(int argc, char **argv) { return run_train_like(argc, argv, 0); }
 int iabn_cmd_segtrain(int argc, char **argv) { return run_train_like(argc, argv, 1); }
 
-static void usage_eval(int seg)
+int iabn_config_from_checkpoint(iabn_config *c, const char *ckpt, iabn_err *e)
 {
-    if (seg)
-        printf("usage: iabn segeval CONFIG CHECKPOINT DATA_DIR --dataset cityscapes|vistas\n"
-               "       [--scales 0.7,1,1.2] [--flip] [--longest 2048] [--split val] [-v]\n");
-    else
-        printf("usage: iabn eval CONFIG CHECKPOINT DATA_DIR [--crop 224] [--scale 256] "
-               "[--ten-crops] [-b N] [-j N]\n");
-    printf("       [--device cpu|cuda[:N]] [--threads T]\n");
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(ckpt, &f, e);
+    if (rc) return rc;
+    const char *cj = iabn_st_meta(f, "config");
+    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn "
+                                                "checkpoint): give the config too", ckpt);
+    else rc = iabn_config_parse(c, cj, ckpt, e);
+    iabn_st_free(f);
+    return rc;
 }
 
-int run_eval_like(int argc, char **argv, int seg)
+static int run_eval_like(int argc, char **argv, int seg)
 {
+    iabn_cmd_id cid = seg ? IABN_C_SEGEVAL : IABN_C_EVAL;
     const char *cmd = seg ? "segeval" : "eval";
+    iabn_args a;
+    int rc = iabn_args_parse(&a, cid, argc, argv);
+    if (rc) return rc == IABN_ARGS_HELP ? 0 : 2;
+    /* [CONFIG.json] CHECKPOINT DATA_DIR */
+    const char *data = a.v[IABN_O_DATA_PATH].s;
+    int p = 0, need = 1 + !data;
+    if (a.npos > need) {
+        if (a.v[IABN_O_CONFIG].set) {
+            fprintf(stderr, "iabn %s: a config both as --config and as an argument\n", cmd);
+            return 2;
+        }
+        a.v[IABN_O_CONFIG].set = 1;
+        a.v[IABN_O_CONFIG].s = a.pos[p++];
+    }
+    if (a.npos - p != need) {
+        fprintf(stderr, "iabn %s: usage: iabn %s %s\n", cmd, cmd, iabn_command_get(cid)->synopsis);
+        return 2;
+    }
     iabn_eval_opts o;
     memset(&o, 0, sizeof o);
     o.task = seg ? IABN_TASK_SEGMENT : IABN_TASK_CLASSIFY;
     o.dataset = seg ? IABN_DATASET_CITYSCAPES : IABN_DATASET_IMAGEFOLDER;
-    o.workers = 2;
-    const char *pos[3];
-    int npos = 0, have_dataset = !seg, verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long n;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_eval(seg); return 0; }
-        else if (!strcmp(a, "--ten-crops")) o.ten_crops = 1;
-        else if (!strcmp(a, "--flip")) o.flip = 1;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
-        else if (!strcmp(a, "--crop") || !strcmp(a, "--scale") || !strcmp(a, "-b") ||
-                 !strcmp(a, "--batch-size") || !strcmp(a, "-j") || !strcmp(a, "--workers") ||
-                 !strcmp(a, "--longest") || !strcmp(a, "--threads")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
-            if (iabn_parse_int(v, &n) || n < -1) { fprintf(stderr, "iabn %s: %s %s\n", cmd, a, v); return 2; }
-            if (!strcmp(a, "--crop")) o.crop = (int)n;
-            else if (!strcmp(a, "--scale")) o.scale = (int)n;
-            else if (!strcmp(a, "--longest")) o.longest = (int)n;
-            else if (!strcmp(a, "--threads")) o.threads = (int)n;
-            else if (a[1] == 'j' || !strcmp(a, "--workers")) o.workers = (int)n;
-            else o.batch = (int)n;
-        } else if (!strcmp(a, "--scales")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
-            o.nscales = iabn_parse_floats(v, o.scales, 8);
-            if (o.nscales < 1) { fprintf(stderr, "iabn %s: --scales %s\n", cmd, v); return 2; }
-        } else if (!strcmp(a, "--split")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
-            o.split = v;
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
-            if (iabn_check_device(v, cmd)) return 2;
-            o.device = v;
-        } else if (!strcmp(a, "--dataset") && seg) {
-            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
-            if (iabn_dataset_kind_parse(v, &o.dataset) || o.dataset == IABN_DATASET_IMAGEFOLDER) {
-                fprintf(stderr, "iabn %s: --dataset must be cityscapes or vistas\n", cmd);
-                return 2;
-            }
-            have_dataset = 1;
-        } else if (a[0] == '-') { fprintf(stderr, "iabn %s: unknown flag %s\n", cmd, a); return 2; }
-        else if (npos < 3) pos[npos++] = a;
-        else { fprintf(stderr, "iabn %s: unexpected argument %s\n", cmd, a); return 2; }
+    o.checkpoint = a.pos[p++];
+    o.data_dir = data ? data : a.pos[p++];
+    if (seg) {
+        if (!a.v[IABN_O_DATASET].set || iabn_dataset_kind_parse(a.v[IABN_O_DATASET].s, &o.dataset) ||
+            o.dataset == IABN_DATASET_IMAGEFOLDER) {
+            fprintf(stderr, "iabn %s: --dataset cityscapes|vistas is required\n", cmd);
+            return 2;
+        }
     }
-    if (npos != 3 || !have_dataset) {
-        usage_eval(seg);
+    iabn_config cfg;
+    iabn_config_defaults(&cfg);
+    iabn_err e = {0};
+    /* the checkpoint describes itself; a config file and the flags override */
+    if (!a.v[IABN_O_CONFIG].set && iabn_config_from_checkpoint(&cfg, o.checkpoint, &e)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
+        return 1;
+    }
+    if (iabn_config_from_args(&a, &cfg, 1, cmd, &e)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 2;
     }
-    o.config_path = pos[0];
-    o.checkpoint = pos[1];
-    o.data_dir = pos[2];
+    o.config = &cfg;
+    o.workers = a.v[IABN_O_WORKERS].set ? (int)a.v[IABN_O_WORKERS].i : 2;
+    if (a.v[IABN_O_CROP].set) o.crop = a.v[IABN_O_CROP].h;
+    if (a.v[IABN_O_SCALE].set) o.scale = (int)a.v[IABN_O_SCALE].i;
+    if (a.v[IABN_O_LONGEST].set) o.longest = (int)a.v[IABN_O_LONGEST].i;
+    if (a.v[IABN_O_THREADS].set) o.threads = (int)a.v[IABN_O_THREADS].i;
+    if (a.v[IABN_O_BATCH].set) o.batch = (int)a.v[IABN_O_BATCH].i;
+    if (a.v[IABN_O_SCALES].set) {
+        o.nscales = a.v[IABN_O_SCALES].n;
+        memcpy(o.scales, a.v[IABN_O_SCALES].list, sizeof o.scales);
+    }
+    o.ten_crops = a.v[IABN_O_TEN_CROPS].set;
+    o.flip = a.v[IABN_O_FLIP].set;
+    o.split = a.v[IABN_O_SPLIT].s;
+    o.device = a.v[IABN_O_DEVICE].s;
+    o.verbose = a.v[IABN_O_VERBOSE].set;
     iabn_train_result res;
-    iabn_err e = {0};
-    o.verbose = verbose;
     if (iabn_evaluate(&o, &res, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;

@@ -13,6 +13,7 @@ int iabn_cmd_demo(int argc, char **argv);
 int iabn_cmd_predict(int argc, char **argv);
 int iabn_cmd_step(int argc, char **argv);
 int iabn_cmd_data(int argc, char **argv);
+int iabn_cmd_plot(int argc, char **argv);
 
 int iabn_bench_conv(int argc, char **argv);
 int iabn_bench_block(int argc, char **argv);

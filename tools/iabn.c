@@ -11,6 +11,7 @@
 #include "iabn.h"
 #include "iabn_config.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 typedef struct command {
     const char *name;
@@ -21,6 +22,7 @@ typedef struct command {
 static int cmd_bench(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
+static int cmd_completion(int argc, char **argv);
 
 static const command commands[] = {
     {"demo", iabn_cmd_demo, "train a narrow ResNeXt on generated data for a minute, then the memory report"},
@@ -32,7 +34,9 @@ static const command commands[] = {
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
+    {"plot", iabn_cmd_plot, "loss, top-1 / mIoU and learning rate of runs as one SVG"},
     {"bench", cmd_bench, "benchmarks: conv, block, step"},
+    {"completion", cmd_completion, "bash completion script (source <(iabn completion bash))"},
     {"version", cmd_version, "print the version and the backends built in"},
     {"help", cmd_help, "this list"},
 };
@@ -63,6 +67,19 @@ static int cmd_version(int argc, char **argv)
     (void)argv;
     printf("iabn %s (cpu%s%s, %d threads)\n", IABN_VERSION, IABN_HAVE_CUDA ? ", cuda" : "",
            IABN_HAVE_MPI ? ", mpi" : "", iabn_num_threads());
+    return 0;
+}
+
+static int cmd_completion(int argc, char **argv)
+{
+    iabn_args a;
+    int rc = iabn_args_parse(&a, IABN_C_COMPLETION, argc, argv);
+    if (rc) return rc == IABN_ARGS_HELP ? 0 : 2;
+    if (strcmp(a.pos[0], "bash")) {
+        fprintf(stderr, "iabn completion: only bash is generated, not '%s'\n", a.pos[0]);
+        return 2;
+    }
+    iabn_args_completion_bash(stdout);
     return 0;
 }
 

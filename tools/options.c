@@ -85,7 +85,7 @@ static const iabn_option table[IABN_O_COUNT] = {
                                "N times the number of ranks"},
     [IABN_O_LR] = {"lr", NULL, 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "F",
                    "optimizer.learning_rate", TRAINS, "base learning rate"},
-    [IABN_O_MOMENTUM] = {"momentum", NULL, 0, IABN_T_FLOAT, 0, 0.999999, 0, 0, NULL, "F",
+    [IABN_O_MOMENTUM] = {"momentum", NULL, 0, IABN_T_FLOAT, 0, 0.9999, 0, 0, NULL, "F",
                          "optimizer.momentum", TRAINS, "SGD momentum"},
     [IABN_O_WD] = {"wd", "weight-decay", 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F",
                    "optimizer.weight_decay", TRAINS, "weight decay"},
@@ -137,13 +137,13 @@ static const iabn_option table[IABN_O_COUNT] = {
                               TRAINS,
                               "refuse instead of splitting the batch into micro-batches"},
     [IABN_O_STRICT] = {"strict", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                       TRAINS | EVALS | DA | BC,
+                       TRAINS | DA | BC,
                        "an undecodable image (bench conv: a slow case) is an error"},
 
     [IABN_O_CROP] = {"crop", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL,
                      TRAINS | EV,
-                     "crop size (train: input.crop_train, eval: input.crop_val, segtrain: "
-                     "segmentation.crop_size)"},
+                     "crop size (train: input.crop_train and crop_val, eval: input.crop_val, "
+                     "segtrain: segmentation.crop_size)"},
     [IABN_O_SCALE] = {"scale", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", "input.scale_val",
                       EV, "shorter side resized to N before the centre crop"},
     [IABN_O_SIZE] = {"size", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL,
@@ -358,8 +358,28 @@ static int is_choice(const iabn_option *o, const char *s, size_t len)
 
 static int bad(const char *cmd, const iabn_option *o, const char *v)
 {
-    char allowed[600];
+    char allowed[600], lo[32], hi[32];
     iabn_option_allowed(o, allowed, sizeof allowed);
+    num_text(lo, sizeof lo, o->lo);
+    num_text(hi, sizeof hi, o->hi);
+    double x;
+    int numeric = o->type == IABN_T_INT || o->type == IABN_T_FLOAT || o->type == IABN_T_SIZE;
+    if (numeric && !iabn_parse_float(v, &x)) { /* a number, out of range: say which end */
+        if (o->hi > 0 && x > o->hi) snprintf(allowed, sizeof allowed, "must be at most %s", hi);
+        else if (o->type == IABN_T_FLOAT && o->lo_open) snprintf(allowed, sizeof allowed, "must be > %s", lo);
+        else if (o->type == IABN_T_FLOAT) snprintf(allowed, sizeof allowed, "must be >= %s", lo);
+        else snprintf(allowed, sizeof allowed, "must be at least %s", lo);
+        if (o->type == IABN_T_INT && x != floor(x))
+            snprintf(allowed, sizeof allowed, "must be a whole number");
+    } else if (numeric || o->type == IABN_T_FLOATS || o->type == IABN_T_BYTES) {
+        fprintf(stderr, "iabn %s: --%s %s: not %s: %s\n", cmd, o->name, v,
+                o->type == IABN_T_INT    ? "a whole number"
+                : o->type == IABN_T_SIZE  ? "HxW or S"
+                : o->type == IABN_T_BYTES ? "a size such as 12GiB"
+                                          : "a number",
+                allowed);
+        return IABN_ARGS_BAD;
+    }
     fprintf(stderr, "iabn %s: --%s %s: %s\n", cmd, o->name, v, allowed);
     return IABN_ARGS_BAD;
 }

@@ -239,7 +239,8 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     memset(res, 0, sizeof *res);
     tr.task = o->task;
     iabn_config_defaults(&tr.cfg);
-    int rc = o->config_path ? iabn_config_load(&tr.cfg, o->config_path, e) : 0;
+    if (o->config) tr.cfg = *o->config;
+    int rc = !o->config && o->config_path ? iabn_config_load(&tr.cfg, o->config_path, e) : 0;
     if (!rc) rc = iabn_config_check(&tr.cfg, e);
     if (rc) return rc;
     if (o->threads > 0) iabn_set_num_threads(o->threads);

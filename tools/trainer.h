@@ -55,6 +55,7 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e);
 typedef struct iabn_eval_opts {
     iabn_task task;
     const char *config_path, *checkpoint, *data_dir;
+    const iabn_config *config;   /* used instead of config_path when set */
     const char *split;           /* "val" (image folders) / "val" "validation" */
     iabn_dataset_kind dataset;
     int crop, scale, ten_crops, batch, workers, flip, longest;
