@@ -93,7 +93,8 @@ static const key k_top[] = {
     {NULL, 0, 0, NULL},
 };
 
-static const char *sched_names[] = {"constant", "step", "multistep", "exponential", "linear", "poly"};
+static const char *sched_names[] = {"constant", "step", "multistep", "exponential", "linear", "poly",
+                                    "cosine"};
 
 const char *iabn_sched_name(iabn_sched_kind k)
 {
@@ -211,7 +212,7 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
                     return 0;
                 }
         return iabn_err_set(e, IABN_EINVAL,
-                            "%s must be one of constant, step, multistep, exponential, linear, poly",
+                            "%s must be one of constant, step, multistep, exponential, linear, poly, cosine",
                             path);
     case K_MODE:
         if (cJSON_IsString(v) && (!strcmp(v->valuestring, "epoch") || !strcmp(v->valuestring, "step"))) {
@@ -358,6 +359,7 @@ double iabn_schedule_factor(const iabn_schedule *s, double t, double total)
     case IABN_SCHED_EXPONENTIAL: f = pow(s->gamma, t); break;
     case IABN_SCHED_LINEAR: f = s->alpha * t + s->beta; break;
     case IABN_SCHED_POLY: f = total > 0 ? pow(fmax(0.0, 1.0 - t / total), s->power) : 1.0; break;
+    case IABN_SCHED_COSINE: f = total > 0 ? 0.5 * (1.0 + cos(M_PI * fmin(t / total, 1.0))) : 1.0; break;
     }
     if (s->warmup > 0 && t < s->warmup) f *= (t + 1) / (double)s->warmup;
     return f;
@@ -405,7 +407,8 @@ char *iabn_config_to_json(const iabn_config *c)
         cJSON_AddNumberToObject(p, "beta", c->schedule.beta);
         break;
     case IABN_SCHED_POLY: cJSON_AddNumberToObject(p, "power", c->schedule.power); break;
-    case IABN_SCHED_CONSTANT: break;
+    case IABN_SCHED_CONSTANT:
+    case IABN_SCHED_COSINE: break;
     }
     if (c->schedule.warmup) cJSON_AddNumberToObject(p, "warmup", c->schedule.warmup);
     cJSON *in = cJSON_AddObjectToObject(r, "input");

@@ -15,7 +15,8 @@ typedef enum iabn_sched_kind {
     IABN_SCHED_MULTISTEP,
     IABN_SCHED_EXPONENTIAL,
     IABN_SCHED_LINEAR,
-    IABN_SCHED_POLY
+    IABN_SCHED_POLY,
+    IABN_SCHED_COSINE
 } iabn_sched_kind;
 
 typedef struct iabn_schedule {
@@ -28,6 +29,7 @@ typedef struct iabn_schedule {
     int nmilestones;
     float alpha, beta;     /* linear: factor = alpha * t + beta */
     float power;           /* poly: factor = (1 - t / total)^power */
+                           /* cosine: factor = (1 + cos(pi t / total)) / 2 */
     int warmup;            /* warm-up length in the schedule's unit (0: none) */
 } iabn_schedule;
 

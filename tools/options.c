@@ -54,7 +54,7 @@ CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 
 static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_MODEL] = {"model", NULL, 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
-                      TRAINS | ME | SP | BS, "the network (iabn mem --list shows them)"},
+                      TRAINS | ME | SP | BS, "the network (iabn mem --list)"},
     [IABN_O_CONFIG] = {"config", NULL, 'c', IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.json", NULL,
                        RUNS, "experiment config (reference JSON schema); flags override it"},
     [IABN_O_DATA_PATH] = {"data-path", "data", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
@@ -104,9 +104,6 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_LR_WARMUP_EPOCHS] = {"lr-warmup-epochs", NULL, 0, IABN_T_INT, 0, 1e6, 0, 0, NULL,
                                  "N", NULL, TRAINS,
                                  "linear warm-up of the learning rate over N epochs (0: none)"},
-    [IABN_O_LABEL_SMOOTHING] = {"label-smoothing", NULL, 0, IABN_T_FLOAT, 0, 0.999, 0, 0, NULL,
-                                "F", "optimizer.label_smoothing", TR,
-                                "cross-entropy against (1-F) one-hot + F uniform"},
     [IABN_O_CLIP] = {"clip", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F", "optimizer.clip",
                      TRAINS, "gradient norm clipping (0: off)"},
 
