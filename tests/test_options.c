@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "data/data.h"
 #include "tools/cmd_train.h"
 #include "tools/commands.h"
 #include "tools/config.h"
@@ -359,6 +360,75 @@ static void test_plot(void)
     CHECK(iabn_cmd_plot(1, argv4) == 2);
 }
 
+/* Runs a command with stdout captured into out. */
+static int run_captured(int (*fn)(int, char **), int argc, char **argv, char *out, size_t n)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/stdout.txt", tmpdir);
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *f = fopen(path, "w");
+    dup2(fileno(f), 1);
+    int rc = fn(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(f);
+    char *s = slurp(path);
+    snprintf(out, n, "%s", s ? s : "");
+    free(s);
+    return rc;
+}
+
+/* train from flags alone, eval from the checkpoint alone, then fine-tune on a
+ * data set with another number of classes (--init): the head is new. */
+static void test_train_eval_init(void)
+{
+    char d3[300], d4[300], run[300], run4[300], ckpt[400], out[8192];
+    snprintf(d3, sizeof d3, "%s/d3", tmpdir);
+    snprintf(d4, sizeof d4, "%s/d4", tmpdir);
+    snprintf(run, sizeof run, "%s/run", tmpdir);
+    snprintf(run4, sizeof run4, "%s/run4", tmpdir);
+    snprintf(ckpt, sizeof ckpt, "%s/checkpoint_last.safetensors", run);
+    iabn_err e = {0};
+    CHECK_OK(iabn_data_make_synthetic_folder(d3, 3, 8, 4, 32, 3, &e));
+    CHECK_OK(iabn_data_make_synthetic_folder(d4, 4, 8, 4, 32, 4, &e));
+    char *tr[] = {"train", "--model", "resnext_tiny", "--bn", "inplace_abn_ii", d3, "--epochs", "1",
+                  "-b", "8", "--crop", "32", "--output-dir", run, "-q", "--threads", "2"};
+    CHECK(run_captured(iabn_cmd_train, 17, tr, out, sizeof out) == 0);
+    char cfgpath[400];
+    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", run);
+    char *cfg = slurp(cfgpath);
+    CHECK(cfg && strstr(cfg, "\"resnext_tiny\"") && strstr(cfg, "\"inplace_abn_ii\"") &&
+          strstr(cfg, "\"leaky_relu\""));
+    free(cfg);
+    /* eval needs neither the config nor the crop: the checkpoint says */
+    char *ev[] = {"eval", ckpt, d3, "--threads", "2"};
+    CHECK(run_captured(iabn_cmd_eval, 5, ev, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "(12 images): top-1") != NULL, "%s", out);
+    /* a config on the command line still overrides: a wrong arch is refused */
+    char badcfg[400];
+    snprintf(badcfg, sizeof badcfg, "%s/bad.json", tmpdir);
+    FILE *f = fopen(badcfg, "w");
+    fprintf(f, "{\"network\": {\"arch\": \"resnet18\"}}");
+    fclose(f);
+    char *ev2[] = {"eval", badcfg, ckpt, d3, "--threads", "2"};
+    CHECK(run_captured(iabn_cmd_eval, 6, ev2, out, sizeof out) != 0);
+    /* fine-tune on 4 classes from the 3-class checkpoint */
+    char *ft[] = {"train", "--model", "resnext_tiny", "--bn", "inplace_abn_ii", d4, "--epochs", "1",
+                  "-b", "8", "--crop", "32", "--output-dir", run4, "-q", "--threads", "2",
+                  "--init", ckpt};
+    CHECK(run_captured(iabn_cmd_train, 19, ft, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "loaded 68 of 70 tensors") &&
+                  strstr(out, "2 of another shape [classifier.fc.weight, classifier.fc.bias]"),
+              "%s", out);
+    /* a missing file is an error, not a fresh start */
+    char nofile[400];
+    snprintf(nofile, sizeof nofile, "%s/none.safetensors", tmpdir);
+    ft[18] = nofile;
+    CHECK(run_captured(iabn_cmd_train, 19, ft, out, sizeof out) == 1);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/iabn_test_options_XXXXXX");
@@ -369,6 +439,7 @@ int main(void)
     RUN(test_help_and_completion);
     RUN(test_flags_to_config);
     RUN(test_plot);
+    RUN(test_train_eval_init);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);

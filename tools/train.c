@@ -238,6 +238,48 @@ static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
     return rc;
 }
 
+/* Fine-tuning a classifier from a checkpoint (--init): every model tensor
+ * whose name and shape the file holds is loaded, the others keep their fresh
+ * initialisation (a new head for another number of classes); both lists are
+ * printed.  A file that fits nothing is refused. */
+static int load_matching_weights(iabn_store *s, const char *path, iabn_err *e)
+{
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(path, &f, e);
+    if (rc) return rc;
+    int nst = iabn_store_count(s), loaded = 0, n_new = 0, n_shape = 0;
+    char fresh[512] = "", shaped[512] = "";
+    for (int i = 0; i < nst && !rc; i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        const iabn_st_tensor *t = NULL;
+        for (int k = 0; k < iabn_st_count(f) && !t; k++)
+            if (!strcmp(iabn_st_get(f, k)->name, p->name)) t = iabn_st_get(f, k);
+        int same = t && t->ndim == p->nd;
+        for (int d = 0; same && d < p->nd; d++) same = t->shape[d] == p->shape[d];
+        if (!same) {
+            if (t) list_add(shaped, sizeof shaped, &n_shape, p->name);
+            else list_add(fresh, sizeof fresh, &n_new, p->name);
+            continue;
+        }
+        float *host = malloc(p->count * sizeof *host);
+        if (!host) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
+        if (!rc) rc = iabn_st_read_f32(t, host, p->count, e);
+        if (!rc) rc = iabn_store_write(s, i, host, e);
+        free(host);
+        loaded++;
+    }
+    iabn_st_free(f);
+    if (rc) return rc;
+    if (!loaded)
+        return iabn_err_set(e, IABN_EFORMAT, "--init %s: no tensor matches the model by name and "
+                            "shape (another architecture?)", path);
+    printf("init from %s: loaded %d of %d tensors; not loaded (initialised afresh): %d of another "
+           "shape%s%s%s, %d not in the file%s%s%s\n", path, loaded, nst, n_shape,
+           n_shape ? " [" : "", shaped, n_shape ? (n_shape > 8 ? ", ...]" : "]") : "", n_new,
+           n_new ? " [" : "", fresh, n_new ? (n_new > 8 ? ", ...]" : "]") : "");
+    return 0;
+}
+
 /* The classifier's parameters take network.classifier_lr (lr_group 1). */
 static int is_classifier(const iabn_param *p)
 {
@@ -286,7 +328,9 @@ static int setup(trainer *tr, iabn_err *e)
     iabn_init_kind init = strcmp(tr->cfg.weight_init, "kaiming_normal") ? IABN_INIT_XAVIER_NORMAL
                                                                           : IABN_INIT_KAIMING_NORMAL;
     if ((rc = iabn_init_params(tr->s, init, tr->mcfg.act, (uint64_t)o->seed, e))) return rc;
-    if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
+    if (o->init && (rc = tr->task == IABN_TASK_SEGMENT ? load_body_weights(tr->s, o->init, e)
+                                                        : load_matching_weights(tr->s, o->init, e)))
+        return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
     } else {
