@@ -1,58 +1,46 @@
 /* cmd_demo.c: `iabn demo`, the main job on a small built-in default: it
- * generates a learnable image-folder data set (classes told apart by colour
- * and stripe orientation), trains a narrow pre-activation ResNeXt with
- * in-place ABN on it for about a minute, reports the validation accuracy
- * against chance, and prints the model's memory report, standard BN versus
- * in-place ABN. */
+ * generates an image-folder data set that takes learning (12 classes of
+ * shapes with random colours, overlapping distractors, pixel and label
+ * noise), trains a narrow pre-activation ResNeXt with in-place ABN on it for
+ * about a minute, reports the validation accuracy against chance, prints the
+ * model's memory report, standard BN versus in-place ABN, and ends with the
+ * paths of the learning curves and the memory plot. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "tools/trainer.h"
 
 #define DEMO_ARCH "resnext_tiny"
-#define DEMO_CLASSES 10
+#define DEMO_CLASSES 12
 #define DEMO_SIZE 32
-
-static void usage(void)
-{
-    printf("usage: iabn demo [--dir DIR] [--seconds 60] [--bn MODE] [--threads T]\n"
-           "  Generates DIR/data (once), trains %s on it for about --seconds, evaluates,\n"
-           "  and prints the memory report (standard vs in-place ABN).  Outputs in DIR/run.\n",
-           DEMO_ARCH);
-}
+#define DEMO_LABEL_NOISE 0.08
 
 int iabn_cmd_demo(int argc, char **argv)
 {
-    const char *dir = "iabn-demo", *bn = "inplace_abn_ii";
-    double seconds = 60;
-    int threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        double f;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        if (!(v = iabn_flag_value(argc, argv, &i, "demo"))) return 2;
-        if (!strcmp(a, "--dir")) dir = v;
-        else if (!strcmp(a, "--bn")) bn = v;
-        else if (!strcmp(a, "--seconds") && !iabn_parse_float(v, &f) && f > 0) seconds = f;
-        else if (!strcmp(a, "--threads") && !iabn_parse_float(v, &f) && f >= 1) threads = (int)f;
-        else { fprintf(stderr, "iabn demo: bad argument %s %s\n", a, v); return 2; }
-    }
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_DEMO, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    const char *dir = a.v[IABN_O_DIR].set ? a.v[IABN_O_DIR].s : "iabn-demo";
+    const char *bn = a.v[IABN_O_BN].set ? a.v[IABN_O_BN].s : "inplace_abn_ii";
+    double seconds = a.v[IABN_O_TIME_LIMIT].set ? a.v[IABN_O_TIME_LIMIT].f : 60;
+    int threads = a.v[IABN_O_THREADS].set ? (int)a.v[IABN_O_THREADS].i : 0;
     char data[1024], out[1024], probe[1100];
-    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(data, sizeof data, "%s/data-shapes", dir);
     snprintf(out, sizeof out, "%s/run", dir);
     snprintf(probe, sizeof probe, "%s/val", data);
     iabn_err e = {0};
     struct stat st;
     mkdir(dir, 0777);
     if (stat(probe, &st) != 0) {
-        printf("generating %d classes of %dx%d images in %s ...\n", DEMO_CLASSES, DEMO_SIZE,
-               DEMO_SIZE, data);
+        printf("generating %d classes of %dx%d shape images (%.0f%% of the labels noise) in %s ...\n",
+               DEMO_CLASSES, DEMO_SIZE, DEMO_SIZE, 100 * DEMO_LABEL_NOISE, data);
         fflush(stdout);
-        if (iabn_data_make_synthetic_folder(data, DEMO_CLASSES, 120, 30, DEMO_SIZE, 7, &e)) {
+        if (iabn_data_make_synthetic_shapes(data, DEMO_CLASSES, 200, 40, DEMO_SIZE, DEMO_LABEL_NOISE,
+                                            7, &e)) {
             fprintf(stderr, "iabn demo: %s\n", e.msg);
             return 1;
         }
@@ -94,10 +82,17 @@ int iabn_cmd_demo(int argc, char **argv)
            res.epochs_done, res.steps_done, res.last_metric, 100.0 / DEMO_CLASSES, res.best_metric);
     printf("      checkpoints, metrics.jsonl and TensorBoard events in %s\n\n", out);
     fflush(stdout);
-    char batch[16], size[16];
+    char batch[16], size[16], classes[16], memplot[1100];
     snprintf(batch, sizeof batch, "%d", cfg.batch_size);
     snprintf(size, sizeof size, "%d", DEMO_SIZE);
-    char *margv[] = {"mem", DEMO_ARCH, "--batch", batch, "--size", size, "--classes", "10",
-                     "--bn", "standard,checkpoint,inplace_abn,inplace_abn_ii", NULL};
-    return iabn_cmd_mem(10, margv);
+    snprintf(classes, sizeof classes, "%d", DEMO_CLASSES);
+    snprintf(memplot, sizeof memplot, "%s/memory.svg", dir);
+    char *margv[] = {"mem", DEMO_ARCH, "--batch-size", batch, "--size", size, "--classes", classes,
+                     "--bn", "standard,checkpoint,inplace_abn,inplace_abn_ii", "--plot", memplot,
+                     NULL};
+    int rc = iabn_cmd_mem(12, margv);
+    if (rc) return rc;
+    printf("\nlearning curves: %s/curves.svg   (several runs: iabn plot RUN_DIR RUN_DIR -o F.svg)\n"
+           "memory plot:     %s\n", out, memplot);
+    return 0;
 }

@@ -15,7 +15,10 @@
 #include <cjson/cJSON.h>
 
 #include "iabn.h"
-#include "tools/cli.h"
+#include "tools/options.h"
+#include "tools/plot.h"
+
+#define IABN_MAX_MARKS 256
 #include "tools/commands.h"
 #include "tensor/device.h"
 
@@ -38,6 +41,9 @@ typedef struct report {
     int nrows;
     size_t *live;
     int nsteps, boundary;
+    double *mark_step;          /* forward steps where a module (block) starts */
+    char (*mark_name)[IABN_NAME_LEN];
+    int nmarks;
     long max_batch, max_crop;
 } report;
 
@@ -48,6 +54,30 @@ typedef struct mem_args {
     const iabn_backend *be;     /* planning backend of --device */
     const char *device;
 } mem_args;
+
+/* The forward steps at which the report's next row (module, or block with
+ * --blocks) starts: the memory plot's marks. */
+static int mark_modules(const iabn_graph *g, const mem_args *a, const iabn_model_block *mb, int nb,
+                        report *r, iabn_err *e)
+{
+    const int *sched = iabn_graph_schedule(g);
+    int n = r->boundary < iabn_graph_schedule_len(g) ? r->boundary : iabn_graph_schedule_len(g);
+    r->mark_step = malloc((size_t)(nb + 1) * sizeof *r->mark_step);
+    r->mark_name = malloc((size_t)(nb + 1) * sizeof *r->mark_name);
+    if (!r->mark_step || !r->mark_name) return iabn_err_set(e, IABN_ENOMEM, "out of memory");
+    for (int s = 0; s < n && r->nmarks < nb; s++) {
+        int b = iabn_graph_n(g, sched[s])->block;
+        if (b < 0 || b >= nb) continue;
+        const char *name = a->blocks || !mb[b].module[0] ? iabn_graph_block_name(g, b) : mb[b].module;
+        if (r->nmarks && !strcmp(r->mark_name[r->nmarks - 1], name)) continue;
+        int seen = 0;
+        for (int k = 0; k < r->nmarks && !seen; k++) seen = !strcmp(r->mark_name[k], name);
+        if (seen) continue;
+        r->mark_step[r->nmarks] = s;
+        snprintf(r->mark_name[r->nmarks++], IABN_NAME_LEN, "%s", name);
+    }
+    return 0;
+}
 
 /* Plans one training step; fills r (rows and live when full). */
 static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int full,
@@ -132,6 +162,7 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
                     r->rows[k].copies += bm[b].copies;
                 }
             }
+            if (!rc) rc = mark_modules(g, a, mb, nb, r, e);
             free(bm);
             free(mb);
         }
@@ -300,96 +331,82 @@ static void print_json(const mem_args *a, report *r, int n)
     cJSON_Delete(out);
 }
 
-static int write_svg(const char *path, const mem_args *a, report *r, int n)
+/* Live activation memory over the schedule, one curve per BN mode, with the
+ * modules (or blocks) of the first mode marked and the backward's start. */
+static int write_svg(const char *path, const mem_args *a, report *r, int n, iabn_err *e)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-    const double W = 900, H = 420, L = 70, T = 40, PW = W - L - 20, PH = H - T - 60;
-    size_t peak = 1;
-    for (int i = 0; i < n; i++)
-        for (int s = 0; s < r[i].nsteps; s++)
-            if (r[i].live[s] > peak) peak = r[i].live[s];
-    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
-               "font-family='sans-serif' font-size='12'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
-            W, H);
-    fprintf(f, "<text x='%.0f' y='20' font-size='14'>%s, batch %d, %dx%d: live activation memory "
-               "over the schedule (forward | backward)</text>\n", L, a->arch, a->batch, a->h, a->w);
-    for (int t = 0; t <= 4; t++) {
-        double y = T + PH - PH * t / 4.0;
-        fprintf(f, "<line x1='%.0f' x2='%.0f' y1='%.1f' y2='%.1f' stroke='#ddd'/>"
-                   "<text x='5' y='%.1f'>%.0f MiB</text>\n", L, L + PW, y, y, y + 4, mib(peak) * t / 4.0);
+    iabn_plot_series ser[MAX_MODES];
+    char label[MAX_MODES][96], title[256];
+    double *xs[MAX_MODES] = {0}, *ys[MAX_MODES] = {0};
+    const char *names[IABN_MAX_MARKS + 1];
+    double marks[IABN_MAX_MARKS + 1];
+    int rc = 0, nmarks = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        xs[i] = malloc((size_t)r[i].nsteps * sizeof *xs[i]);
+        ys[i] = malloc((size_t)r[i].nsteps * sizeof *ys[i]);
+        if (!xs[i] || !ys[i]) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
+        for (int s = 0; !rc && s < r[i].nsteps; s++) {
+            xs[i][s] = s;
+            ys[i][s] = mib(r[i].live[s]);
+        }
+        snprintf(label[i], sizeof label[i], "%s: peak %.1f MiB", iabn_bn_mode_name(r[i].mode),
+                 mib(r[i].arena));
+        ser[i] = (iabn_plot_series){label[i], xs[i], ys[i], r[i].nsteps, i, 0, 0};
     }
+    for (int k = 0; n && k < r[0].nmarks && nmarks < IABN_MAX_MARKS; k++) {
+        marks[nmarks] = r[0].mark_step[k];
+        names[nmarks++] = r[0].mark_name[k];
+    }
+    if (n) {
+        marks[nmarks] = r[0].boundary;
+        names[nmarks++] = "backward";
+    }
+    snprintf(title, sizeof title, "%s, batch %d, %dx%d: live activation memory over the schedule",
+             a->arch, a->batch, a->h, a->w);
+    iabn_plot_panel panel = {"forward, then backward (marks: module starts in the forward)",
+                             "schedule step", "live MiB", ser, n, 0, marks, names, nmarks};
+    if (!rc) rc = iabn_plot_svg(path, title, &panel, 1, e);
     for (int i = 0; i < n; i++) {
-        double bx = L + PW * r[i].boundary / (double)r[i].nsteps;
-        fprintf(f, "<line x1='%.1f' x2='%.1f' y1='%.0f' y2='%.0f' stroke='%s' stroke-dasharray='4,3'/>\n",
-                bx, bx, T, T + PH, colors[i % 6]);
-        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.5' points='", colors[i % 6]);
-        for (int s = 0; s < r[i].nsteps; s++)
-            fprintf(f, "%.1f,%.1f ", L + PW * s / (double)r[i].nsteps,
-                    T + PH - PH * (double)r[i].live[s] / (double)peak);
-        fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: peak %.1f MiB</text>\n", L + 10 + 200.0 * i,
-                H - 20, colors[i % 6], iabn_bn_mode_name(r[i].mode), mib(r[i].arena));
+        free(xs[i]);
+        free(ys[i]);
     }
-    fprintf(f, "<text x='%.0f' y='%.0f'>schedule step (forward, then backward; dashed: first backward step)</text>\n",
-            L, T + PH + 18);
-    fprintf(f, "</svg>\n");
-    return fclose(f);
-}
-
-static void usage(void)
-{
-    printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
-           "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
-           "                [--device cpu|cuda]   (cuda: the CUDA plan; no GPU needed)\n"
-           "       iabn mem --list\n"
-           "  Plans a training step without allocating and reports its memory per BN mode.\n"
-           "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
+    return rc;
 }
 
 int iabn_cmd_mem(int argc, char **argv)
 {
     mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu"};
-    const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *v;
-        long long n;
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) { usage(); return 0; }
-        else if (!strcmp(s, "--list")) {
-            int cnt;
-            const char *const *names = iabn_model_names(&cnt);
-            for (int k = 0; k < cnt; k++) {
-                const char *d = iabn_model_describe(names[k]);
-                printf("%-32s %s\n", names[k], d ? d : "");
-            }
-            return 0;
-        } else if (!strcmp(s, "--json")) json = 1;
-        else if (!strcmp(s, "--blocks")) a.blocks = 1;
-        else if (!strcmp(s, "--steps")) a.steps = 1;
-        else if (!strcmp(s, "--batch") || !strcmp(s, "--classes")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
-            if (iabn_parse_int(v, &n) || n < 1) { fprintf(stderr, "iabn mem: %s %s\n", s, v); return 2; }
-            if (s[2] == 'b') a.batch = (int)n;
-            else a.classes = (int)n;
-        } else if (!strcmp(s, "--size")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
-            if (iabn_parse_hw(v, &a.h, &a.w)) { fprintf(stderr, "iabn mem: --size %s (HxW)\n", v); return 2; }
-        } else if (!strcmp(s, "--bn")) {
-            if (!(modes_s = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
-        } else if (!strcmp(s, "--budget")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
-            if ((a.budget = iabn_parse_bytes(v)) <= 0) { fprintf(stderr, "iabn mem: --budget %s\n", v); return 2; }
-        } else if (!strcmp(s, "--plot")) {
-            if (!(plot = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
-        } else if (!strcmp(s, "--device")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "mem")) || iabn_check_device(v, "mem")) return 2;
-            a.device = v;
-        } else if (s[0] == '-') { fprintf(stderr, "iabn mem: unknown flag %s\n", s); return 2; }
-        else if (!a.arch) a.arch = s;
-        else { fprintf(stderr, "iabn mem: unexpected argument %s\n", s); return 2; }
+    iabn_args o;
+    int prc = iabn_args_parse(&o, IABN_C_MEM, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    if (o.v[IABN_O_LIST].set) {
+        int cnt;
+        const char *const *names = iabn_model_names(&cnt);
+        for (int k = 0; k < cnt; k++) {
+            const char *d = iabn_model_describe(names[k]);
+            printf("%-32s %s\n", names[k], d ? d : "");
+        }
+        return 0;
     }
-    if (!a.arch) { usage(); return 2; }
+    const char *modes_s = o.v[IABN_O_BN].set ? o.v[IABN_O_BN].s : "standard,inplace_abn_ii";
+    const char *plot = o.v[IABN_O_PLOT].s;
+    int json = o.v[IABN_O_JSON].set;
+    a.blocks = o.v[IABN_O_BLOCKS].set;
+    a.steps = o.v[IABN_O_STEPS].set;
+    if (o.v[IABN_O_BATCH].set) a.batch = (int)o.v[IABN_O_BATCH].i;
+    if (o.v[IABN_O_CLASSES].set) a.classes = (int)o.v[IABN_O_CLASSES].i;
+    if (o.v[IABN_O_SIZE].set) a.h = o.v[IABN_O_SIZE].h, a.w = o.v[IABN_O_SIZE].w;
+    if (o.v[IABN_O_BUDGET].set) a.budget = o.v[IABN_O_BUDGET].f;
+    if (o.v[IABN_O_DEVICE].set) a.device = o.v[IABN_O_DEVICE].s;
+    a.arch = o.npos ? o.pos[0] : o.v[IABN_O_MODEL].s;
+    if (o.npos && o.v[IABN_O_MODEL].set) {
+        fprintf(stderr, "iabn mem: the model both as --model and as an argument\n");
+        return 2;
+    }
+    if (!a.arch) {
+        fprintf(stderr, "iabn mem: which model? iabn mem MODEL (iabn mem --list; iabn mem --help)\n");
+        return 2;
+    }
     {
         iabn_err de = {0};
         if (iabn_device_planning_backend(a.device, &a.be, &de)) {
@@ -425,13 +442,15 @@ int iabn_cmd_mem(int argc, char **argv)
     if (rc) fprintf(stderr, "iabn mem: %s\n", e.msg);
     else if (json) print_json(&a, r, nm);
     else print_table(&a, r, nm);
-    if (!rc && plot && write_svg(plot, &a, r, nm)) {
-        fprintf(stderr, "iabn mem: cannot write %s\n", plot);
+    if (!rc && plot && write_svg(plot, &a, r, nm, &e)) {
+        fprintf(stderr, "iabn mem: %s\n", e.msg);
         rc = 1;
     }
     for (int i = 0; i < nm; i++) {
         free(r[i].rows);
         free(r[i].live);
+        free(r[i].mark_step);
+        free(r[i].mark_name);
     }
     return rc ? 1 : 0;
 }

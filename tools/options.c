@@ -256,7 +256,10 @@ static const iabn_command_info commands[IABN_C_COUNT] = {
                         "segmentation label maps (PNG) for a folder of images",
                         "The model and its input normalisation come from the checkpoint."},
     [IABN_C_MEM] = {"mem", "[MODEL]", 0, 1,
-                    "plan a training step and report its memory, mode by mode", NULL},
+                    "plan a training step and report its memory, mode by mode",
+                    "Plans without allocating.  Defaults: batch 32, 224x224 (segmentation nets "
+                    "512x512),\nmodes standard,inplace_abn_ii; --device cuda plans for the CUDA "
+                    "backend (no GPU needed)."},
     [IABN_C_STEP] = {"step", "MODEL --input X.safetensors --output O.safetensors", 0, 1,
                      "one forward/backward of a model on safetensors inputs (PyTorch parity)",
                      NULL},

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tools/plot.h"
 #include "tools/train_internal.h"
 
 /* The one piece of process state: set by the signal handler, read between
@@ -438,6 +439,19 @@ static void tb_scalar(trainer *tr, const char *tag, long long step, double v)
     if (tr->tb) iabn_tb_scalar(tr->tb, tag, step, (float)v, 0, NULL);
 }
 
+/* OUTPUT_DIR/curves.svg from metrics.jsonl, after each validation.  A plot
+ * that cannot be written is reported, and training goes on. */
+static void plot_curves(trainer *tr)
+{
+    if (!tr->metrics || tr->o->evaluate_only) return;
+    fflush(tr->metrics);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/curves.svg", tr->outdir);
+    const char *dirs[1] = {tr->outdir};
+    iabn_err pe = {0};
+    if (iabn_plot_runs(dirs, 1, path, &pe)) fprintf(stderr, "warning: %s\n", pe.msg);
+}
+
 static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 {
     char path[1100];
@@ -504,6 +518,7 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     }
     log_metric(tr, line);
     if (tr->tb) iabn_tb_flush(tr->tb, NULL);
+    plot_curves(tr);
     if (metric > tr->pos.best) {
         tr->pos.best = metric;
         tr->pos.best_epoch = epoch;

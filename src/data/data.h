@@ -344,6 +344,15 @@ void iabn_loader_get_stats(iabn_loader *ld, iabn_loader_stats *out);
  * class-specific colour and stripe orientation, with noise and jitter. */
 int iabn_data_make_synthetic_folder(const char *root, int classes, int per_class_train,
                                     int per_class_val, int size, uint64_t seed, iabn_err *e);
+/* The same layout with a task that is not solved at a glance (the demo's):
+ * the class is a shape (disc, square, triangle, cross, ring, diamond, bar,
+ * frame) and, past 8 classes, the direction of the stripes inside it; colours
+ * and positions are random, smaller shapes of other classes overlap it, pixel
+ * noise is strong, and label_noise (0..1) of the labels are replaced by a
+ * random class, so accuracy tops out below 100%. */
+int iabn_data_make_synthetic_shapes(const char *root, int classes, int per_class_train,
+                                    int per_class_val, int size, double label_noise,
+                                    uint64_t seed, iabn_err *e);
 /* A Cityscapes tree (leftImg8bit + gtFine labelIds, cities "synthA"/"synthB")
  * of width x height images: a textured road/sky background with rectangles and
  * discs whose colour gives their class; the labelIds use the real ids, some of

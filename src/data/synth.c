@@ -100,6 +100,113 @@ int iabn_data_make_synthetic_folder(const char *root, int classes, int per_class
     return rc;
 }
 
+/* ---- shapes (the demo's task) ------------------------------------------------------------ */
+
+#define NSHAPES 8
+
+/* Whether (u, v), in the shape's own frame (unit radius), lies in shape k. */
+static int in_shape(int k, double u, double v)
+{
+    double au = fabs(u), av = fabs(v), r2 = u * u + v * v;
+    switch (k) {
+    case 0: return r2 <= 1;                                     /* disc     */
+    case 1: return au <= 0.8 && av <= 0.8;                      /* square   */
+    case 2: return v <= 0.7 && v >= 1.9 * au - 1.0;             /* triangle */
+    case 3: return (au <= 0.25 && av <= 0.95) || (av <= 0.25 && au <= 0.95); /* cross */
+    case 4: return r2 <= 1 && r2 >= 0.4;                        /* ring     */
+    case 5: return au + av <= 1;                                /* diamond  */
+    case 6: return au <= 0.95 && av <= 0.3;                     /* bar      */
+    default: return au <= 0.85 && av <= 0.85 && (au >= 0.5 || av >= 0.5); /* frame */
+    }
+}
+
+static void paint_shape(iabn_image *im, int k, int stripes, double cx, double cy, double r,
+                        const double col[3], double alpha, iabn_draw *d)
+{
+    double ang = iabn_draw_uniform(d, -0.35, 0.35), ca = cos(ang), sa = sin(ang);
+    for (int y = (int)(cy - r - 1); y <= (int)(cy + r + 1); y++)
+        for (int x = (int)(cx - r - 1); x <= (int)(cx + r + 1); x++) {
+            if (x < 0 || y < 0 || x >= im->width || y >= im->height) continue;
+            double dx = (x - cx) / r, dy = (y - cy) / r;
+            if (!in_shape(k, dx * ca + dy * sa, -dx * sa + dy * ca)) continue;
+            /* stripes across (x) or along (y) the shape: the class's second half */
+            double t = stripes ? 0.75 + 0.25 * ((stripes == 1 ? x : y) % 3 == 0 ? -1 : 1) : 1;
+            uint8_t *p = im->data + ((size_t)y * im->width + x) * 3;
+            for (int c = 0; c < 3; c++) p[c] = clamp8((1 - alpha) * p[c] + alpha * 255 * col[c] * t);
+        }
+}
+
+static void shape_image(iabn_image *im, int c, int classes, iabn_draw *d)
+{
+    double bg[3];
+    hsv_rgb(iabn_draw_u01(d), iabn_draw_uniform(d, 0.1, 0.6), iabn_draw_uniform(d, 0.2, 0.8), bg);
+    for (size_t i = 0; i < (size_t)im->width * im->height; i++)
+        for (int k = 0; k < 3; k++) im->data[3 * i + k] = clamp8(255 * bg[k]);
+    int w = im->width, h = im->height;
+    /* distractors: smaller shapes of any kind, half transparent */
+    int nd = iabn_draw_int(d, 1, 3);
+    for (int i = 0; i < nd; i++) {
+        double col[3];
+        hsv_rgb(iabn_draw_u01(d), iabn_draw_uniform(d, 0.3, 1), iabn_draw_uniform(d, 0.3, 1), col);
+        paint_shape(im, iabn_draw_int(d, 0, NSHAPES - 1), 0, iabn_draw_uniform(d, 0, w),
+                    iabn_draw_uniform(d, 0, h), iabn_draw_uniform(d, 0.12, 0.22) * w, col,
+                    iabn_draw_uniform(d, 0.4, 0.8), d);
+    }
+    /* the object: its kind (and stripe direction) is the class */
+    double col[3], hue = iabn_draw_u01(d);
+    /* half the objects carry their class's hue: a quick first cue, not enough alone */
+    if (iabn_draw_u01(d) < 0.5) hue = (double)c / classes + iabn_draw_uniform(d, -0.02, 0.02);
+    hsv_rgb(hue + 1.0, iabn_draw_uniform(d, 0.4, 1), iabn_draw_uniform(d, 0.5, 1), col);
+    int stripes = classes > NSHAPES ? 1 + (c / NSHAPES) % 2 : 0;
+    double r = iabn_draw_uniform(d, 0.22, 0.36) * w;
+    paint_shape(im, c % NSHAPES, stripes, iabn_draw_uniform(d, r * 0.8, w - r * 0.8),
+                iabn_draw_uniform(d, r * 0.8, h - r * 0.8), r, col, iabn_draw_uniform(d, 0.7, 1), d);
+    /* a distractor may overlap the object too */
+    if (iabn_draw_u01(d) < 0.5) {
+        hsv_rgb(iabn_draw_u01(d), 0.8, 0.9, col);
+        paint_shape(im, iabn_draw_int(d, 0, NSHAPES - 1), 0, iabn_draw_uniform(d, 0, w),
+                    iabn_draw_uniform(d, 0, h), iabn_draw_uniform(d, 0.1, 0.18) * w, col, 0.6, d);
+    }
+    for (size_t i = 0; i < (size_t)im->width * im->height * 3; i++)
+        im->data[i] = clamp8(im->data[i] + iabn_draw_uniform(d, -40, 40));
+}
+
+int iabn_data_make_synthetic_shapes(const char *root, int classes, int per_class_train,
+                                    int per_class_val, int size, double label_noise,
+                                    uint64_t seed, iabn_err *e)
+{
+    if (classes < 2 || classes > 2 * NSHAPES || per_class_train < 0 || per_class_val < 0 ||
+        size < 16 || size > 4096 || !(label_noise >= 0 && label_noise < 1))
+        return iabn_err_set(e, IABN_EINVAL, "synthetic shapes: classes %d (2..%d), counts %d/%d, "
+                            "size %d (16..4096) or label noise %g out of range", classes,
+                            2 * NSHAPES, per_class_train, per_class_val, size, label_noise);
+    iabn_image im;
+    int rc = iabn_image_alloc(&im, size, size, 3, 1, e);
+    if (rc) return rc;
+    static const char *const splits[2] = {"train", "val"};
+    for (int sp = 0; !rc && sp < 2; sp++) {
+        for (int c = 0; !rc && c < classes; c++) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s/%s/class_%03d", root, splits[sp], c);
+            rc = mkdirs(dir, e);
+        }
+        int per = sp ? per_class_val : per_class_train;
+        for (int c = 0; !rc && c < classes; c++)
+            for (int i = 0; !rc && i < per; i++) {
+                iabn_draw d = {seed, ((uint64_t)sp << 56) ^ ((uint64_t)c << 32) ^ (uint64_t)i, 0};
+                shape_image(&im, c, classes, &d);
+                /* the file goes to a random class with probability label_noise */
+                int lc = iabn_draw_u01(&d) < label_noise ? iabn_draw_int(&d, 0, classes - 1) : c;
+                char path[4200];
+                snprintf(path, sizeof path, "%s/%s/class_%03d/img_%03d_%05d.png", root,
+                         splits[sp], lc, c, i);
+                rc = iabn_image_write_png(path, &im, NULL, 0, e);
+            }
+    }
+    iabn_image_free(&im);
+    return rc;
+}
+
 /* ---- segmentation --------------------------------------------------------------------- */
 
 typedef struct painter {
