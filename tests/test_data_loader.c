@@ -385,8 +385,8 @@ static void test_segmentation_batches(void)
 static void test_cmd_data(void)
 {
     const char *root = t_path("%s", "cmd");
-    char *synth[] = {"data", "synth", "--out", (char *)root, "--classes", "3", "--train", "4",
-                     "--val", "1", "--size", "40"};
+    char *synth[] = {"data", "synth", "--out", (char *)root, "--classes", "3", "--train-images", "4",
+                     "--val-images", "1", "--size", "40"};
     CHECK(iabn_cmd_data(12, synth) == 0);
     char *bench[] = {"data", "bench", "--data", (char *)root, "--workers", "2", "--json",
                      "--size", "32", "--batch", "5"};
@@ -396,8 +396,8 @@ static void test_cmd_data(void)
     char *info[] = {"data", "info", "--data", (char *)root, "--split", "val"};
     CHECK(iabn_cmd_data(6, info) == 0);
     const char *cs = t_path("%s", "cmdcs");
-    char *synth_cs[] = {"data", "synth", "--kind", "vistas", "--out", (char *)cs, "--train", "3",
-                        "--val", "1", "--width", "64", "--height", "32", "--v12"};
+    char *synth_cs[] = {"data", "synth", "--kind", "vistas", "--out", (char *)cs, "--train-images", "3",
+                        "--val-images", "1", "--width", "64", "--height", "32", "--v12"};
     CHECK(iabn_cmd_data(15, synth_cs) == 0);
     char *bench_cs[] = {"data", "bench", "--kind", "vistas", "--data", (char *)cs, "--size",
                         "32"};

@@ -1,8 +1,8 @@
 /* cmd_data.c: `iabn data`: look at, generate and benchmark data sets.
  *
- *     iabn data bench --data DIR [--split train] [--workers N] [--json] ...
- *     iabn data synth --out DIR [--kind imagefolder|cityscapes|vistas] ...
- *     iabn data info  --data DIR [--kind K] [--split S]
+ *     iabn data bench --data-path DIR [--split train] [--workers N] [--json] ...
+ *     iabn data synth --output DIR [--dataset imagefolder|cityscapes|vistas] ...
+ *     iabn data info  --data-path DIR [--dataset K] [--split S]
  *
  * bench runs the training loader over every image of the split once (no
  * sample dropped) and reports images/s, images/s per worker, images per
@@ -19,42 +19,7 @@
 #include <unistd.h>
 
 #include "data/data.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: iabn data <bench|synth|info> [options]\n"
-            "\n"
-            "iabn data bench --data DIR [options]\n"
-            "  decode and augment every image of a split as the training loader does\n"
-            "  --data DIR        data set root (image folder: DIR/SPLIT, else DIR)\n"
-            "  --kind K          imagefolder (default), cityscapes or vistas\n"
-            "  --split S         train (default)\n"
-            "  --workers N       loader threads (default 1)\n"
-            "  --batch B         batch size (default 32)\n"
-            "  --size S          output side, RandomResizedCrop(S) (default 224; 512 crops\n"
-            "                    for segmentation)\n"
-            "  --epochs E        passes over the split (default 1)\n"
-            "  --exact           full decodes, PIL-identical pixels (no JPEG region / DCT\n"
-            "                    scaling)\n"
-            "  --jitter          add colour jitter 0.4 and PCA lighting 0.1\n"
-            "  --strict          a bad file is an error instead of skipped\n"
-            "  --seed N          (default 0)\n"
-            "  --json            one JSON object on stdout\n"
-            "\n"
-            "iabn data synth --out DIR [options]\n"
-            "  write a small synthetic data set that a model can learn\n"
-            "  --kind K          imagefolder (default), cityscapes, vistas\n"
-            "  --classes C       classes (imagefolder 10, vistas 6)\n"
-            "  --train N --val N images per class (imagefolder) or per split\n"
-            "  --size S          image side (imagefolder, default 64)\n"
-            "  --width W --height H  (segmentation, default 256x128)\n"
-            "  --v12             Vistas v2.0-download layout (v1.2/labels, config_v1.2.json)\n"
-            "  --seed N\n"
-            "\n"
-            "iabn data info --data DIR [--kind K] [--split S]\n"
-            "  print the number of samples and the classes\n");
-}
+#include "tools/options.h"
 
 static double cpu_s(void)
 {
@@ -71,62 +36,38 @@ typedef struct opts {
     long long seed;
 } opts;
 
-static int parse_int(const char *flag, const char *s, int lo, int hi, int *out)
+/* The option table's flags into opts (defaults already set). */
+static int parse(const iabn_args *a, opts *o)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || v < lo || v > hi) {
-        fprintf(stderr, "iabn data: %s wants an integer in [%d, %d], got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
-static int parse(int argc, char **argv, opts *o)
-{
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int *iv = NULL, lo = 1, hi = 1 << 20;
-        if (!strcmp(a, "--exact")) o->exact = 1;
-        else if (!strcmp(a, "--jitter")) o->jitter = 1;
-        else if (!strcmp(a, "--strict")) o->strict = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--v12")) o->v12 = 1;
-        else if (!v) {
-            fprintf(stderr, "iabn data: unknown option or missing value: %s\n", a);
+    const iabn_optval *v = a->v;
+    o->exact = v[IABN_O_EXACT].set;
+    o->jitter = v[IABN_O_JITTER].set;
+    o->strict = v[IABN_O_STRICT].set;
+    o->json = v[IABN_O_JSON].set;
+    o->v12 = v[IABN_O_V12].set;
+    if (v[IABN_O_DATA_PATH].set) o->data = v[IABN_O_DATA_PATH].s;
+    if (v[IABN_O_OUTPUT].set) o->out = v[IABN_O_OUTPUT].s;
+    if (v[IABN_O_SPLIT].set) o->split = v[IABN_O_SPLIT].s;
+    if (v[IABN_O_DATASET].set) o->kind_s = v[IABN_O_DATASET].s;
+    if (v[IABN_O_SEED].set) o->seed = v[IABN_O_SEED].i;
+    if (v[IABN_O_WORKERS].set) o->workers = (int)v[IABN_O_WORKERS].i;
+    if (v[IABN_O_BATCH].set) o->batch = (int)v[IABN_O_BATCH].i;
+    if (v[IABN_O_EPOCHS].set) o->epochs = (int)v[IABN_O_EPOCHS].i;
+    if (v[IABN_O_CLASSES].set) o->classes = (int)v[IABN_O_CLASSES].i;
+    if (v[IABN_O_TRAIN_IMAGES].set) o->n_train = (int)v[IABN_O_TRAIN_IMAGES].i;
+    if (v[IABN_O_VAL_IMAGES].set) o->n_val = (int)v[IABN_O_VAL_IMAGES].i;
+    if (v[IABN_O_WIDTH].set) o->width = (int)v[IABN_O_WIDTH].i;
+    if (v[IABN_O_HEIGHT].set) o->height = (int)v[IABN_O_HEIGHT].i;
+    if (v[IABN_O_SIZE].set) {
+        if (v[IABN_O_SIZE].h != v[IABN_O_SIZE].w || v[IABN_O_SIZE].h < 8 || v[IABN_O_SIZE].h > 8192) {
+            fprintf(stderr, "iabn data: --size %s: one side S, 8 to 8192\n", v[IABN_O_SIZE].s);
             return -1;
-        } else if (!strcmp(a, "--data")) o->data = argv[++i];
-        else if (!strcmp(a, "--out")) o->out = argv[++i];
-        else if (!strcmp(a, "--split")) o->split = argv[++i];
-        else if (!strcmp(a, "--kind")) o->kind_s = argv[++i];
-        else if (!strcmp(a, "--seed")) {
-            char *end;
-            o->seed = strtoll(v, &end, 10);
-            if (*end || o->seed < 0) {
-                fprintf(stderr, "iabn data: --seed wants a non-negative integer\n");
-                return -1;
-            }
-            i++;
-        } else {
-            if (!strcmp(a, "--workers")) iv = &o->workers, hi = 1024;
-            else if (!strcmp(a, "--batch")) iv = &o->batch;
-            else if (!strcmp(a, "--size")) iv = &o->size, lo = 8, hi = 8192;
-            else if (!strcmp(a, "--epochs")) iv = &o->epochs, hi = 100000;
-            else if (!strcmp(a, "--classes")) iv = &o->classes, lo = 2, hi = 1000;
-            else if (!strcmp(a, "--train")) iv = &o->n_train, lo = 0;
-            else if (!strcmp(a, "--val")) iv = &o->n_val, lo = 0;
-            else if (!strcmp(a, "--width")) iv = &o->width, lo = 16, hi = 4096;
-            else if (!strcmp(a, "--height")) iv = &o->height, lo = 16, hi = 4096;
-            if (!iv) {
-                fprintf(stderr, "iabn data: unknown option %s (iabn data --help)\n", a);
-                return -1;
-            }
-            if (parse_int(a, v, lo, hi, iv)) return -1;
-            i++;
         }
+        o->size = v[IABN_O_SIZE].h;
+    }
+    if (v[IABN_O_CLASSES].set && o->classes < 2) {
+        fprintf(stderr, "iabn data: --classes must be at least 2\n");
+        return -1;
     }
     return 0;
 }
@@ -283,16 +224,9 @@ static int info(const opts *o, iabn_dataset_kind kind)
 
 int iabn_cmd_data(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-        !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_DATA, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
     opts o;
     memset(&o, 0, sizeof o);
     o.split = "train";
@@ -301,14 +235,14 @@ int iabn_cmd_data(int argc, char **argv)
     o.batch = 32;
     o.epochs = 1;
     o.n_train = o.n_val = -1;
-    if (parse(argc, argv, &o)) return 2;
+    if (parse(&a, &o)) return 2;
     iabn_dataset_kind kind;
     if (iabn_dataset_kind_parse(o.kind_s, &kind)) {
         fprintf(stderr, "iabn data: unknown --kind '%s' (imagefolder, cityscapes, vistas)\n",
                 o.kind_s);
         return 2;
     }
-    const char *sub = argv[1];
+    const char *sub = a.pos[0];
     if (!strcmp(sub, "synth")) return synth(&o, kind);
     if (!o.data) {
         fprintf(stderr, "iabn data %s: --data DIR is required\n", sub);

@@ -13,7 +13,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "tools/cli.h"
+#include "tools/cmd_train.h"
+#include "tools/options.h"
 #include "tools/commands.h"
 #include "tools/segmetrics.h"
 #include "tools/train_internal.h"
@@ -38,22 +39,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static void usage(void)
+/* The model from the checkpoint's own config, or from --config (which
+ * overrides it key by key). */
+static int load_model(trainer *tr, const char *ckpt, const char *config, const char *device,
+                      iabn_err *e)
 {
-    printf("usage: iabn predict CHECKPOINT IN_DIR OUT_DIR [--scales 0.7,1,1.2] [--flip]\n"
-           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n");
-}
-
-static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_err *e)
-{
-    iabn_st_file *f = NULL;
-    int rc = iabn_st_load(ckpt, &f, e);
-    if (rc) return rc;
-    const char *cj = iabn_st_meta(f, "config");
     iabn_config_defaults(&tr->cfg);
-    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn checkpoint)", ckpt);
-    else rc = iabn_config_parse(&tr->cfg, cj, ckpt, e);
-    iabn_st_free(f);
+    int rc = iabn_config_from_checkpoint(&tr->cfg, ckpt, e);
+    if (rc && config) { /* a checkpoint without metadata: the config says it all */
+        iabn_config_defaults(&tr->cfg);
+        rc = 0;
+    }
+    if (!rc && config) rc = iabn_config_load(&tr->cfg, config, e);
     if (rc) return rc;
     if (!iabn_model_is_segmentation(tr->cfg.arch))
         return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
@@ -65,35 +62,27 @@ static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_er
 
 int iabn_cmd_predict(int argc, char **argv)
 {
-    const char *pos[3];
-    int npos = 0, flip = 0, color = 0, labelids = 0, ns = 0;
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_PREDICT, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    const char *const *pos = a.pos;
+    int flip = a.v[IABN_O_FLIP].set, color = a.v[IABN_O_COLOR].set;
+    int labelids = a.v[IABN_O_LABELIDS].set, ns = 1;
     float scales[8] = {1.f};
-    const char *device = "cpu";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else if (!strcmp(a, "--flip")) flip = 1;
-        else if (!strcmp(a, "--color")) color = 1;
-        else if (!strcmp(a, "--labelids")) labelids = 1;
-        else if (!strcmp(a, "--scales")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
-            if ((ns = iabn_parse_floats(v, scales, 8)) < 1) { fprintf(stderr, "iabn predict: --scales %s\n", v); return 2; }
-        } else if (!strcmp(a, "--threads")) {
-            long long n;
-            if (!(v = iabn_flag_value(argc, argv, &i, "predict")) || iabn_parse_int(v, &n) || n < 1) return 2;
-            iabn_set_num_threads((int)n);
-        } else if (!strcmp(a, "--device")) {
-            if (!(device = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
-        } else if (a[0] == '-') { fprintf(stderr, "iabn predict: unknown flag %s\n", a); return 2; }
-        else if (npos < 3) pos[npos++] = a;
-        else { fprintf(stderr, "iabn predict: unexpected argument %s\n", a); return 2; }
+    if (a.v[IABN_O_SCALES].set) {
+        ns = a.v[IABN_O_SCALES].n;
+        memcpy(scales, a.v[IABN_O_SCALES].list, sizeof scales);
     }
-    if (npos != 3 || (color && labelids)) { usage(); return 2; }
-    if (ns == 0) ns = 1;
+    if (a.v[IABN_O_THREADS].set) iabn_set_num_threads((int)a.v[IABN_O_THREADS].i);
+    const char *device = a.v[IABN_O_DEVICE].set ? a.v[IABN_O_DEVICE].s : "cpu";
+    if (color && labelids) {
+        fprintf(stderr, "iabn predict: --color or --labelids, not both\n");
+        return 2;
+    }
     trainer tr;
     memset(&tr, 0, sizeof tr);
     iabn_err e = {0};
-    int rc = load_model(&tr, pos[0], device, &e);
+    int rc = load_model(&tr, pos[0], a.v[IABN_O_CONFIG].s, device, &e);
     if (!rc && labelids && tr.classes != 19)
         rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", tr.classes);
     DIR *d = rc ? NULL : opendir(pos[1]);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "iabn.h"
-#include "tools/cli.h"
+#include "tools/options.h"
 #include "tensor/device.h"
 
 typedef struct step_opts {
@@ -24,113 +24,46 @@ typedef struct step_opts {
     unsigned long long seed, init_seed;
 } step_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: iabn step MODEL --input X.safetensors --out O.safetensors [options]\n"
-            "  one forward (and, with --train, one backward of the mean cross-entropy)\n"
-            "  of MODEL on X's `input` (float32 N,3,H,W) against X's `target` (int64 or\n"
-            "  int32, N or N,H,W for segmentation, 255 ignored); writes `logits`,\n"
-            "  `loss`, `grad.<name>` for every parameter and the running statistics\n"
-            "  --weights W       safetensors with every model tensor (strict: missing,\n"
-            "                    mismatched and extra names are listed as an error);\n"
-            "                    default: the reference initialisation, --init-seed\n"
-            "  --bn MODE         standard, checkpoint, checkpoint_opt, inplace_abn,\n"
-            "                    inplace_abn_ii, inplace_abn_sync (model default)\n"
-            "  --act A           leaky_relu, elu, relu, identity; --act-param F (slope /\n"
-            "                    alpha, default 0.01 / 1)\n"
-            "  --classes N       (model default: 1000, 65 for segmentation)\n"
-            "  --train | --eval  (default --train)\n"
-            "  --no-dropout      leave out dropout (parity with another framework)\n"
-            "  --no-input-3x3    ResNeXt 7x7 stem\n"
-            "  --dilation        dilated classification body (output stride 8)\n"
-            "  --frozen-bn       BN uses running statistics, gamma / beta frozen\n"
-            "  --threads T       CPU threads\n"
-            "  --device D        cpu, cuda or cuda:N (cpu): parity of the CUDA backend\n"
-            "  --seed S          dropout seed (default 0); --init-seed S (default 1)\n"
-            "  --check           verify guard bytes and NaN / Inf after every node\n"
-            "models:");
-    int n;
-    const char *const *names = iabn_model_names(&n);
-    for (int i = 0; i < n; i++) fprintf(f, "%s %s", i % 6 ? "" : "\n ", names[i]);
-    fprintf(f, "\n");
-}
-
+/* The option table's flags into step_opts; 1 after --help, 2 on bad usage. */
 static int parse(int argc, char **argv, step_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->train = 1;
     o->classes = -1;
     o->init_seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define VALUE()                                                                           \
-    do {                                                                                  \
-        if (!v) {                                                                         \
-            fprintf(stderr, "iabn step: %s needs a value\n", a);                          \
-            return 2;                                                                     \
-        }                                                                                 \
-        i++;                                                                              \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--input")) { VALUE(); o->input = v; }
-        else if (!strcmp(a, "--weights")) { VALUE(); o->weights = v; }
-        else if (!strcmp(a, "--out")) { VALUE(); o->out = v; }
-        else if (!strcmp(a, "--bn")) { VALUE(); o->bn = v; }
-        else if (!strcmp(a, "--act")) { VALUE(); o->act = v; }
-        else if (!strcmp(a, "--device")) {
-            VALUE();
-            if (iabn_check_device(v, "step")) return 2;
-            o->device = v;
-        }
-        else if (!strcmp(a, "--act-param")) {
-            VALUE();
-            char *end;
-            o->act_param = strtof(v, &end);
-            o->have_act_param = 1;
-            if (*end || end == v) {
-                fprintf(stderr, "iabn step: --act-param: '%s' is not a number\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--classes") || !strcmp(a, "--threads") || !strcmp(a, "--seed") ||
-                   !strcmp(a, "--init-seed")) {
-            VALUE();
-            char *end;
-            long long n = strtoll(v, &end, 10);
-            if (*end || end == v || n < 0 || (n == 0 && strcmp(a, "--seed") && strcmp(a, "--init-seed"))) {
-                fprintf(stderr, "iabn step: %s: '%s' is not a valid count\n", a, v);
-                return 2;
-            }
-            if (!strcmp(a, "--classes")) o->classes = (int)n;
-            else if (!strcmp(a, "--threads")) o->threads = (int)n;
-            else if (!strcmp(a, "--seed")) o->seed = (unsigned long long)n;
-            else o->init_seed = (unsigned long long)n;
-        } else if (!strcmp(a, "--train")) o->train = 1;
-        else if (!strcmp(a, "--eval")) o->train = 0;
-        else if (!strcmp(a, "--no-dropout")) o->no_dropout = 1;
-        else if (!strcmp(a, "--no-input-3x3")) o->no_input_3x3 = 1;
-        else if (!strcmp(a, "--dilation")) o->dilation = 1;
-        else if (!strcmp(a, "--frozen-bn")) o->frozen_bn = 1;
-        else if (!strcmp(a, "--check")) o->check = 1;
-        else if (a[0] == '-') {
-            fprintf(stderr, "iabn step: unknown option %s (iabn step --help)\n", a);
-            return 2;
-        } else if (!o->arch) o->arch = a;
-        else {
-            fprintf(stderr, "iabn step: unexpected argument '%s'\n", a);
-            return 2;
-        }
-#undef VALUE
+    iabn_args a;
+    int rc = iabn_args_parse(&a, IABN_C_STEP, argc, argv);
+    if (rc) return rc;
+    const iabn_optval *v = a.v;
+    o->arch = a.npos ? a.pos[0] : v[IABN_O_MODEL].s;
+    o->input = v[IABN_O_INPUT].s;
+    o->weights = v[IABN_O_WEIGHTS].s;
+    o->out = v[IABN_O_OUTPUT].s;
+    o->bn = v[IABN_O_BN].s;
+    o->act = v[IABN_O_ACT].s;
+    o->device = v[IABN_O_DEVICE].s;
+    o->have_act_param = v[IABN_O_ACT_PARAM].set;
+    o->act_param = (float)v[IABN_O_ACT_PARAM].f;
+    if (v[IABN_O_CLASSES].set) o->classes = (int)v[IABN_O_CLASSES].i;
+    if (v[IABN_O_THREADS].set) o->threads = (int)v[IABN_O_THREADS].i;
+    if (v[IABN_O_SEED].set) o->seed = (unsigned long long)v[IABN_O_SEED].i;
+    if (v[IABN_O_INIT_SEED].set) o->init_seed = (unsigned long long)v[IABN_O_INIT_SEED].i;
+    if (v[IABN_O_TRAIN_MODE].set && v[IABN_O_EVAL_MODE].set) {
+        fprintf(stderr, "iabn step: --train or --eval, not both\n");
+        return 2;
     }
+    o->train = !v[IABN_O_EVAL_MODE].set;
+    o->no_dropout = v[IABN_O_NO_DROPOUT].set;
+    o->no_input_3x3 = v[IABN_O_NO_INPUT_3X3].set;
+    o->dilation = v[IABN_O_DILATED].set;
+    o->frozen_bn = v[IABN_O_FROZEN_BN].set;
+    o->check = v[IABN_O_CHECK].set;
     if (!o->arch || !o->input || !o->out) {
-        fprintf(stderr, "iabn step: MODEL, --input and --out are required (iabn step --help)\n");
+        fprintf(stderr, "iabn step: MODEL, --input and --output are required (iabn step --help)\n");
         return 2;
     }
     if (!iabn_model_exists(o->arch)) {
-        fprintf(stderr, "iabn step: unknown model '%s' (iabn step --help lists them)\n", o->arch);
+        fprintf(stderr, "iabn step: unknown model '%s' (iabn mem --list)\n", o->arch);
         return 2;
     }
     return 0;

@@ -262,13 +262,22 @@ static const iabn_command_info commands[IABN_C_COUNT] = {
                     "backend (no GPU needed)."},
     [IABN_C_STEP] = {"step", "MODEL --input X.safetensors --output O.safetensors", 0, 1,
                      "one forward/backward of a model on safetensors inputs (PyTorch parity)",
-                     NULL},
+                     "One forward (and, with --train, one backward of the mean cross-entropy) of "
+                     "MODEL on X's\n`input` (float32 N,3,H,W) against X's `target` (int64 or "
+                     "int32, N or N,H,W; 255\nignored); writes `logits`, `loss`, `grad.<name>` "
+                     "for every parameter and the running\nstatistics.  Models: iabn mem --list."},
     [IABN_C_DEMO] = {"demo", "", 0, 0,
                      "train a narrow ResNeXt on generated data for a minute, then the memory "
                      "report",
                      NULL},
     [IABN_C_DATA] = {"data", "bench|synth|info", 1, 1,
-                     "data tools: bench (decode + augment rate), synth, info", NULL},
+                     "data tools: bench (decode + augment rate), synth, info",
+                     "bench --data-path DIR: decode and augment a split as the training loader "
+                     "does (--size:\n  RandomResizedCrop side, 224; --exact: PIL-identical "
+                     "pixels).\nsynth --output DIR: a small synthetic data set a model can "
+                     "learn (imagefolder:\n  --classes 10, --size 64; cityscapes / vistas: "
+                     "--width 256 --height 128).\ninfo --data-path DIR: the number of samples "
+                     "and the classes."},
     [IABN_C_PLOT] = {"plot", "RUN_DIR...", 1, IABN_MAX_POS,
                      "loss, top-1 / mIoU and learning rate of runs (metrics.jsonl) as one SVG",
                      NULL},
