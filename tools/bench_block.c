@@ -13,6 +13,7 @@
 
 #include "iabn.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 typedef struct shape {
     const char *name;
@@ -111,32 +112,15 @@ static int bench_run(bench_graph *b, double *sec, iabn_err *e)
     return 0;
 }
 
-static void usage(void)
-{
-    printf("usage: iabn bench block [--plain] [--batch N] [--repeat N] [--threads T] [--json]\n"
-           "  BN+ACT+CONV forward+backward at ResNeXt-101's module shapes, every BN mode.\n"
-           "  --plain: dense 3x3 conv (groups 1) instead of 64 groups.  Target: inplace_abn_ii\n"
-           "  <= 1.05x standard; checkpointing slower than the in-place modes.\n");
-}
-
 int iabn_bench_block(int argc, char **argv)
 {
-    int plain = 0, batch = 8, repeat = 7, json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--plain")) plain = 1;
-        else if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) iabn_set_num_threads(atoi(argv[++i]));
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage();
-            return 0;
-        } else {
-            fprintf(stderr, "iabn bench block: unknown argument '%s'\n", argv[i]);
-            usage();
-            return 2;
-        }
-    }
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_BENCH_BLOCK, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    int plain = a.v[IABN_O_PLAIN].set, json = a.v[IABN_O_JSON].set;
+    int batch = a.v[IABN_O_BATCH].set ? (int)a.v[IABN_O_BATCH].i : 8;
+    int repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 7;
+    if (a.v[IABN_O_THREADS].set) iabn_set_num_threads((int)a.v[IABN_O_THREADS].i);
     if (batch < 1 || repeat < 1) {
         fprintf(stderr, "iabn bench block: --batch and --repeat must be >= 1\n");
         return 2;

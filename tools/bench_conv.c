@@ -20,6 +20,8 @@
 
 #include "tensor/tensor.h"
 #include "tensor/cpu/conv_impl.h"
+#include "tools/cli.h"
+#include "tools/options.h"
 
 typedef struct bench_case {
     const char *name;
@@ -180,48 +182,34 @@ done:
     return rc;
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: iabn bench conv [--json] [--repeat N] [--peak GFLOPS|measure] "
-                    "[--threads T] [--case dense3x3|grouped3x3|conv1x1|dilated3x3] [--strict]\n");
-    return 2;
-}
-
 int iabn_bench_conv(int argc, char **argv)
 {
-    int json = 0, repeat = 5, threads = 0, strict = 0;
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_BENCH_CONV, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    int json = a.v[IABN_O_JSON].set, strict = a.v[IABN_O_STRICT].set;
+    int repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 5;
+    int threads = a.v[IABN_O_THREADS].set ? (int)a.v[IABN_O_THREADS].i : 0;
     double peak = 235.0;
-    const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--strict")) {
-            strict = 1;
-        } else if (!strcmp(a, "--repeat") && i + 1 < argc) {
-            repeat = atoi(argv[++i]);
-            if (repeat < 1) return usage();
-        } else if (!strcmp(a, "--peak") && i + 1 < argc) {
-            i++;
-            if (!strcmp(argv[i], "measure")) {
-                peak = -1;
-            } else {
-                peak = atof(argv[i]);
-                if (!(peak > 0)) return usage();
-            }
-        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
-            if (threads < 1) return usage();
-        } else if (!strcmp(a, "--case") && i + 1 < argc) {
-            only = argv[++i];
-        } else {
-            return usage();
+    const char *only = a.v[IABN_O_CASE].s;
+    if (a.v[IABN_O_PEAK].set) {
+        const char *v = a.v[IABN_O_PEAK].s;
+        if (!strcmp(v, "measure")) peak = -1;
+        else if (iabn_parse_float(v, &peak) || !(peak > 0)) {
+            fprintf(stderr, "iabn bench conv: --peak %s: a positive GFLOP/s figure or measure\n", v);
+            return 2;
         }
     }
     if (only) {
         size_t i = 0;
         while (i < sizeof cases / sizeof cases[0] && strcmp(only, cases[i].name)) i++;
-        if (i == sizeof cases / sizeof cases[0]) return usage();
+        if (i == sizeof cases / sizeof cases[0]) {
+            fprintf(stderr, "iabn bench conv: --case %s: must be one of", only);
+            for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+                fprintf(stderr, "%s %s", k ? "," : "", cases[k].name);
+            fprintf(stderr, "\n");
+            return 2;
+        }
     }
     if (threads) iabn_set_num_threads(threads);
     threads = iabn_num_threads();

@@ -15,6 +15,7 @@
 #include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 #include "tensor/device.h"
 
 static int cmp_d(const void *a, const void *b)
@@ -23,47 +24,26 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void usage(void)
-{
-    printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
-           "                       [--repeat 5] [--classes N] [--device cpu|cuda[:N]] [--json] [--ops]\n"
-           "  Median time of a training step (forward + backward + SGD) on random data.\n");
-}
-
 int iabn_bench_step(int argc, char **argv)
 {
-    const char *arch = NULL, *bn = "standard";
-    const char *device = "cpu";
-    int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0;
-    int by_op = 0;
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_BENCH_STEP, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    const char *arch = a.npos ? a.pos[0] : a.v[IABN_O_MODEL].s;
+    const char *bn = a.v[IABN_O_BN].set ? a.v[IABN_O_BN].s : "standard";
+    const char *device = a.v[IABN_O_DEVICE].set ? a.v[IABN_O_DEVICE].s : "cpu";
+    int batch = a.v[IABN_O_BATCH].set ? (int)a.v[IABN_O_BATCH].i : 4;
+    int h = a.v[IABN_O_SIZE].h, w = a.v[IABN_O_SIZE].w;
+    int repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 5;
+    int json = a.v[IABN_O_JSON].set, classes = a.v[IABN_O_CLASSES].set ? (int)a.v[IABN_O_CLASSES].i : 0;
+    int by_op = a.v[IABN_O_OPS].set;
+    if (a.v[IABN_O_THREADS].set) iabn_set_num_threads((int)a.v[IABN_O_THREADS].i);
     struct { const char *name; double s; } ops[64];
     int nops = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        long long n;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--ops")) by_op = 1;
-        else if (!strcmp(a, "--size")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_parse_hw(v, &h, &w)) return 2;
-        } else if (!strcmp(a, "--bn")) {
-            if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
-            if (iabn_check_device(v, "bench step")) return 2;
-            device = v;
-        } else if (!strcmp(a, "--batch") || !strcmp(a, "--threads") || !strcmp(a, "--repeat") ||
-                   !strcmp(a, "--classes")) {
-            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
-            if (iabn_parse_int(v, &n) || n < 1) { fprintf(stderr, "iabn bench step: %s %s\n", a, v); return 2; }
-            if (!strcmp(a, "--batch")) batch = (int)n;
-            else if (!strcmp(a, "--threads")) iabn_set_num_threads((int)n);
-            else if (!strcmp(a, "--repeat")) repeat = (int)n;
-            else classes = (int)n;
-        } else if (a[0] == '-') { fprintf(stderr, "iabn bench step: unknown flag %s\n", a); return 2; }
-        else arch = a;
+    if (!arch) {
+        fprintf(stderr, "iabn bench step: which model? (iabn bench step --help)\n");
+        return 2;
     }
-    if (!arch) { usage(); return 2; }
     if (!iabn_model_exists(arch)) { fprintf(stderr, "iabn bench step: unknown model %s\n", arch); return 2; }
     iabn_model_cfg mc = iabn_model_defaults(arch);
     if (iabn_bn_mode_parse(bn, &mc.bn)) { fprintf(stderr, "iabn bench step: --bn %s\n", bn); return 2; }
