@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # setup.sh: installs what iabn needs on a fresh Debian (bookworm) machine.
 # Run as root (or with sudo); does nothing for packages already present.
+#   bash tools/setup.sh           everything: iabn, and PyTorch for the tests' fixtures
+#   bash tools/setup.sh --demo    only what iabn itself needs (tools/demo.sh)
 set -euo pipefail
 pkgs=(
   gcc pkg-config meson ninja-build            # build
   libopenblas-openmp-dev                      # BLAS, the OpenMP build (never the pthread one)
   libcjson-dev libjpeg62-turbo-dev libpng-dev # JSON, JPEG, PNG
   libopenmpi-dev openmpi-bin                  # multi-process training and its CPU collectives
-  python3 python3-numpy python3-torch python3-torchvision  # reference fixtures and parity
 )
+case "${1:-}" in
+  --demo) ;;
+  "") pkgs+=(python3 python3-numpy python3-torch python3-torchvision) ;;  # reference fixtures and parity
+  *) echo "setup.sh: unknown argument '$1' (none, or --demo)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
