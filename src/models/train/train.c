@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/train_internal.h"
+#include "models/train/train_internal.h"
 
 /* The one piece of process state: set by the signal handler, read between
  * steps.  Tools may keep it; the library never does. */
