@@ -18,9 +18,9 @@
 #include "data/data.h"
 #include "tools/cmd_train.h"
 #include "tools/commands.h"
-#include "tools/config.h"
+#include "models/train/config.h"
 #include "tools/options.h"
-#include "tools/plot.h"
+#include "models/train/plot.h"
 
 static char tmpdir[256];
 

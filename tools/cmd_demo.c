@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 
 #include "tools/commands.h"
+#include "models/train/trainer.h"
 #include "tools/options.h"
-#include "tools/trainer.h"
 
 #define DEMO_ARCH "resnext_tiny"
 #define DEMO_CLASSES 12

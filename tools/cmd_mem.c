@@ -16,7 +16,7 @@
 
 #include "iabn.h"
 #include "tools/options.h"
-#include "tools/plot.h"
+#include "models/train/plot.h"
 
 #define IABN_MAX_MARKS 256
 #include "tools/commands.h"

@@ -4,7 +4,7 @@
 
 #include "tools/commands.h"
 #include "tools/options.h"
-#include "tools/plot.h"
+#include "models/train/plot.h"
 
 int iabn_cmd_plot(int argc, char **argv)
 {

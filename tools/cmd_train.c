@@ -9,8 +9,8 @@
 
 #include "tools/cmd_train.h"
 #include "tools/commands.h"
+#include "models/train/trainer.h"
 #include "tools/options.h"
-#include "tools/trainer.h"
 
 static int ends_with(const char *s, const char *suf)
 {

@@ -3,7 +3,7 @@
 #ifndef IABN_TOOLS_CMD_TRAIN_H
 #define IABN_TOOLS_CMD_TRAIN_H
 
-#include "tools/config.h"
+#include "models/train/config.h"
 #include "tools/options.h"
 
 /* The config a run starts from without a file: torchvision's classification

@@ -1,14 +1,14 @@
 /* train_internal.h: the trainer's private state, shared by train.c,
  * train_graphs.c and train_eval.c. */
-#ifndef IABN_TOOLS_TRAIN_INTERNAL_H
-#define IABN_TOOLS_TRAIN_INTERNAL_H
+#ifndef IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
+#define IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
 
 #include <stdio.h>
 
-#include "tools/checkpoint.h"
+#include "models/train/checkpoint.h"
 #include "tensor/device.h"
-#include "tools/tb_events.h"
-#include "tools/trainer.h"
+#include "models/train/tb_events.h"
+#include "models/train/trainer.h"
 
 typedef struct gset {
     iabn_graph *g;

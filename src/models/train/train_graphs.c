@@ -2,7 +2,7 @@
  * (training with its loss, or evaluation) for one batch size and input size,
  * planned and bound; memory_for() plans without binding, which is how the
  * trainer finds the micro-batch that fits and the largest batch that would. */
-#include "tools/train_internal.h"
+#include "models/train/train_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/plot.h"
-#include "tools/train_internal.h"
+#include "models/train/plot.h"
+#include "models/train/train_internal.h"
 
 /* The one piece of process state: set by the signal handler, read between
  * steps.  Tools may keep it; the library never does. */

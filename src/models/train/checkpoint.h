@@ -2,8 +2,8 @@
  * its reference name (parameters and running statistics, loadable as plain
  * weights), the SGD momentum under "optimizer.momentum.<name>", and the
  * training position in the metadata.  Written atomically. */
-#ifndef IABN_TOOLS_CHECKPOINT_H
-#define IABN_TOOLS_CHECKPOINT_H
+#ifndef IABN_MODELS_TRAIN_CHECKPOINT_H
+#define IABN_MODELS_TRAIN_CHECKPOINT_H
 
 #include "iabn.h"
 

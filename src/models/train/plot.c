@@ -1,7 +1,7 @@
 /* plot.c: see plot.h.  Axes get "nice" ticks (1, 2, 5 x 10^k), a log axis
  * gets its decades; every number is printed with %g so the file stays small
  * and diffable. */
-#include "tools/plot.h"
+#include "models/train/plot.h"
 
 #include <math.h>
 #include <stdio.h>

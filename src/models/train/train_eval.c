@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/segmetrics.h"
-#include "tools/train_internal.h"
+#include "models/train/segmetrics.h"
+#include "models/train/train_internal.h"
 
 /* An evaluation graph for (n, h, w), reusing one of two cached ones. */
 static int eval_graph(trainer *tr, int n, int h, int w, gset **out, iabn_err *e)
