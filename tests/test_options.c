@@ -275,8 +275,8 @@ static void test_flags_to_config(void)
     static iabn_args a;
     const char *args[] = {"--lr", "0.5", "--epochs", "3", "--wd", "0", "--lr-scheduler", "cosine",
                           "--model", "resnext_tiny", "--bn", "inplace_abn_ii", "-b", "64",
-                          "--crop", "96"};
-    CHECK(parse(&a, IABN_C_TRAIN, 16, args) == IABN_ARGS_OK);
+                          "--crop", "96", "--label-smoothing", "0.1"};
+    CHECK(parse(&a, IABN_C_TRAIN, 18, args) == IABN_ARGS_OK);
     iabn_config c;
     iabn_reference_recipe(&c, 0);
     iabn_err e = {0};
@@ -287,6 +287,7 @@ static void test_flags_to_config(void)
     CHECK(c.act.kind == IABN_ACT_LEAKY_RELU); /* in-place needs an invertible activation */
     CHECK(c.crop_train == 96 && c.crop_val == 96);
     CHECK(!strcmp(iabn_sched_name(c.schedule.kind), "cosine"));
+    CHECK_CLOSE(c.label_smoothing, 0.1, 1e-7, 0);
     /* without a config: the reference recipe */
     iabn_reference_recipe(&c, 0);
     CHECK(c.schedule.epochs == 90 && c.schedule.step_size == 30 && c.batch_size == 256);

@@ -104,6 +104,9 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_LR_WARMUP_EPOCHS] = {"lr-warmup-epochs", NULL, 0, IABN_T_INT, 0, 1e6, 0, 0, NULL,
                                  "N", NULL, TRAINS,
                                  "linear warm-up of the learning rate over N epochs (0: none)"},
+    [IABN_O_LABEL_SMOOTHING] = {"label-smoothing", NULL, 0, IABN_T_FLOAT, 0, 0.999, 0, 0, NULL,
+                                "F", "optimizer.label_smoothing", TR,
+                                "cross-entropy against (1-F) one-hot + F uniform (training loss)"},
     [IABN_O_CLIP] = {"clip", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F", "optimizer.clip",
                      TRAINS, "gradient norm clipping (0: off)"},
 

@@ -50,6 +50,7 @@ typedef struct lin_p {
 typedef struct xent_p {
     int n, k, hw, ignore;
     float top_frac;
+    float smoothing;      /* label smoothing (its own op, CPU only) */
 } xent_p;
 
 #endif

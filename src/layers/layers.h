@@ -76,6 +76,12 @@ int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w)
  * Returns the scalar loss tensor (a graph output). */
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac);
+/* The same with label smoothing eps in [0, 1): the cross-entropy against
+ * (1-eps) one-hot + eps uniform over the K classes (torchvision's
+ * --label-smoothing).  eps 0 is iabn_softmax_xent; eps > 0 takes no
+ * bootstrapping (top_frac 1) and runs on the CPU backend. */
+int iabn_softmax_xent_smooth(iabn_graph *g, const char *name, int logits, int labels,
+                             int ignore_index, float top_frac, float eps);
 
 /* ---- weight initialisation ----------------------------------------------------- */
 

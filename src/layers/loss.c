@@ -1,5 +1,5 @@
 /* loss.c: softmax cross-entropy over channels with an ignore index and
- * optional online bootstrapping.  The forward writes the mean loss (a graph
+ * optional online bootstrapping, or with label smoothing (its own op).  The forward writes the mean loss (a graph
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
  * the backward needs the logits and labels only. */
 #include "layers/layer_util.h"
@@ -62,6 +62,56 @@ static const iabn_op_def op_xent = {
     .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_fwd)},
 };
 
+/* ---- label smoothing: its own op (CPU kernels only) ---- */
+
+static int smooth_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    IABN_PARAMS(xent_p, n);
+    long bad = -1;
+    if (iabn_xent_smooth_fwd(P.n, P.k, P.hw, b->in[0], b->in[1], P.ignore, P.smoothing,
+                             b->out[0], b->out[1], &bad))
+        return iabn_err_set(e, IABN_EINVAL,
+                            "%s: label %d at position %ld is outside [0, %d) and is not the "
+                            "ignore index %d",
+                            n->name, ((const int32_t *)b->in[1])[bad], bad, P.k, P.ignore);
+    (void)g;
+    return 0;
+}
+
+static int smooth_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    (void)g;
+    (void)e;
+    IABN_PARAMS(xent_p, n);
+    iabn_xent_smooth_bwd(P.n, P.k, P.hw, b->in[0], b->in[1], b->in[2], P.smoothing, 1.0f,
+                         b->out[0]);
+    return 0;
+}
+
+static const iabn_op_def op_smooth_bwd = {
+    .name = "softmax_xent_smooth_bwd",
+    .run = {smooth_bwd_cpu, NULL},
+};
+
+static int smooth_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    const iabn_node fw = *iabn_graph_n(g, node);
+    (void)e;
+    if (dout[0] != IABN_GRAD_ONE)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward",
+                               fw.name);
+    int ins[3] = {fw.in[0], fw.in[1], fw.out[1]};
+    int dl = like(g, fw.in[0], "d.", "");
+    iabn_graph_node(g, &op_smooth_bwd, fw.name, 3, ins, 1, &dl, fw.params, sizeof(xent_p));
+    din[0] = dl;
+    return iabn_graph_ok(g) ? 0 : -1;
+}
+
+static const iabn_op_def op_xent_smooth = {
+    .name = "softmax_xent_smooth", .backward = smooth_backward,
+    .run = {smooth_fwd_cpu, NULL},
+};
+
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac)
 {
@@ -88,6 +138,42 @@ int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
     int ins[2] = {logits, labels};
     int outs[2] = {loss, w};
     if (iabn_graph_node(g, &op_xent, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
+    iabn_graph_mark_output(g, loss);
+    return loss;
+}
+
+int iabn_softmax_xent_smooth(iabn_graph *g, const char *name, int logits, int labels,
+                             int ignore_index, float top_frac, float eps)
+{
+    if (eps == 0.f) return iabn_softmax_xent(g, name, logits, labels, ignore_index, top_frac);
+    if (logits < 0 || labels < 0 || !iabn_graph_ok(g)) return -1;
+    if (!(eps > 0.f && eps < 1.f))
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: label smoothing %g not in [0, 1)", name,
+                               (double)eps);
+    if (top_frac != 1.f)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: label smoothing and bootstrapping (%g) "
+                               "together are not supported: one or the other", name,
+                               (double)top_frac);
+    const iabn_tensor *l = lt(g, logits), *y = lt(g, labels);
+    xent_p P;
+    memset(&P, 0, sizeof P);
+    nchw(l, &P.n, &P.k, &P.hw);
+    P.ignore = ignore_index;
+    P.top_frac = 1.f;
+    P.smoothing = eps;
+    size_t want = (size_t)P.n * (size_t)P.hw * 4;
+    if (y->dtype != IABN_I32 || y->nbytes != want || y->shape[0] != P.n)
+        return iabn_graph_fail(g, IABN_EINVAL,
+                               "%s: labels %s must be int32 with one value per sample / pixel of "
+                               "%s",
+                               name, y->name, l->name);
+    int one[1] = {1};
+    int loss = named(g, name, "", IABN_F32, 1, one);
+    int wshape[1] = {P.n * P.hw};
+    int w = named(g, name, ".weight", IABN_F32, 1, wshape);
+    int ins[2] = {logits, labels};
+    int outs[2] = {loss, w};
+    if (iabn_graph_node(g, &op_xent_smooth, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
     iabn_graph_mark_output(g, loss);
     return loss;
 }

@@ -62,6 +62,7 @@ static const key k_optimizer[] = {
     {"learning_rate", K_FLOAT, F(learning_rate), NULL},
     {"classifier_lr", K_FLOAT, F(classifier_lr), NULL},
     {"nesterov", K_BOOL, F(nesterov), NULL},
+    {"label_smoothing", K_FLOAT, F(label_smoothing), NULL},
     {"schedule", K_SECTION, 0, k_schedule},
     {NULL, 0, 0, NULL},
 };
@@ -315,6 +316,8 @@ int iabn_config_check(const iabn_config *c, iabn_err *e)
     if (c->momentum < 0 || c->momentum >= 1)
         return iabn_err_set(e, IABN_EINVAL, "optimizer.momentum must be in [0, 1)");
     if (c->weight_decay < 0) return iabn_err_set(e, IABN_EINVAL, "optimizer.weight_decay must be >= 0");
+    if (!(c->label_smoothing >= 0 && c->label_smoothing < 1))
+        return iabn_err_set(e, IABN_EINVAL, "optimizer.label_smoothing must be in [0, 1)");
     if (c->clip < 0) return iabn_err_set(e, IABN_EINVAL, "optimizer.clip must be >= 0 (0: off)");
     if (c->schedule.kind == IABN_SCHED_STEP && c->schedule.step_size < 1)
         return iabn_err_set(e, IABN_EINVAL, "optimizer.schedule.params.step_size is required by a step schedule");
@@ -387,6 +390,7 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON_AddNumberToObject(o, "learning_rate", c->learning_rate);
     cJSON_AddNumberToObject(o, "classifier_lr", c->classifier_lr);
     cJSON_AddBoolToObject(o, "nesterov", c->nesterov);
+    if (c->label_smoothing > 0) cJSON_AddNumberToObject(o, "label_smoothing", c->label_smoothing);
     cJSON *s = cJSON_AddObjectToObject(o, "schedule");
     cJSON_AddStringToObject(s, "type", iabn_sched_name(c->schedule.kind));
     cJSON_AddStringToObject(s, "mode", c->schedule.per_step ? "step" : "epoch");

@@ -46,6 +46,7 @@ typedef struct iabn_config {
     /* optimizer */
     int batch_size;        /* global, divided over ranks */
     float momentum, weight_decay, clip, learning_rate, classifier_lr;
+    float label_smoothing; /* classification: cross-entropy against (1-e) one-hot + e uniform */
     int nesterov;
     iabn_schedule schedule;
     /* input */

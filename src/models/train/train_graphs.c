@@ -41,7 +41,9 @@ int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, 
     }
     float frac = tr->task == IABN_TASK_SEGMENT && train ? tr->cfg.bootstrap : 1.f;
     iabn_graph_begin_block(g, "loss");
-    gs->loss = iabn_softmax_xent(g, "loss", gs->logits, gs->labels, IABN_IGNORE_LABEL, frac);
+    /* label smoothing shapes the training loss only; evaluation reports the plain one */
+    gs->loss = iabn_softmax_xent_smooth(g, "loss", gs->logits, gs->labels, IABN_IGNORE_LABEL, frac,
+                                        train ? tr->cfg.label_smoothing : 0.f);
     if (!train || tr->task == IABN_TASK_CLASSIFY) iabn_graph_mark_output(g, gs->logits);
     if (!iabn_graph_ok(g)) {
         *e = *iabn_graph_error(g);

@@ -279,3 +279,77 @@ void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
     if (correct1) *correct1 = c1;
     if (correctk) *correctk = ck;
 }
+
+/* ---- label smoothing ----------------------------------------------------------------- */
+
+int iabn_xent_smooth_fwd(int n, int k, int hw, const float *logits, const int32_t *labels,
+                         int ignore_index, float eps, float *loss, float *weight, long *bad)
+{
+    size_t m = (size_t)n * (size_t)hw;
+    *loss = 0.f;
+    for (size_t i = 0; i < m; i++) {
+        int32_t y = labels[i];
+        if (y != ignore_index && (y < 0 || y >= k)) {
+            if (bad) *bad = (long)i;
+            return IABN_EINVAL;
+        }
+    }
+    long tiles_per_img = (hw + TILE - 1) / TILE, tiles = (long)n * tiles_per_img;
+    double total = 0;
+    size_t valid = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, valid) if (m * (size_t)k >= PAR_MIN)
+    for (long t = 0; t < tiles; t++) {
+        int img = (int)(t / tiles_per_img);
+        int p0 = (int)(t % tiles_per_img) * TILE;
+        int cnt = hw - p0 < TILE ? hw - p0 : TILE;
+        const float *l = logits + (size_t)img * k * hw + p0;
+        const int32_t *lab = labels + (size_t)img * hw + p0;
+        float mx[TILE], sum[TILE], mean[TILE];
+        tile_lse(l, k, hw, cnt, mx, sum);
+        for (int i = 0; i < cnt; i++) mean[i] = 0.f;
+        for (int ch = 0; ch < k; ch++)
+            for (int i = 0; i < cnt; i++) mean[i] += l[(size_t)ch * hw + i];
+        for (int i = 0; i < cnt; i++) {
+            if (lab[i] == ignore_index) continue;
+            float lse = logf(sum[i]) + mx[i];
+            total += lse - (1.f - eps) * l[(size_t)lab[i] * hw + i] - eps * mean[i] / (float)k;
+            valid++;
+        }
+    }
+    float wk = valid ? (float)(1.0 / (double)valid) : 0.f;
+    for (size_t i = 0; i < m; i++) weight[i] = labels[i] == ignore_index ? 0.f : wk;
+    *loss = valid ? (float)(total / (double)valid) : 0.f;
+    return 0;
+}
+
+void iabn_xent_smooth_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
+                          const float *weight, float eps, float scale, float *dlogits)
+{
+    long tiles_per_img = (hw + TILE - 1) / TILE, tiles = (long)n * tiles_per_img;
+    size_t work = (size_t)n * (size_t)hw * (size_t)k;
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
+    for (long t = 0; t < tiles; t++) {
+        int img = (int)(t / tiles_per_img);
+        int p0 = (int)(t % tiles_per_img) * TILE;
+        int cnt = hw - p0 < TILE ? hw - p0 : TILE;
+        size_t base = (size_t)img * k * hw + p0;
+        const float *l = logits + base;
+        float *d = dlogits + base;
+        const int32_t *lab = labels + (size_t)img * hw + p0;
+        const float *wt = weight + (size_t)img * hw + p0;
+        float mx[TILE], inv[TILE];
+        /* every logit of the pixel is read before a gradient is written */
+        tile_lse(l, k, hw, cnt, mx, inv);
+        for (int i = 0; i < cnt; i++) inv[i] = 1.f / inv[i];
+        for (int ch = 0; ch < k; ch++) {
+            const float *row = l + (size_t)ch * hw;
+            float *drow = d + (size_t)ch * hw;
+            for (int i = 0; i < cnt; i++) {
+                float w = wt[i] * scale;
+                drow[i] = w == 0.f ? 0.f
+                                   : w * (expf(row[i] - mx[i]) * inv[i] -
+                                          (lab[i] == ch ? 1.f - eps : 0.f) - eps / (float)k);
+            }
+        }
+    }
+}

@@ -92,6 +92,17 @@ int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labe
  * of its gradients is written.  Pixels of weight 0 get an exact 0. */
 void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                    const float *weight, float scale, float *dlogits);
+/* Label-smoothed cross-entropy (no bootstrapping): per counted pixel
+ * lse - (1-eps) logit[label] - eps mean_k logit[k], i.e. the cross-entropy
+ * against (1-eps) one-hot + eps uniform; *loss the mean over the counted
+ * pixels, weight as iabn_xent_fwd's (1/counted or 0).  Labels outside [0,K)
+ * that are not ignore_index: IABN_EINVAL, *bad the position. */
+int iabn_xent_smooth_fwd(int n, int k, int hw, const float *logits, const int32_t *labels,
+                         int ignore_index, float eps, float *loss, float *weight, long *bad);
+/* dlogits = weight * (softmax - (1-eps) onehot - eps/K) * scale; dlogits may
+ * be the logits' storage. */
+void iabn_xent_smooth_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
+                          const float *weight, float eps, float scale, float *dlogits);
 /* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
  * Rank of the label = larger logits + equal logits at a lower class index;
  * labels outside [0,K) (ignored samples) never count as correct. */
