@@ -417,7 +417,7 @@ static void test_train_eval_init(void)
     CHECK(run_captured(iabn_cmd_eval, 6, ev2, out, sizeof out) != 0);
     /* fine-tune on 4 classes from the 3-class checkpoint */
     char *ft[] = {"train", "--model", "resnext_tiny", "--bn", "inplace_abn_ii", d4, "--epochs", "1",
-                  "-b", "8", "--crop", "32", "--output-dir", run4, "-q", "--threads", "2",
+                  "-b", "8", "--crop", "32", "--output-dir", run4, "-v", "--threads", "2",
                   "--init", ckpt};
     CHECK(run_captured(iabn_cmd_train, 19, ft, out, sizeof out) == 0);
     CHECK_MSG(strstr(out, "loaded 68 of 70 tensors") &&

@@ -15,4 +15,12 @@ int iabn_parse_hw(const char *s, int *h, int *w);
  * device itself is opened, and may be missing, later). */
 int iabn_check_device(const char *dev, const char *cmd);
 
+struct iabn_trainer_stop;
+/* SIGINT / SIGTERM ask the trainer to stop after the current step: installs
+ * the handlers and returns the request they set, cleared (the program's one
+ * piece of signal state lives here, never in the library). */
+struct iabn_trainer_stop *iabn_cli_stop_on_signals(void);
+/* The trainer's log callback of the commands: the line on stdout, flushed. */
+void iabn_cli_log(void *user, const char *line);
+
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tools/cli.h"
 #include "tools/cmd_train.h"
 #include "tools/commands.h"
 #include "models/train/trainer.h"
@@ -131,7 +132,8 @@ static int run_train_like(int argc, char **argv, int seg)
         return 2;
     }
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
+    o.log = iabn_cli_log;
     o.task = seg ? IABN_TASK_SEGMENT : IABN_TASK_CLASSIFY;
     o.dataset = IABN_DATASET_CITYSCAPES;
     if (a.v[IABN_O_DATASET].set) {
@@ -173,9 +175,9 @@ static int run_train_like(int argc, char **argv, int seg)
     o.strict_data = a.v[IABN_O_STRICT].set;
     o.quiet = a.v[IABN_O_QUIET].set;
     o.verbose = a.v[IABN_O_VERBOSE].set;
-    iabn_train_install_signals();
+    o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
-    if (iabn_train(&o, &res, &e)) {
+    if (iabn_trainer_run(&o, &res, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }
@@ -262,7 +264,8 @@ static int run_eval_like(int argc, char **argv, int seg)
     o.device = a.v[IABN_O_DEVICE].s;
     o.verbose = a.v[IABN_O_VERBOSE].set;
     iabn_train_result res;
-    if (iabn_evaluate(&o, &res, &e)) {
+    o.log = iabn_cli_log;
+    if (iabn_trainer_evaluate(&o, &res, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }

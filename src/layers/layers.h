@@ -82,6 +82,11 @@ int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
  * bootstrapping (top_frac 1) and runs on the CPU backend. */
 int iabn_softmax_xent_smooth(iabn_graph *g, const char *name, int logits, int labels,
                              int ignore_index, float top_frac, float eps);
+/* Mean absolute error / mean squared error of pred against a float32 target
+ * of the same shape, over all elements; the gradient flows to pred (the
+ * target is data).  CPU backend.  Return the scalar loss (a graph output). */
+int iabn_l1_loss(iabn_graph *g, const char *name, int pred, int target);
+int iabn_mse_loss(iabn_graph *g, const char *name, int pred, int target);
 
 /* ---- weight initialisation ----------------------------------------------------- */
 
