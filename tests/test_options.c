@@ -20,6 +20,7 @@
 #include "tools/commands.h"
 #include "models/train/config.h"
 #include "tools/options.h"
+#include "tools/progress.h"
 #include "models/train/plot.h"
 
 static char tmpdir[256];
@@ -361,6 +362,33 @@ static void test_plot(void)
     CHECK(iabn_cmd_plot(1, argv4) == 2);
 }
 
+/* The progress line: every field, and the ETA of what will actually run. */
+static void test_progress(void)
+{
+    iabn_progress p;
+    char line[512];
+    /* step 20 of 90 epochs x 1000 steps, reporting every 10, 0.5 s a step */
+    iabn_train_progress r = {1, 90, 20, 1000, 20, 2.5, 2.6, 0.1, 64.0, 0.125,
+                             0.5 * (90000 - 20), 12.5, 8 << 20};
+    iabn_progress_init(&p, stdout, 32, 10, 0, 0);
+    p.tty = 0;
+    iabn_progress_format(&p, &r, p.t0 + 10, line, sizeof line);
+    CHECK_MSG(strstr(line, "epoch 1/90  step 20/1000") && strstr(line, "64.0 img/s") &&
+                  strstr(line, "data 25%") && strstr(line, "top-1 12.5%") &&
+                  strstr(line, "lr 0.1") && strstr(line, "8.0 MiB act") &&
+                  strstr(line, "ETA 12:29:50"),
+              "%s", line);
+    /* --max-steps 30: the first report at step 20 means the run began at 10,
+     * so 20 of its steps are left */
+    iabn_progress_init(&p, stdout, 32, 10, 30, 0);
+    iabn_progress_format(&p, &r, p.t0 + 10, line, sizeof line);
+    CHECK_MSG(strstr(line, "ETA 0:10") != NULL, "%s", line);
+    /* --time-limit 60, 10 s in: what is left of the minute */
+    iabn_progress_init(&p, stdout, 32, 10, 0, 60);
+    iabn_progress_format(&p, &r, p.t0 + 10, line, sizeof line);
+    CHECK_MSG(strstr(line, "ETA 0:50") != NULL, "%s", line);
+}
+
 /* Runs a command with stdout captured into out. */
 static int run_captured(int (*fn)(int, char **), int argc, char **argv, char *out, size_t n)
 {
@@ -440,6 +468,7 @@ int main(void)
     RUN(test_help_and_completion);
     RUN(test_flags_to_config);
     RUN(test_plot);
+    RUN(test_progress);
     RUN(test_train_eval_init);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

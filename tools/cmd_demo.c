@@ -14,6 +14,7 @@
 #include "tools/commands.h"
 #include "models/train/trainer.h"
 #include "tools/options.h"
+#include "tools/progress.h"
 
 #define DEMO_ARCH "resnext_tiny"
 #define DEMO_CLASSES 12
@@ -74,6 +75,11 @@ int iabn_cmd_demo(int argc, char **argv)
     o.time_limit = seconds;
     o.print_freq = 20;
     o.threads = threads;
+    iabn_progress prog;
+    iabn_progress_init(&prog, stdout, cfg.batch_size, o.print_freq, 0, seconds);
+    o.progress = iabn_progress_report;
+    o.log = iabn_progress_log;
+    o.user = &prog;
     o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
     if (iabn_trainer_run(&o, &res, &e)) {

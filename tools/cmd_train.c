@@ -12,6 +12,7 @@
 #include "tools/commands.h"
 #include "models/train/trainer.h"
 #include "tools/options.h"
+#include "tools/progress.h"
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -175,6 +176,12 @@ static int run_train_like(int argc, char **argv, int seg)
     o.strict_data = a.v[IABN_O_STRICT].set;
     o.quiet = a.v[IABN_O_QUIET].set;
     o.verbose = a.v[IABN_O_VERBOSE].set;
+    /* progress a person reads: a live line on a terminal, plain lines when piped */
+    iabn_progress prog;
+    iabn_progress_init(&prog, stdout, cfg.batch_size, o.print_freq, o.max_steps, o.time_limit);
+    o.progress = o.quiet ? NULL : iabn_progress_report;
+    o.log = iabn_progress_log;
+    o.user = &prog;
     o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
     if (iabn_trainer_run(&o, &res, &e)) {

@@ -623,10 +623,12 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 }
                 char top[32] = "";
                 if (top1 >= 0) snprintf(top, sizeof top, "  top1 %.1f%%", top1);
-                trainer_say(tr, "epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)%s  lr %.5f  img/s %.1f  "
-                        "data %.3fs  eta %s  act mem %.1f MiB",
-                    epoch + 1, epochs, tr->pos.step_in_epoch, spe, loss, avg_loss, top, lr_now,
-                    ips, data_wait, eta, (double)tr->train.plan->arena_bytes / 1048576.0);
+                if (!o->progress) /* a progress callback formats the line itself */
+                    trainer_say(tr, "epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)%s  lr %.5f  "
+                                "img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB",
+                                epoch + 1, epochs, tr->pos.step_in_epoch, spe, loss, avg_loss, top,
+                                lr_now, ips, data_wait, eta,
+                                (double)tr->train.plan->arena_bytes / 1048576.0);
                 snprintf(line, sizeof line,
                          "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
                          "\"img_s\": %.2f, \"arena_bytes\": %zu}",
