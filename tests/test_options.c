@@ -279,7 +279,7 @@ static void test_flags_to_config(void)
                           "--crop", "96", "--label-smoothing", "0.1"};
     CHECK(parse(&a, IABN_C_TRAIN, 18, args) == IABN_ARGS_OK);
     iabn_config c;
-    iabn_reference_recipe(&c, 0);
+    iabn_config_reference(&c, 0);
     iabn_err e = {0};
     CHECK_MSG(iabn_config_from_args(&a, &c, 0, "test", &e) == 0, "%s", e.msg);
     CHECK_CLOSE(c.learning_rate, 0.5, 1e-7, 0);
@@ -290,7 +290,7 @@ static void test_flags_to_config(void)
     CHECK(!strcmp(iabn_sched_name(c.schedule.kind), "cosine"));
     CHECK_CLOSE(c.label_smoothing, 0.1, 1e-7, 0);
     /* without a config: the reference recipe */
-    iabn_reference_recipe(&c, 0);
+    iabn_config_reference(&c, 0);
     CHECK(c.schedule.epochs == 90 && c.schedule.step_size == 30 && c.batch_size == 256);
     /* flags override a config file */
     char cfg[300];
@@ -301,7 +301,7 @@ static void test_flags_to_config(void)
     fclose(f);
     const char *args2[] = {"--config", cfg, "-b", "8"};
     CHECK(parse(&a, IABN_C_TRAIN, 4, args2) == IABN_ARGS_OK);
-    iabn_reference_recipe(&c, 0);
+    iabn_config_reference(&c, 0);
     CHECK_MSG(iabn_config_from_args(&a, &c, 0, "test", &e) == 0, "%s", e.msg);
     CHECK(!strcmp(c.arch, "resnet18") && c.batch_size == 8);
     CHECK_CLOSE(c.learning_rate, 0.2, 1e-7, 0);

@@ -1,6 +1,6 @@
 /* options.c: the option table of the `iabn` program (see options.h) and what
  * is generated from it: the parser, each command's --help, the bash
- * completion script and the Markdown flag list. */
+ * completion script. */
 #include "tools/options.h"
 
 #include <math.h>
@@ -567,27 +567,6 @@ void iabn_args_help(iabn_cmd_id cmd, FILE *f)
     }
     fprintf(f, "  -h, --help                       this text\n");
     if (ci->notes) fprintf(f, "\n%s\n", ci->notes);
-}
-
-void iabn_args_markdown(FILE *f)
-{
-    fprintf(f, "| flag | value | commands | meaning |\n|---|---|---|---|\n");
-    for (int i = 0; i < IABN_O_COUNT; i++) {
-        const iabn_option *o = &table[i];
-        char sp[128], allowed[600] = "";
-        flag_spelling(o, sp, sizeof sp);
-        if (o->type != IABN_T_FLAG && o->type != IABN_T_STRING && o->type != IABN_T_PATH)
-            iabn_option_allowed(o, allowed, sizeof allowed);
-        fprintf(f, "| `%s` | %s | ", sp + (o->short_name ? 0 : 4), allowed);
-        int first = 1;
-        for (int c = 0; c < IABN_C_COUNT; c++)
-            if (o->cmds & IABN_CMD(c)) {
-                fprintf(f, "%s%s", first ? "" : ", ", commands[c].name);
-                first = 0;
-            }
-        fprintf(f, " | %s%s%s |\n", o->help, o->config_key ? "; config " : "",
-                o->config_key ? o->config_key : "");
-    }
 }
 
 /* The completion script: per command its flags, per flag what its value

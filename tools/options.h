@@ -4,7 +4,7 @@
  * name (and an alias), short letter, value type, allowed range or choices,
  * help text, the experiment-config key it overrides, and the commands that
  * take it.  Commands parse through iabn_args_parse(); `--help`, the bash
- * completion and the README's flag list are generated from the same rows, so
+ * completion are generated from the same rows, so
  * a flag means one thing everywhere.
  *
  * Adding a flag: one IABN_O_* name below (keep the list grouped), one row in
@@ -148,8 +148,6 @@ int iabn_args_parse(iabn_args *a, iabn_cmd_id cmd, int argc, char **argv);
 void iabn_args_help(iabn_cmd_id cmd, FILE *f);
 /* The bash completion script (`iabn completion bash`). */
 void iabn_args_completion_bash(FILE *f);
-/* Every flag as a Markdown table, for the README. */
-void iabn_args_markdown(FILE *f);
 
 /* The experiment-config keys the given flags override, as a JSON object
  * ({"optimizer": {"learning_rate": 0.2}}); NULL when none (caller frees).

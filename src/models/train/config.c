@@ -137,6 +137,39 @@ void iabn_config_defaults(iabn_config *c)
     c->eval_every = 1;
 }
 
+void iabn_config_reference(iabn_config *c, int seg)
+{
+    iabn_config_defaults(c);
+    if (seg) {
+        /* the reference Cityscapes / Vistas recipe */
+        snprintf(c->arch, sizeof c->arch, "deeplabv3_wider_resnet38_a2");
+        c->batch_size = 16;
+        c->learning_rate = 0.0025f;
+        c->clip = 0;
+        c->schedule.kind = IABN_SCHED_POLY;
+        c->schedule.per_step = 1;
+        c->schedule.epochs = 100;
+    } else {
+        /* torchvision's classification reference (and the paper's ImageNet runs) */
+        c->schedule.kind = IABN_SCHED_STEP;
+        c->schedule.step_size = 30;
+        c->schedule.epochs = 90;
+    }
+}
+
+int iabn_config_from_checkpoint(iabn_config *c, const char *ckpt, iabn_err *e)
+{
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(ckpt, &f, e);
+    if (rc) return rc;
+    const char *cj = iabn_st_meta(f, "config");
+    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn "
+                                                "checkpoint): give the config too", ckpt);
+    else rc = iabn_config_parse(c, cj, ckpt, e);
+    iabn_st_free(f);
+    return rc;
+}
+
 static int is_int(const cJSON *v)
 {
     return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&

@@ -62,6 +62,13 @@ typedef struct iabn_config {
 } iabn_config;
 
 void iabn_config_defaults(iabn_config *c);
+/* The config a run starts from without a file: torchvision's classification
+ * reference (SGD 0.1, momentum 0.9, wd 1e-4, batch 256, 90 epochs, x0.1
+ * every 30) or, seg != 0, the reference segmentation recipe (DeepLabv3 on
+ * WideResNet-38, batch 16, lr 0.0025, poly per step, 100 epochs). */
+void iabn_config_reference(iabn_config *c, int seg);
+/* The config an iabn checkpoint stores in its metadata, parsed over c. */
+int iabn_config_from_checkpoint(iabn_config *c, const char *ckpt, iabn_err *e);
 /* Parses a JSON text over the defaults; `what` names it in messages. */
 int iabn_config_parse(iabn_config *c, const char *json, const char *what, iabn_err *e);
 int iabn_config_load(iabn_config *c, const char *path, iabn_err *e);
