@@ -176,7 +176,7 @@ static int synth(const opts *o, iabn_dataset_kind kind)
     iabn_err e = {0};
     int rc;
     if (!o->out) {
-        fprintf(stderr, "iabn data synth: --out DIR is required\n");
+        fprintf(stderr, "iabn data synth: --output DIR is required\n");
         return 2;
     }
     uint64_t seed = (uint64_t)o->seed;
