@@ -64,7 +64,9 @@ int iabn_cmd_demo(int argc, char **argv)
     cfg.schedule.kind = IABN_SCHED_CONSTANT;
     cfg.schedule.epochs = 100; /* the time limit ends the run */
     cfg.crop_train = cfg.crop_val = DEMO_SIZE;
-    cfg.scale_train = -1;
+    /* resize to 34 then a random 32 crop: a little translation, never a crop
+     * that cuts the object away (RandomResizedCrop's 8% would) */
+    cfg.scale_train = DEMO_SIZE + 2;
     cfg.scale_val = DEMO_SIZE;
     iabn_train_opts o;
     iabn_trainer_opts_defaults(&o);
