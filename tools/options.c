@@ -120,7 +120,8 @@ static const iabn_option table[IABN_O_COUNT] = {
                        "continue exactly where CKPT left off"},
     [IABN_O_INIT] = {"init", "pretrained", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "CKPT", NULL, TRAINS,
                      "start from CKPT's weights: every tensor whose name and shape match is "
-                     "loaded, the rest (a new head) initialised"},
+                     "loaded, the rest (a new head) initialised (segtrain: an ImageNet body, "
+                     "only head and classifier may be missing)"},
     [IABN_O_PRINT_FREQ] = {"print-freq", NULL, 0, IABN_T_INT, 1, 1e9, 0, 0, NULL, "N", NULL,
                            TRAINS, "progress line every N steps (10)"},
     [IABN_O_SEED] = {"seed", NULL, 0, IABN_T_INT, 0, 9e18, 0, 0, NULL, "N", NULL,
