@@ -3,44 +3,42 @@
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
  * the backward needs the logits and labels only. */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
-static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
     IABN_PARAMS(xent_p, n);
-    /* the CUDA forward keeps its keys in the weight output itself */
-    if (dev != IABN_DEV_CPU) return 0;
-    return iabn_xent_scratch_bytes(P.n, P.hw);
+    return be->k->xent_scratch(P.n, P.hw);
 }
 
 /* in: logits, labels   out: loss, weight */
-static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(xent_p, n);
     long bad = -1;
-    if (iabn_xent_fwd(P.n, P.k, P.hw, b->in[0], b->in[1], P.ignore, P.top_frac, b->out[0],
-                      b->out[1], b->scratch, &bad)) {
-        const int32_t *lab = b->in[1];
+    int bad_label = -1;
+    int rc = b->backend->k->xent_fwd(b->backend->ctx, P.n, P.k, P.hw, b->in[0], b->in[1],
+                                     P.ignore, P.top_frac, b->out[0], b->out[1], b->scratch,
+                                     &bad, &bad_label, e);
+    if (rc == IABN_EINVAL)
         return iabn_err_set(e, IABN_EINVAL,
                             "label %d at position %ld is outside [0, %d) and is not the ignore "
                             "index %d",
-                            bad >= 0 ? lab[bad] : -1, bad, P.k, P.ignore);
-    }
-    return 0;
+                            bad_label, bad, P.k, P.ignore);
+    return rc;
 }
 
 /* in: logits, labels, weight   out: dlogits */
-static int bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(xent_p, n);
-    iabn_xent_bwd(P.n, P.k, P.hw, b->in[0], b->in[1], b->in[2], 1.0f, b->out[0]);
+    IABN_K(xent_bwd, P.n, P.k, P.hw, b->in[0], b->in[1], b->in[2], 1.0f, b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_bwd = {
     .name = "softmax_xent_bwd",
-    .run = {bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_bwd)},
+    .run = bwd_run,
 };
 
 static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -59,7 +57,7 @@ static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_xent = {
     .name = "softmax_xent", .backward = xent_backward, .scratch_bytes = fwd_scratch,
-    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_fwd)},
+    .run = fwd_run,
 };
 
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
