@@ -28,7 +28,10 @@ static const char *bn_choice(int i)
 {
     return i >= 0 && i < IABN_BN_NMODES ? iabn_bn_mode_name((iabn_bn_mode)i) : NULL;
 }
-CHOICES(act_choice, "leaky_relu", "elu", "relu", "identity")
+static const char *act_choice(int i)
+{
+    return i >= 0 && i < IABN_ACT_COUNT ? iabn_act_name((iabn_act_kind)i) : NULL;
+}
 CHOICES(sched_choice, "step", "multistep", "poly", "cosine", "exponential", "linear", "constant")
 CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 
@@ -367,7 +370,7 @@ static int is_choice(const iabn_option *o, const char *s, size_t len)
         char t[64];
         iabn_bn_mode m;
         snprintf(t, sizeof t, "%.*s", (int)(len < 63 ? len : 63), s);
-        return !iabn_bn_mode_parse(t, &m);
+        return !iabn_bn_mode_parse(t, &m, NULL);
     }
     return 0;
 }
