@@ -57,6 +57,11 @@ int iabn_linear(iabn_graph *g, const char *name, int x, int out, int bias);
 int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad);
 /* N,C,H,W -> N,C,1,1 */
 int iabn_global_avgpool(iabn_graph *g, const char *name, int x);
+/* k x k windows, stride s, no padding (PyTorch's AvgPool2d(k, s)) */
+int iabn_avgpool(iabn_graph *g, const char *name, int x, int k, int stride);
+/* N,C,H,W -> N,C,H,W: stride-1 averages over min(kh,H) x min(kw,W) windows,
+ * replicate-padded back to H x W (the reference DeepLabV3 pooling_size) */
+int iabn_avgpool_same(iabn_graph *g, const char *name, int x, int kh, int kw);
 
 /* ---- elementwise and shape ---------------------------------------------------- */
 
