@@ -30,6 +30,8 @@ static const command commands[] = {
     {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
     {"step", iabn_cmd_step, "one forward/backward of a model on safetensors inputs (PyTorch parity)"},
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
+    {"convert", iabn_cmd_convert, "reference PyTorch checkpoints <-> iabn safetensors"},
+    {"models", iabn_cmd_models, "every model: parameters, input, reference configs, memory"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
     {"bench", cmd_bench, "benchmarks: conv, block, step"},

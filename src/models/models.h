@@ -106,6 +106,11 @@ int iabn_model_blocks(const iabn_graph *g, iabn_model_block *out, int max);
  * Nothing is written unless the whole file checks out; the error lists the
  * missing, mismatched and extra names. */
 int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e);
+/* 1 when name is "<bn>.num_batches_tracked" for a BN of the store: the
+ * reference's (and torch.nn.BatchNorm's) step counter.  Loading accepts it
+ * and leaves it in the file (the model does not use it: momentum is fixed);
+ * `iabn convert` and `iabn export` carry it through to what they write. */
+int iabn_weights_is_counter(const iabn_store *s, const char *name);
 
 /* Writes every store tensor under its name (float32), plus metadata from
  * meta_kv: NULL, or {"key", "value", ..., NULL}.  Atomic (temporary file,
