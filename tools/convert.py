@@ -74,19 +74,19 @@ def st_read(path):
 
 
 def st_write(path, tensors, meta=None):
-    """Writes tensors (name -> numpy array) atomically, each at an offset
-    aligned to 8 bytes."""
+    """Writes tensors (name -> numpy array) atomically, in their order and
+    back to back (the format has no padding between tensors; readers copy)."""
     header, chunks, off = OrderedDict(), [], 0
     for name, a in tensors.items():
-        a = np.ascontiguousarray(a)
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d counter 1-d)
+            a = a.copy(order="C")
         if a.dtype not in NP_TO_ST:
             raise ConvertError("%s: dtype %s cannot be written" % (name, a.dtype))
         data = a.tobytes()
-        pad = (-len(data)) % 8
         header[name] = {"dtype": NP_TO_ST[a.dtype], "shape": list(a.shape),
                         "data_offsets": [off, off + len(data)]}
-        chunks.append(data + b"\0" * pad)
-        off += len(data) + pad
+        chunks.append(data)
+        off += len(data)
     if meta:
         header["__metadata__"] = {str(k): str(v) for k, v in meta.items()}
     h = json.dumps(header, separators=(",", ":")).encode("utf-8")
@@ -208,7 +208,7 @@ def to_iabn(src, dst, force_tv):
         out[name] = a
     meta = {"format": "iabn-weights-1", "source": os.path.basename(src),
             "source_layout": "torchvision" if tv else "reference"}
-    if isinstance(obj, dict) and "epoch" in obj:
+    if isinstance(obj, dict) and isinstance(obj.get("epoch"), int):
         meta["source_epoch"] = str(obj["epoch"])
     st_write(dst, out, meta)
     counters = sum(1 for k in out if k.endswith(".num_batches_tracked"))
@@ -251,7 +251,9 @@ def to_reference(src, dst, module_prefix, flat, tv):
     else:
         state = sd
     out = {"state_dict": state}
-    if "epoch" in meta:
+    if "source_epoch" in meta:
+        out["epoch"] = int(meta["source_epoch"])
+    elif "epoch" in meta:
         out["epoch"] = int(meta["epoch"])
     tmp = dst + ".tmp%d" % os.getpid()
     torch.save(out, tmp)

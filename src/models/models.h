@@ -54,10 +54,16 @@ typedef struct iabn_model_cfg {
     float eps, momentum;
     int no_dropout;    /* leave out the dropout layers (parity runs against another   */
                        /* framework, whose dropout masks cannot be reproduced)        */
+    int pool_h, pool_w; /* DeepLabV3 head in evaluation graphs: the global branch     */
+                       /* averages pool_h x pool_w windows (stride 1, replicate-      */
+                       /* padded) where the feature map is larger, as the reference   */
+                       /* evaluates (84 x 84, its default here); 0: the global mean.  */
+                       /* Training graphs always use the global mean.                 */
 } iabn_model_cfg;
 
 /* The reference defaults for arch: leaky_relu 0.01, in-place ABN II, eps 1e-5,
- * momentum 0.1, input_3x3, 1000 classes (65 for segmentation nets, Vistas).
+ * momentum 0.1, input_3x3, 1000 classes (65 for segmentation nets, Vistas,
+ * whose evaluation pooling_size 84 x 84 they also get).
  * vgg19, vgg19_bn and mobilenet_v1 default to relu and standard BN, their
  * published form (relu refuses the in-place modes: pick leaky_relu for them). */
 iabn_model_cfg iabn_model_defaults(const char *arch);

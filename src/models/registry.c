@@ -89,6 +89,7 @@ iabn_model_cfg iabn_model_defaults(const char *arch)
     const entry *m = find(arch);
     c.arch = arch;
     c.classes = m && m->family == F_DEEPLAB ? 65 : 1000;
+    if (m && m->family == F_DEEPLAB) c.pool_h = c.pool_w = 84;
     c.bn = IABN_BN_INPLACE_II;
     c.act.kind = IABN_ACT_LEAKY_RELU;
     c.act.param = 0.01f;
