@@ -57,6 +57,13 @@ int iabn_run_script(const char *cmd, const char *script, int argc, char **argv)
     args[0] = (char *)py;
     args[1] = path;
     for (int i = 1; i < argc; i++) args[i + 1] = argv[i];
+    /* the scripts call back into this program (iabn export --graph) */
+    char self[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k > 0) {
+        self[k] = 0;
+        setenv("IABN_EXE", self, 1);
+    }
     fflush(stdout);
     execv(py, args);
     fprintf(stderr, "iabn %s: cannot run %s: %s (it needs Python 3 with torch: "

@@ -17,6 +17,7 @@ int iabn_cmd_step(int argc, char **argv);
 int iabn_cmd_data(int argc, char **argv);
 int iabn_cmd_convert(int argc, char **argv);
 int iabn_cmd_models(int argc, char **argv);
+int iabn_cmd_export(int argc, char **argv);
 
 /* cmd_convert.c: the Python helpers installed beside the program (convert.py,
  * export.py): the path of `script` into out (0), or -1 when absent; and an

@@ -31,6 +31,7 @@ static const command commands[] = {
     {"step", iabn_cmd_step, "one forward/backward of a model on safetensors inputs (PyTorch parity)"},
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
     {"convert", iabn_cmd_convert, "reference PyTorch checkpoints <-> iabn safetensors"},
+    {"export", iabn_cmd_export, "a checkpoint for inference: plain or folded BN, safetensors or ONNX"},
     {"models", iabn_cmd_models, "every model: parameters, input, reference configs, memory"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},

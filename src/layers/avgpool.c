@@ -14,14 +14,10 @@
  * backward spreads each pooled cell's gradient over its window with
  * difference arrays, the transpose of the same sums. */
 #include "layers/layer_util.h"
+#include "layers/layer_params.h"
 
 #include <stdlib.h>
 
-typedef struct avg_p {
-    int kh, kw, sh, sw;   /* window and stride                 */
-    int ph, pw;           /* pooled map                        */
-    int top, left;        /* output (i, j) -> pooled (i - top) */
-} avg_p;
 
 static int clampi(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
 

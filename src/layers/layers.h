@@ -73,6 +73,15 @@ int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p);
 int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs);
 int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w);
 
+/* ---- export ----------------------------------------------------------------- */
+
+/* The forward node's inference meaning as one JSON object into buf:
+ * {"op": "conv2d" | "batchnorm" | "activation" | "maxpool" | "linear" |
+ * "avgpool_window" | "add" | "add_bcast" | "concat" | "global_avgpool" |
+ * "upsample_bilinear" | "copy" | "dropout2d", ...attributes}.  Returns -1 for
+ * a node that has no inference form (backward, loss) or when buf is short. */
+int iabn_layer_describe(const iabn_graph *g, int node, char *buf, size_t n);
+
 /* ---- loss ------------------------------------------------------------------- */
 
 /* Mean softmax cross-entropy of logits (N,K or N,K,H,W) against int32 labels
