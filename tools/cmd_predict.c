@@ -15,8 +15,8 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/segmetrics.h"
-#include "tools/train_internal.h"
+#include "models/train/segmetrics.h"
+#include "models/train/train_internal.h"
 
 /* Cityscapes colours of the 19 train ids, and their labelIds. */
 static const uint8_t cs_palette[19][3] = {

@@ -1,0 +1,663 @@
+/* train.c: the training loop shared by classification and segmentation.
+ *
+ * A step takes one loader batch, runs it as `nmicro` micro-batches on the
+ * planned training graph (gradients add up in the store), scales the sum to
+ * the batch mean, clips, and applies SGD with the schedule's learning rate.
+ * Everything that decides a step's result is a function of (seed, epoch,
+ * position), so --resume from a checkpoint written after step k continues with
+ * the same losses as a run that never stopped. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "models/train/train_internal.h"
+
+/* The one piece of process state: set by the signal handler, read between
+ * steps.  Tools may keep it; the library never does. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+void iabn_train_install_signals(void)
+{
+    stop_requested = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void iabn_train_opts_defaults(iabn_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->workers = 2;
+    o->print_freq = 10;
+    o->seed = 1;
+}
+
+static int mkdirs(const char *path, iabn_err *e)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST)
+            return iabn_err_set(e, IABN_EIO, "cannot create directory %s", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) && errno != EEXIST)
+        return iabn_err_set(e, IABN_EIO, "cannot create directory %s", buf);
+    return 0;
+}
+
+static void fmt_eta(double s, char *buf, size_t n)
+{
+    long t = s > 0 ? (long)s : 0;
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+}
+
+/* ---- setup ------------------------------------------------------------------------- */
+
+static int open_data(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    int rc;
+    if (tr->task == IABN_TASK_CLASSIFY) {
+        rc = iabn_dataset_open(IABN_DATASET_IMAGEFOLDER, o->data_dir, "train", &tr->dtrain, e);
+        if (!rc) rc = iabn_dataset_open(IABN_DATASET_IMAGEFOLDER, o->data_dir, "val", &tr->dval, e);
+    } else {
+        const char *tsplit = o->dataset == IABN_DATASET_VISTAS ? "training" : "train";
+        const char *vsplit = o->dataset == IABN_DATASET_VISTAS ? "validation" : "val";
+        rc = iabn_dataset_open(o->dataset, o->data_dir, tsplit, &tr->dtrain, e);
+        if (!rc) rc = iabn_dataset_open(o->dataset, o->data_dir, vsplit, &tr->dval, e);
+    }
+    if (rc) return rc;
+    if (tr->dtrain->num_classes != tr->dval->num_classes)
+        return iabn_err_set(e, IABN_EFORMAT, "%s: train has %d classes, val %d", o->data_dir,
+                            tr->dtrain->num_classes, tr->dval->num_classes);
+    tr->classes = tr->dtrain->num_classes;
+    if (tr->cfg.classes && tr->cfg.classes != tr->classes)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "network.classes is %d but %s has %d classes (leave network.classes "
+                            "out to take the data set's)",
+                            tr->cfg.classes, o->data_dir, tr->classes);
+    return 0;
+}
+
+/* The largest height and width over the images of a data set (headers). */
+static void largest_image(const iabn_dataset *ds, int *h, int *w)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    int mh = 0, mw = 0;
+    for (size_t i = 0; i < ds->count; i++) {
+        iabn_image_info info;
+        if (iabn_file_read(ds->paths[i], &buf, &len, &cap, NULL) ||
+            iabn_image_probe(buf, len, &info, NULL))
+            continue; /* the loader reports unreadable files itself */
+        if (info.height > mh) mh = info.height;
+        if (info.width > mw) mw = info.width;
+    }
+    free(buf);
+    if (mh > 0 && mw > 0) {
+        *h = mh;
+        *w = mw;
+    }
+}
+
+void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t)
+{
+    const iabn_config *c = &tr->cfg;
+    if (tr->task == IABN_TASK_CLASSIFY) {
+        iabn_transform_defaults(t, train ? IABN_TF_CLASSIFY_TRAIN : IABN_TF_CLASSIFY_EVAL);
+        t->out_h = t->out_w = train ? c->crop_train : c->crop_val;
+        t->scale = train ? c->scale_train : c->scale_val;
+        if (train) {
+            t->brightness = t->contrast = t->saturation = c->color_jitter_train ? 0.4f : 0.f;
+            t->lighting_std = c->lighting_train ? 0.1f : 0.f;
+        }
+    } else {
+        iabn_transform_defaults(t, train ? IABN_TF_SEGMENT_TRAIN : IABN_TF_SEGMENT_EVAL);
+        if (train) {
+            t->out_h = c->crop_h;
+            t->out_w = c->crop_w;
+            t->seg_scale[0] = c->scale_min;
+            t->seg_scale[1] = c->scale_max;
+        } else {
+            t->scale = c->longest_val;
+            /* the canvas must hold every image: longest x longest when
+             * resizing, else the largest image of the set */
+            if (c->longest_val > 0) t->out_h = t->out_w = c->longest_val;
+            else if (tr->dval) largest_image(tr->dval, &t->out_h, &t->out_w);
+        }
+    }
+    memcpy(t->mean, c->mean, sizeof t->mean);
+    memcpy(t->std, c->std, sizeof t->std);
+}
+
+static int open_loaders(trainer *tr, iabn_err *e)
+{
+    iabn_loader_cfg lc;
+    iabn_loader_cfg_defaults(&lc, IABN_TF_CLASSIFY_TRAIN);
+    fill_transform(tr, 1, &lc.transform);
+    lc.batch_size = tr->batch;
+    lc.workers = tr->o->workers > 0 ? tr->o->workers : 2;
+    lc.seed = (uint64_t)tr->o->seed;
+    lc.shuffle = 1;
+    lc.drop_last = 1;
+    lc.strict = tr->o->strict_data;
+    iabn_device_loader_cfg(&tr->dev, &lc);
+    int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
+    if (rc) return rc;
+    if (iabn_loader_batches_per_epoch(tr->ltrain) < 1)
+        return iabn_err_set(e, IABN_EINVAL, "%s: %zu training images make no batch of %d",
+                            tr->o->data_dir, tr->dtrain->count, tr->batch);
+    fill_transform(tr, 0, &lc.transform);
+    lc.batch_size = tr->task == IABN_TASK_SEGMENT ? 1 : tr->batch;
+    lc.shuffle = 0;
+    lc.drop_last = 0;
+    return iabn_loader_open(&lc, tr->dval, &tr->lval, e);
+}
+
+/* Appends name to a comma-separated list (bounded). */
+static void list_add(char *buf, size_t cap, int *count, const char *name)
+{
+    size_t len = strlen(buf);
+    if (*count < 8 && len + strlen(name) + 3 < cap)
+        snprintf(buf + len, cap - len, "%s%s", *count ? ", " : "", name);
+    (*count)++;
+}
+
+/* ImageNet-trained body weights for a segmentation net: a file tensor N goes to
+ * "body.N" (or N).  Model tensors the file lacks must belong to the new head
+ * or classifier; file tensors the model lacks must be the ImageNet
+ * classifier's; shapes must agree.  Anything else is listed and refused
+ * before a value is written. */
+static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
+{
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(path, &f, e);
+    if (rc) return rc;
+    int nst = iabn_store_count(s);
+    int *src = malloc((size_t)nst * sizeof *src);
+    char extra[512] = "", bad[512] = "", missing[512] = "";
+    int n_extra = 0, n_bad = 0, n_missing = 0;
+    if (!src) {
+        iabn_st_free(f);
+        return iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
+    }
+    for (int i = 0; i < nst; i++) src[i] = -1;
+    for (int k = 0; k < iabn_st_count(f); k++) {
+        const iabn_st_tensor *t = iabn_st_get(f, k);
+        char name[IABN_NAME_LEN + 8];
+        snprintf(name, sizeof name, "body.%s", t->name);
+        int id = iabn_store_find(s, name);
+        if (id < 0) id = iabn_store_find(s, t->name);
+        if (id < 0) {
+            if (strncmp(t->name, "classifier.", 11)) list_add(extra, sizeof extra, &n_extra, t->name);
+            continue;
+        }
+        const iabn_param *p = iabn_store_get(s, id);
+        int same = t->ndim == p->nd;
+        for (int d = 0; same && d < p->nd; d++) same = t->shape[d] == p->shape[d];
+        if (!same) list_add(bad, sizeof bad, &n_bad, t->name);
+        else src[id] = k;
+    }
+    for (int i = 0; i < nst; i++) {
+        const char *nm = iabn_store_get(s, i)->name;
+        if (src[i] < 0 && strncmp(nm, "head.", 5) && strncmp(nm, "cls.", 4))
+            list_add(missing, sizeof missing, &n_missing, nm);
+    }
+    if (n_extra || n_bad || n_missing)
+        rc = iabn_err_set(e, IABN_EFORMAT,
+                          "%s does not fit the body: %d missing [%s], %d of another shape [%s], "
+                          "%d unknown [%s] (only the new head and classifier may be missing)",
+                          path, n_missing, missing, n_bad, bad, n_extra, extra);
+    for (int i = 0; i < nst && !rc; i++) {
+        if (src[i] < 0) continue;
+        iabn_param *p = iabn_store_get(s, i);
+        float *host = malloc(p->count * sizeof *host);
+        if (!host) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
+        if (!rc) rc = iabn_st_read_f32(iabn_st_get(f, src[i]), host, p->count, e);
+        if (!rc) rc = iabn_store_write(s, i, host, e);
+        free(host);
+    }
+    free(src);
+    iabn_st_free(f);
+    return rc;
+}
+
+/* The classifier's parameters take network.classifier_lr (lr_group 1). */
+static int is_classifier(const iabn_param *p)
+{
+    return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
+}
+
+static int setup(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    int rc;
+    iabn_config_defaults(&tr->cfg);
+    if (o->config) tr->cfg = *o->config;
+    else if (o->config_path && (rc = iabn_config_load(&tr->cfg, o->config_path, e))) return rc;
+    if (o->epochs > 0) tr->cfg.schedule.epochs = o->epochs;
+    if (o->batch > 0) tr->cfg.batch_size = o->batch;
+    if (o->lr > 0) tr->cfg.learning_rate = o->lr;
+    if (o->bn && iabn_bn_mode_parse(o->bn, &tr->cfg.bn_mode))
+        return iabn_err_set(e, IABN_EINVAL, "--bn %s: not a BN mode", o->bn);
+    if ((rc = iabn_config_check(&tr->cfg, e))) return rc;
+    if (!iabn_model_exists(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a model (iabn mem --list)",
+                            tr->cfg.arch);
+    if (tr->task == IABN_TASK_SEGMENT && !iabn_model_is_segmentation(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a segmentation network",
+                            tr->cfg.arch);
+    if (tr->task == IABN_TASK_CLASSIFY && iabn_model_is_segmentation(tr->cfg.arch))
+        return iabn_err_set(e, IABN_EINVAL, "network.arch %s is a segmentation network: use "
+                            "iabn segtrain", tr->cfg.arch);
+    if (o->threads > 0) iabn_set_num_threads(o->threads);
+    if ((rc = open_data(tr, e))) return rc;
+    trainer_model_cfg(tr);
+    tr->cfg.classes = tr->classes;
+    tr->config_json = iabn_config_to_json(&tr->cfg);
+    tr->batch = tr->cfg.batch_size;
+    tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
+    tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
+    if ((rc = iabn_device_open(o->device, &tr->dev, e))) return rc;
+    tr->s = iabn_store_new(tr->dev.be, e);
+    if (!tr->s) return e->code;
+    if ((rc = choose_micro_batches(tr, e))) return rc;
+    if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
+    for (int i = 0; i < iabn_store_count(tr->s); i++) {
+        iabn_param *p = iabn_store_get(tr->s, i);
+        p->lr_group = is_classifier(p);
+    }
+    iabn_init_kind init = strcmp(tr->cfg.weight_init, "kaiming_normal") ? IABN_INIT_XAVIER_NORMAL
+                                                                          : IABN_INIT_KAIMING_NORMAL;
+    if ((rc = iabn_init_params(tr->s, init, tr->mcfg.act, (uint64_t)o->seed, e))) return rc;
+    if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
+    if (o->resume) {
+        if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
+    } else {
+        tr->pos.best = -1;
+    }
+    return open_loaders(tr, e);
+}
+
+/* ---- one optimizer step ------------------------------------------------------------- */
+
+static int sgd_step(trainer *tr, double lr_factor, iabn_err *e)
+{
+    const iabn_config *c = &tr->cfg;
+    double cls = c->classifier_lr > 0 ? c->classifier_lr : c->learning_rate;
+    iabn_sgd_opts so = {
+        .lr = {(float)(c->learning_rate * lr_factor), (float)(cls * lr_factor)},
+        .momentum = c->momentum,
+        .weight_decay = c->weight_decay,
+        .nesterov = c->nesterov,
+        .grad_scale = 1.f / (float)tr->nmicro,
+        .clip = c->clip,
+    };
+    return iabn_store_sgd_step(tr->s, &so, NULL, e);
+}
+
+static double lr_factor(const trainer *tr, long long steps_per_epoch)
+{
+    const iabn_schedule *s = &tr->cfg.schedule;
+    if (s->per_step)
+        return iabn_schedule_factor(s, (double)tr->pos.global_step,
+                                    (double)s->epochs * (double)steps_per_epoch);
+    return iabn_schedule_factor(s, (double)tr->pos.epoch, (double)s->epochs);
+}
+
+/* Queues micro-batch k of b as the training graph's next inputs (on a GPU
+ * the copy runs on the copy stream while the graph computes). */
+static int stage_micro(trainer *tr, const iabn_batch *b, int k, iabn_err *e)
+{
+    gset *gs = &tr->train;
+    size_t img = (size_t)3 * tr->in_h * tr->in_w;
+    size_t lab = tr->task == IABN_TASK_SEGMENT ? (size_t)tr->in_h * tr->in_w : 1;
+    size_t m = (size_t)tr->micro;
+    int rc = iabn_exec_stage(gs->ex, gs->x, b->images + (size_t)k * m * img, m * img * 4, e);
+    if (!rc) rc = iabn_exec_stage(gs->ex, gs->labels, b->labels + (size_t)k * m * lab, m * lab * 4, e);
+    return rc;
+}
+
+/* The next training batch, or *out = NULL at the end of the epoch; *wait:
+ * the seconds spent waiting for the loader. */
+static int fetch_batch(trainer *tr, iabn_batch **out, double *wait, iabn_err *e)
+{
+    double t0 = iabn_now();
+    *out = NULL;
+    int rc = iabn_loader_next(tr->ltrain, out, e);
+    *wait = iabn_now() - t0;
+    if (rc == 1) *out = NULL;
+    return rc == 1 ? 0 : rc;
+}
+
+/* Runs the micro-batches of b, whose first is staged already, and returns
+ * the mean loss.  With `ahead`, the next batch is fetched and its first
+ * micro-batch staged while b's last one computes (*next, NULL at the end of
+ * the epoch, *epoch_end then set). */
+static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch **next,
+                       double *next_wait, int *epoch_end, double *loss, long *correct, iabn_err *e)
+{
+    gset *gs = &tr->train;
+    double sum = 0;
+    *next = NULL;
+    for (int k = 0; k < tr->nmicro; k++) {
+        int rc = iabn_exec_run(gs->ex, e);
+        if (!rc && k + 1 < tr->nmicro) rc = stage_micro(tr, b, k + 1, e);
+        if (!rc && k + 1 == tr->nmicro && ahead) {
+            rc = fetch_batch(tr, next, next_wait, e);
+            if (!rc && !*next) *epoch_end = 1;
+            if (!rc && *next) rc = stage_micro(tr, *next, 0, e);
+        }
+        float l = 0;
+        if (!rc) rc = iabn_exec_get(gs->ex, gs->loss, &l, sizeof l, e);
+        if (!rc && tr->task == IABN_TASK_CLASSIFY &&
+            !(rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e))) {
+            long c1 = 0, ck = 0;
+            iabn_topk_correct(tr->micro, tr->classes, tr->host,
+                              b->labels + (size_t)k * tr->micro, 1, &c1, &ck);
+            *correct += c1;
+        }
+        if (rc) return rc;
+        sum += l;
+    }
+    *loss = sum / tr->nmicro;
+    return 0;
+}
+
+/* ---- logging ------------------------------------------------------------------------ */
+
+static void log_metric(trainer *tr, const char *json_line)
+{
+    if (!tr->metrics) return;
+    fprintf(tr->metrics, "%s\n", json_line);
+    fflush(tr->metrics);
+}
+
+static void tb_scalar(trainer *tr, const char *tag, long long step, double v)
+{
+    if (tr->tb) iabn_tb_scalar(tr->tb, tag, step, (float)v, 0, NULL);
+}
+
+static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
+    tr->pos.runs = (long long)iabn_exec_step(tr->train.ex);
+    return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
+}
+
+static int open_outputs(trainer *tr, iabn_err *e)
+{
+    int rc = mkdirs(tr->outdir, e);
+    if (rc) return rc;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", tr->outdir);
+    FILE *f = fopen(path, "w");
+    if (!f) return iabn_err_set(e, IABN_EIO, "cannot write %s", path);
+    fprintf(f, "%s\n", tr->config_json);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", tr->outdir);
+    tr->metrics = fopen(path, tr->o->resume ? "a" : "w");
+    if (!tr->metrics) return iabn_err_set(e, IABN_EIO, "cannot write %s", path);
+    return iabn_tb_open(tr->outdir, &tr->tb, e);
+}
+
+static void teardown(trainer *tr)
+{
+    gset_free(&tr->train);
+    for (int i = 0; i < 2; i++) gset_free(&tr->evals[i]);
+    if (tr->ltrain) iabn_loader_close(tr->ltrain);
+    if (tr->lval) iabn_loader_close(tr->lval);
+    iabn_dataset_free(tr->dtrain);
+    iabn_dataset_free(tr->dval);
+    iabn_store_free(tr->s);
+    free(tr->host);
+    iabn_device_close(&tr->dev); /* last: the loaders' pinned batches came from it */
+    free(tr->config_json);
+    if (tr->metrics) fclose(tr->metrics);
+    if (tr->tb) iabn_tb_close(tr->tb, NULL);
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
+{
+    eval_result r;
+    int rc = run_evaluation(tr, tr->lval, 0, 0, NULL, 0, tr->o->verbose, &r, e);
+    if (rc) return rc;
+    double metric = tr->task == IABN_TASK_SEGMENT ? r.miou : r.top1;
+    res->last_metric = metric;
+    res->last_top5 = r.top5;
+    res->last_pixel_acc = r.pixel_acc;
+    char line[512];
+    if (tr->task == IABN_TASK_SEGMENT) {
+        snprintf(line, sizeof line, "{\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f}",
+                 epoch, tr->pos.global_step, r.miou, r.pixel_acc);
+        tb_scalar(tr, "val/miou", tr->pos.global_step, r.miou);
+    } else {
+        snprintf(line, sizeof line,
+                 "{\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f}",
+                 epoch, tr->pos.global_step, r.loss, r.top1, r.top5);
+        tb_scalar(tr, "val/loss", tr->pos.global_step, r.loss);
+        tb_scalar(tr, "val/top1", tr->pos.global_step, r.top1);
+        tb_scalar(tr, "val/top5", tr->pos.global_step, r.top5);
+    }
+    log_metric(tr, line);
+    if (tr->tb) iabn_tb_flush(tr->tb, NULL);
+    if (metric > tr->pos.best) {
+        tr->pos.best = metric;
+        tr->pos.best_epoch = epoch;
+        if (!tr->o->evaluate_only && (rc = save_ckpt(tr, "checkpoint_best.safetensors", e))) {
+            eval_result_free(&r);
+            return rc;
+        }
+    }
+    res->best_metric = tr->pos.best;
+    if (!tr->o->quiet) {
+        if (tr->task == IABN_TASK_SEGMENT)
+            printf("  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)\n", r.miou,
+                   r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
+        else
+            printf("  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)\n", r.loss,
+                   r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
+        fflush(stdout);
+    }
+    eval_result_free(&r);
+    return 0;
+}
+
+static int skip_batches(trainer *tr, long long n, iabn_err *e)
+{
+    for (long long i = 0; i < n; i++) {
+        iabn_batch *b = NULL;
+        int rc = iabn_loader_next(tr->ltrain, &b, e);
+        if (rc < 0) return rc;
+        if (rc == 1) break;
+        iabn_loader_release(tr->ltrain, b);
+    }
+    return 0;
+}
+
+static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    long long spe = iabn_loader_batches_per_epoch(tr->ltrain);
+    int epochs = tr->cfg.schedule.epochs;
+    double t_start = iabn_now();
+    long long steps_this_run = 0, total_steps = spe * epochs;
+    iabn_exec_set_seed(tr->train.ex, (uint64_t)o->seed);
+    iabn_exec_set_step(tr->train.ex, (uint64_t)tr->pos.runs);
+    int rc = 0;
+    for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
+        if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
+        if (tr->pos.step_in_epoch > 0 && (rc = skip_batches(tr, tr->pos.step_in_epoch, e))) break;
+        double ep_loss = 0, t_ep = iabn_now();
+        long ep_correct = 0, ep_seen = 0, ep_steps = 0;
+        double avg_loss = 0;
+        /* b: the batch to train on, fetched (and its first micro-batch
+         * staged) while the step before computed */
+        iabn_batch *b = NULL;
+        double wait = 0, t_prev = iabn_now();
+        int epoch_end = 0;
+        for (;;) {
+            if (stop_requested) break;
+            if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
+            if (o->time_limit > 0 && iabn_now() - t_start > o->time_limit) {
+                res->stopped_by_time = 1;
+                break;
+            }
+            if (!b) {
+                if (epoch_end) break;
+                if ((rc = fetch_batch(tr, &b, &wait, e)) || !b) break;
+                if ((rc = stage_micro(tr, b, 0, e))) break;
+            }
+            double lr = lr_factor(tr, spe), loss = 0, data_wait = wait;
+            long correct = 0;
+            int ahead = !(o->max_steps > 0 && steps_this_run + 1 >= o->max_steps);
+            iabn_batch *next = NULL;
+            rc = train_batch(tr, b, ahead, &next, &wait, &epoch_end, &loss, &correct, e);
+            iabn_loader_release(tr->ltrain, b);
+            b = next;
+            if (rc) break;
+            if (!isfinite(loss)) {
+                res->stopped_by_nan = 1;
+                rc = iabn_err_set(e, IABN_ENUM,
+                                  "the loss is %s at epoch %d, step %lld: stopping without "
+                                  "saving this state; the last good checkpoint is %s/"
+                                  "checkpoint_last.safetensors (IABN_CHECK=1 names the first "
+                                  "layer whose output is not finite)",
+                                  isnan(loss) ? "NaN" : "infinite", epoch + 1,
+                                  tr->pos.step_in_epoch + 1, tr->outdir);
+                break;
+            }
+            if ((rc = sgd_step(tr, lr, e))) break;
+            double t_now = iabn_now(), dt = t_now - t_prev;
+            t_prev = t_now;
+            tr->pos.step_in_epoch++;
+            tr->pos.global_step++;
+            steps_this_run++;
+            ep_steps++;
+            ep_loss += loss;
+            ep_correct += correct;
+            ep_seen += tr->batch;
+            avg_loss = ep_loss / ep_steps;
+            res->final_loss = loss;
+            res->steps_done++;
+            double lr_now = tr->cfg.learning_rate * lr;
+            if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
+                                      tr->pos.step_in_epoch == spe)) {
+                double elapsed = iabn_now() - t_start;
+                double per = elapsed / (double)steps_this_run;
+                long long left = total_steps - tr->pos.global_step;
+                char eta[32], line[512];
+                fmt_eta(per * (double)left, eta, sizeof eta);
+                double ips = (double)tr->batch / dt;
+                if (!o->quiet) {
+                    printf("epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)", epoch + 1, epochs,
+                           tr->pos.step_in_epoch, spe, loss, avg_loss);
+                    if (tr->task == IABN_TASK_CLASSIFY)
+                        printf("  top1 %.1f%%", 100.0 * (double)ep_correct / (double)ep_seen);
+                    printf("  lr %.5f  img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB\n", lr_now,
+                           ips, data_wait, eta,
+                           (double)tr->train.p->arena_bytes / 1048576.0);
+                    fflush(stdout);
+                }
+                snprintf(line, sizeof line,
+                         "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
+                         "\"img_s\": %.2f, \"arena_bytes\": %zu}",
+                         tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.p->arena_bytes);
+                log_metric(tr, line);
+                tb_scalar(tr, "train/loss", tr->pos.global_step, loss);
+                tb_scalar(tr, "train/lr", tr->pos.global_step, lr_now);
+                if (tr->tb) iabn_tb_flush(tr->tb, NULL);
+            }
+        }
+        if (b) iabn_loader_release(tr->ltrain, b); /* fetched ahead, not trained on */
+        if (rc) break;
+        int finished = tr->pos.step_in_epoch >= spe;
+        if (finished) {
+            tr->pos.epoch = epoch + 1;
+            tr->pos.step_in_epoch = 0;
+        }
+        if (!o->quiet && ep_steps) {
+            printf("epoch %d/%d %s in %.1fs: train loss %.4f", epoch + 1, epochs,
+                   finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss);
+            if (tr->task == IABN_TASK_CLASSIFY)
+                printf(", train top1 %.2f%%", 100.0 * (double)ep_correct / (double)ep_seen);
+            printf("\n");
+        }
+        if (finished) res->epochs_done++;
+        if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
+        if ((eval_now || !finished) && (rc = validate(tr, res, epoch, e))) break;
+        if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        if (!finished) {
+            if (stop_requested) {
+                res->stopped_by_signal = 1;
+                if (!o->quiet)
+                    printf("stopped by a signal after step %lld; checkpoint written to "
+                           "%s/checkpoint_last.safetensors (continue with --resume)\n",
+                           tr->pos.global_step, tr->outdir);
+            }
+            break;
+        }
+    }
+    return rc;
+}
+
+int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
+{
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    memset(res, 0, sizeof *res);
+    tr.o = o;
+    tr.task = o->task;
+    snprintf(tr.outdir, sizeof tr.outdir, "%s", o->output_dir ? o->output_dir : "runs/train");
+    int rc = setup(&tr, e);
+    if (!rc) {
+        res->arena_bytes = tr.train.p->arena_bytes;
+        res->lower_bound = tr.train.p->lower_bound;
+        res->micro_batches = tr.nmicro;
+        res->step_bytes = tr.need_bytes;
+        if (!o->quiet) {
+            size_t params;
+            iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
+            printf("%s (%s, %s) on %s, %zu parameters, %d classes; %zu train / %zu val images\n"
+                   "batch %d%s, input %dx%d: activation arena %.1f MiB (lower bound %.1f MiB), "
+                   "whole step %.1f MiB\n",
+                   tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
+                   tr.dev.name, params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
+                   tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
+                   (double)tr.train.p->arena_bytes / 1048576.0,
+                   (double)tr.train.p->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
+            if (tr.nmicro > 1)
+                printf("the batch of %d does not fit: %d micro-batches of %d, gradients "
+                       "accumulated\n", tr.batch, tr.nmicro, tr.micro);
+            fflush(stdout);
+        }
+        if (o->evaluate_only) {
+            rc = validate(&tr, res, (int)tr.pos.epoch, e);
+        } else {
+            rc = open_outputs(&tr, e);
+            if (!rc) rc = train_loop(&tr, res, e);
+        }
+    }
+    teardown(&tr);
+    return rc;
+}

@@ -1,0 +1,79 @@
+/* train_internal.h: the trainer's private state, shared by train.c,
+ * train_graphs.c and train_eval.c. */
+#ifndef IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
+#define IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "models/train/checkpoint.h"
+#include "tensor/device.h"
+#include "models/train/tb_events.h"
+#include "models/train/trainer.h"
+
+typedef struct gset {
+    iabn_graph *g;
+    iabn_plan *p;
+    iabn_exec *ex;
+    int n, h, w;
+    int x, labels, logits, loss;
+} gset;
+
+typedef struct trainer {
+    const iabn_train_opts *o;
+    iabn_task task;
+    iabn_config cfg;
+    iabn_model_cfg mcfg;
+    iabn_device dev;          /* where graphs run (--device) */
+    iabn_store *s;
+    iabn_dataset *dtrain, *dval;
+    iabn_loader *ltrain, *lval;
+    int classes;
+    int in_h, in_w;           /* training input size */
+    int batch;                /* per step (this rank) */
+    int micro, nmicro;        /* micro-batch size and count */
+    size_t need_bytes;
+    gset train;
+    gset evals[2];            /* evaluation graphs, by batch size */
+    int evals_ten;            /* images per sample in evaluation (10: ten-crop) */
+    char *config_json;
+    iabn_ckpt_pos pos;
+    FILE *metrics;
+    iabn_tb *tb;
+    char outdir[1024];
+    float *host;              /* host copy of the logits (gset_fetch) */
+    size_t host_cap;
+} trainer;
+
+/* tr->mcfg from tr->cfg and tr->classes: the one translation from the
+ * experiment config to the model, shared by train, eval and predict. */
+void trainer_model_cfg(trainer *tr);
+/* A new store holding the model's tensors, filled from a checkpoint's weights
+ * (eval, predict); side: the square input the model is probed at. */
+int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e);
+void gset_free(gset *gs);
+int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
+size_t gset_bytes(const trainer *tr, const gset *gs);
+int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e);
+/* Host copy of a graph's output (the logits, the loss): on a GPU the bytes
+ * come back from the device; *buf grows as needed (owned by the caller). */
+int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e);
+int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e);
+int choose_micro_batches(trainer *tr, iabn_err *e);
+void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
+
+/* Evaluation over a loader: classification top-1 / top-5 (and loss), or
+ * segmentation mIoU / pixel accuracy (per-class IoU printed when verbose). */
+typedef struct eval_result {
+    double top1, top5, loss, miou, pixel_acc;
+    long samples;
+    double *iou;              /* per class, segmentation (owned) */
+} eval_result;
+int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
+                   int nscales, int verbose, eval_result *r, iabn_err *e);
+void eval_result_free(eval_result *r);
+/* Logits of one normalised image (3,h,w), averaged over test scales and the
+ * horizontal flip, at the image's size: acc (K,h,w). */
+int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
+               int flip, float *acc, iabn_err *e);
+
+#endif
