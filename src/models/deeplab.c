@@ -61,5 +61,6 @@ int iabn_mdl_deeplab_net(iabn_graph *g, const iabn_model_cfg *cfg, int body, int
     h = iabn_mdl_conv(&mc, "cls", h, cfg->classes, 1, 1, 1, 1, 1);
     if (h < 0) return -1;
     const iabn_tensor *in = iabn_graph_t(g, x);
-    return iabn_upsample_bilinear(g, "cls.upsample", h, in->shape[2], in->shape[3]);
+    int oh = cfg->out_h > 0 ? cfg->out_h : in->shape[2], ow = cfg->out_w > 0 ? cfg->out_w : in->shape[3];
+    return iabn_upsample_bilinear(g, "cls.upsample", h, oh, ow);
 }

@@ -59,6 +59,8 @@ typedef struct iabn_model_cfg {
                        /* padded) where the feature map is larger, as the reference   */
                        /* evaluates (84 x 84, its default here); 0: the global mean.  */
                        /* Training graphs always use the global mean.                 */
+    int out_h, out_w;  /* segmentation: logits upsampled straight to this size (test-  */
+                       /* time scales resize once, as the reference); 0: the input's  */
 } iabn_model_cfg;
 
 /* The reference defaults for arch: leaky_relu 0.01, in-place ABN II, eps 1e-5,

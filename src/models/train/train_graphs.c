@@ -22,13 +22,15 @@ int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, 
     gs->n = n;
     gs->h = h;
     gs->w = w;
+    gs->oh = tr->mcfg.out_h;
+    gs->ow = tr->mcfg.out_w;
     gs->g = iabn_graph_new(tr->s, train ? IABN_TRAIN : IABN_EVAL);
     if (!gs->g) return iabn_err_set(e, IABN_ENOMEM, "out of memory building the graph");
     iabn_graph *g = gs->g;
     int xs[4] = {n, 3, h, w};
     gs->x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
     if (tr->task == IABN_TASK_SEGMENT) {
-        int ls[3] = {n, h, w};
+        int ls[3] = {n, gs->oh > 0 ? gs->oh : h, gs->ow > 0 ? gs->ow : w};
         gs->labels = iabn_graph_input(g, "labels", IABN_I32, 3, ls);
     } else {
         int ls[1] = {n};
@@ -62,6 +64,10 @@ void trainer_model_cfg(trainer *tr)
     tr->mcfg.act = tr->cfg.act;
     tr->mcfg.input_3x3 = tr->cfg.input_3x3;
     tr->mcfg.dilation = tr->cfg.dilation > 1;
+    if (tr->pool_set) {
+        tr->mcfg.pool_h = tr->pool_h;
+        tr->mcfg.pool_w = tr->pool_w;
+    }
 }
 
 int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e)

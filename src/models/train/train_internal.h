@@ -15,6 +15,7 @@ typedef struct gset {
     iabn_plan *p;
     iabn_exec *ex;
     int n, h, w;
+    int oh, ow;               /* segmentation logits' size (mcfg.out_h, out_w; 0: h, w) */
     int x, labels, logits, loss;
 } gset;
 
@@ -42,6 +43,8 @@ typedef struct trainer {
     char outdir[1024];
     float *host;              /* host copy of the logits (gset_fetch) */
     size_t host_cap;
+    int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
+    int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
 } trainer;
 
 /* tr->mcfg from tr->cfg and tr->classes: the one translation from the
@@ -71,8 +74,12 @@ typedef struct eval_result {
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
                    int nscales, int verbose, eval_result *r, iabn_err *e);
 void eval_result_free(eval_result *r);
-/* Logits of one normalised image (3,h,w), averaged over test scales and the
- * horizontal flip, at the image's size: acc (K,h,w). */
+/* Class probabilities of one normalised image (3,h,w) at the image's size,
+ * acc (K,h,w): the softmax of each pass's logits (bilinearly resized back
+ * from the test scale), averaged over the test scales and the horizontal
+ * flip, the reference's "mean" fusion (scripts/test_vistas_single_gpu.py).
+ * With a sliding window (tr->win_h, win_w) each pass's logits are the mean
+ * over windows of that size overlapping by a third. */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
 
