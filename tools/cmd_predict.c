@@ -170,7 +170,7 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    for (int i = 0; i < 2; i++) gset_free(&tr.evals[i]);
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr.evals[i]);
     iabn_store_free(tr.s);
     free(tr.host);
     iabn_device_close(&tr.dev);

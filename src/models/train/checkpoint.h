@@ -5,7 +5,7 @@
 #ifndef IABN_MODELS_TRAIN_CHECKPOINT_H
 #define IABN_MODELS_TRAIN_CHECKPOINT_H
 
-#include "iabn.h"
+#include "graph/graph.h"
 
 typedef struct iabn_ckpt_pos {
     long long epoch;          /* epoch to continue in                  */

@@ -5,7 +5,7 @@
 #ifndef IABN_MODELS_TRAIN_CONFIG_H
 #define IABN_MODELS_TRAIN_CONFIG_H
 
-#include "iabn.h"
+#include "layers/layers.h"
 
 #define IABN_MAX_MILESTONES 16
 

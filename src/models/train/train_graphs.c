@@ -1,59 +1,49 @@
-/* train_graphs.c: the trainer's graphs.  A graph set is one model graph
- * (training with its loss, or evaluation) for one batch size and input size,
- * planned and bound; memory_for() plans without binding, which is how the
- * trainer finds the micro-batch that fits and the largest batch that would. */
+/* train_graphs.c: the trainer's steps.  Each is a session (session.h): one
+ * model graph (training with its loss, or evaluation) for one batch size and
+ * input size, planned and bound; memory_for() plans without binding, which
+ * is how the trainer finds the micro-batch that fits and the largest batch
+ * that would. */
 #include "models/train/train_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void gset_free(gset *gs)
+/* The session description of the trainer's step (store and shapes aside). */
+static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_session_cfg *c)
 {
-    iabn_exec_free(gs->ex);
-    iabn_plan_free(gs->p);
-    iabn_graph_free(gs->g);
-    memset(gs, 0, sizeof *gs);
+    iabn_session_cfg_defaults(c);
+    c->model_cfg = &tr->mcfg;
+    c->train = train;
+    c->batch = n;
+    c->height = h;
+    c->width = w;
+    c->labels = tr->task == IABN_TASK_SEGMENT ? IABN_LABELS_PER_PIXEL : IABN_LABELS_PER_IMAGE;
+    c->ignore_index = IABN_IGNORE_LABEL;
+    c->keep_fraction = tr->task == IABN_TASK_SEGMENT && train ? tr->cfg.bootstrap : 1.f;
+    c->keep_logits = !train || tr->task == IABN_TASK_CLASSIFY;
 }
 
-int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e)
+int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,
+               iabn_err *e)
 {
-    memset(gs, 0, sizeof *gs);
-    gs->n = n;
-    gs->h = h;
-    gs->w = w;
-    gs->oh = tr->mcfg.out_h;
-    gs->ow = tr->mcfg.out_w;
-    gs->g = iabn_graph_new(tr->s, train ? IABN_TRAIN : IABN_EVAL);
-    if (!gs->g) return iabn_err_set(e, IABN_ENOMEM, "out of memory building the graph");
-    iabn_graph *g = gs->g;
-    int xs[4] = {n, 3, h, w};
-    gs->x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
-    if (tr->task == IABN_TASK_SEGMENT) {
-        int ls[3] = {n, gs->oh > 0 ? gs->oh : h, gs->ow > 0 ? gs->ow : w};
-        gs->labels = iabn_graph_input(g, "labels", IABN_I32, 3, ls);
-    } else {
-        int ls[1] = {n};
-        gs->labels = iabn_graph_input(g, "labels", IABN_I32, 1, ls);
-    }
-    int rc = iabn_model_build(g, &tr->mcfg, gs->x, &gs->logits);
-    if (rc) {
-        *e = *iabn_graph_error(g);
-        return rc;
-    }
-    float frac = tr->task == IABN_TASK_SEGMENT && train ? tr->cfg.bootstrap : 1.f;
-    iabn_graph_begin_block(g, "loss");
-    gs->loss = iabn_softmax_xent(g, "loss", gs->logits, gs->labels, IABN_IGNORE_LABEL, frac);
-    if (!train || tr->task == IABN_TASK_CLASSIFY) iabn_graph_mark_output(g, gs->logits);
-    if (!iabn_graph_ok(g)) {
-        *e = *iabn_graph_error(g);
-        return e->code;
-    }
-    if (train && (rc = iabn_graph_backward(g, gs->loss, e))) return rc;
-    if ((rc = iabn_graph_finalize(g, e))) return rc;
-    if ((rc = iabn_plan_build(g, NULL, &gs->p, e))) return rc;
-    if (bind && (rc = iabn_exec_new(g, gs->p, &gs->ex, e))) return rc;
-    return 0;
+    iabn_session_cfg c;
+    step_cfg(tr, train, n, h, w, &c);
+    c.store = tr->s;
+    c.bind = bind;
+    return iabn_session_build(&c, gs, e);
+}
+
+void trainer_say(const trainer *tr, const char *fmt, ...)
+{
+    if (!tr->log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    tr->log(tr->user, line);
 }
 
 void trainer_model_cfg(trainer *tr)
@@ -76,80 +66,38 @@ int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e)
     tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
     /* a throwaway graph creates the store's tensors for the checkpoint to fill */
-    gset probe;
+    iabn_session probe;
     int rc = gset_build(tr, 0, 1, side, side, 0, &probe, e);
-    gset_free(&probe);
+    iabn_session_free(&probe);
     return rc ? rc : iabn_ckpt_load(tr->s, ckpt, 0, NULL, e);
 }
 
-size_t gset_bytes(const trainer *tr, const gset *gs)
+int gset_fetch(iabn_session *gs, int t, float **buf, size_t *cap, iabn_err *e)
 {
-    size_t params, pb, gb, ob, bb;
-    iabn_store_totals(tr->s, &params, &pb, &gb, &ob, &bb);
-    size_t staging = iabn_device_staging_bytes(
-        iabn_store_backend(tr->s),
-        iabn_graph_t(gs->g, gs->x)->nbytes + iabn_graph_t(gs->g, gs->labels)->nbytes);
-    return gs->p->arena_bytes + gs->p->io_bytes + staging + pb + gb + ob + bb;
-}
-
-int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e)
-{
-    size_t nb = iabn_graph_t(gs->g, t)->nbytes;
+    size_t nb = iabn_graph_t(gs->graph, t)->nbytes;
     if (nb > *cap) {
         float *p = realloc(*buf, nb);
         if (!p) return iabn_err_set(e, IABN_ENOMEM, "out of memory for %zu bytes of %s", nb,
-                                    iabn_graph_t(gs->g, t)->name);
+                                    iabn_graph_t(gs->graph, t)->name);
         *buf = p;
         *cap = nb;
     }
-    return iabn_exec_get(gs->ex, t, *buf, nb, e);
+    return iabn_exec_get(gs->exec, t, *buf, nb, e);
 }
 
+/* The bytes of the training step at batch n, planned on a shapes-only store:
+ * nothing is allocated to measure. */
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e)
 {
-    /* plan on a shapes-only store: nothing is allocated to measure */
-    trainer probe = *tr;
-    probe.s = iabn_store_new_virtual(iabn_store_backend(tr->s), e);
-    if (!probe.s) return e->code;
-    gset gs;
-    int rc = gset_build(&probe, 1, n, tr->in_h, tr->in_w, 0, &gs, e);
-    if (!rc) *bytes = gset_bytes(&probe, &gs);
-    gset_free(&gs);
-    iabn_store_free(probe.s);
+    iabn_session_cfg c;
+    step_cfg(tr, 1, n, tr->in_h, tr->in_w, &c);
+    c.backend = iabn_store_backend(tr->s);
+    c.plan_only = 1;
+    iabn_session gs;
+    int rc = iabn_session_build(&c, &gs, e);
+    if (!rc) *bytes = gs.mem.total;
+    iabn_session_free(&gs);
     return rc;
-}
-
-int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e)
-{
-    size_t b;
-    int lo = 0, hi = 1;
-    /* grow until it does not fit, then bisect; a batch too small for the
-     * model (BN over one value per channel) counts as not fitting */
-    for (;;) {
-        int rc = memory_for(tr, hi, &b, e);
-        if (rc == IABN_EINVAL && hi < 4) {
-            hi *= 2;
-            continue;
-        }
-        if (rc) return rc;
-        if (b > budget) break;
-        lo = hi;
-        if (hi >= 65536) break;
-        hi *= 2;
-    }
-    if (lo == 0) {
-        *out = 0;
-        return 0;
-    }
-    while (hi - lo > 1) {
-        int mid = lo + (hi - lo) / 2;
-        int rc = memory_for(tr, mid, &b, e);
-        if (rc) return rc;
-        if (b <= budget) lo = mid;
-        else hi = mid;
-    }
-    *out = lo;
-    return 0;
 }
 
 int choose_micro_batches(trainer *tr, iabn_err *e)
@@ -173,7 +121,10 @@ int choose_micro_batches(trainer *tr, iabn_err *e)
         if (tr->o->no_accumulate) break;
     }
     int fit = 0;
-    int rc = largest_fitting_batch(tr, budget, &fit, e);
+    iabn_session_cfg c;
+    step_cfg(tr, 1, b, tr->in_h, tr->in_w, &c);
+    c.backend = iabn_store_backend(tr->s);
+    int rc = iabn_session_largest(&c, IABN_SEARCH_BATCH, budget, &fit, e);
     if (rc) return rc;
     return iabn_err_set(e, IABN_ENOMEM,
                         "the training step of %s at batch %d (%dx%d) needs %.1f MiB, %.1f MiB "

@@ -6,18 +6,10 @@
 #include <stdio.h>
 
 #include "models/train/checkpoint.h"
+#include "models/train/session.h"
 #include "tensor/device.h"
 #include "models/train/tb_events.h"
 #include "models/train/trainer.h"
-
-typedef struct gset {
-    iabn_graph *g;
-    iabn_plan *p;
-    iabn_exec *ex;
-    int n, h, w;
-    int oh, ow;               /* segmentation logits' size (mcfg.out_h, out_w; 0: h, w) */
-    int x, labels, logits, loss;
-} gset;
 
 typedef struct trainer {
     const iabn_train_opts *o;
@@ -33,8 +25,8 @@ typedef struct trainer {
     int batch;                /* per step (this rank) */
     int micro, nmicro;        /* micro-batch size and count */
     size_t need_bytes;
-    gset train;
-    gset evals[2];            /* evaluation graphs, by batch size */
+    iabn_session train;
+    iabn_session evals[2];            /* evaluation graphs, by batch size */
     int evals_ten;            /* images per sample in evaluation (10: ten-crop) */
     char *config_json;
     iabn_ckpt_pos pos;
@@ -42,25 +34,34 @@ typedef struct trainer {
     iabn_tb *tb;
     char outdir[1024];
     float *host;              /* host copy of the logits (gset_fetch) */
+    iabn_trainer_log_fn log;  /* report lines (NULL: none) */
+    void *user;
     size_t host_cap;
     int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
     int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
+    int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
 } trainer;
 
+/* A report line to the caller's log (nothing without one). */
+void trainer_say(const trainer *tr, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* tr->mcfg from tr->cfg and tr->classes: the one translation from the
  * experiment config to the model, shared by train, eval and predict. */
 void trainer_model_cfg(trainer *tr);
 /* A new store holding the model's tensors, filled from a checkpoint's weights
  * (eval, predict); side: the square input the model is probed at. */
 int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e);
-void gset_free(gset *gs);
-int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
-size_t gset_bytes(const trainer *tr, const gset *gs);
+/* The trainer's step for a batch of n at h x w: training (with its loss,
+ * OHEM for segmentation) or evaluation, on tr->s, bound when asked. */
+int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,
+               iabn_err *e);
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e);
 /* Host copy of a graph's output (the logits, the loss): on a GPU the bytes
  * come back from the device; *buf grows as needed (owned by the caller). */
-int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e);
-int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e);
+int gset_fetch(iabn_session *gs, int t, float **buf, size_t *cap, iabn_err *e);
 int choose_micro_batches(trainer *tr, iabn_err *e);
 void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 
@@ -75,11 +76,12 @@ int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float 
                    int nscales, int verbose, eval_result *r, iabn_err *e);
 void eval_result_free(eval_result *r);
 /* Class probabilities of one normalised image (3,h,w) at the image's size,
- * acc (K,h,w): the softmax of each pass's logits (bilinearly resized back
- * from the test scale), averaged over the test scales and the horizontal
- * flip, the reference's "mean" fusion (scripts/test_vistas_single_gpu.py).
- * With a sliding window (tr->win_h, win_w) each pass's logits are the mean
- * over windows of that size overlapping by a third. */
+ * acc (K,h,w): the softmax of each pass's logits (upsampled once from the
+ * feature map to the image), averaged over the test scales and the
+ * horizontal flip, the reference's "mean" fusion (its
+ * scripts/test_vistas_single_gpu.py).  With a sliding window (tr->win_h,
+ * win_w) each pass's logits are the mean over windows of that size
+ * overlapping by a third. */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
 
