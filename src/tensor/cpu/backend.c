@@ -277,6 +277,19 @@ static int k_xent_bwd(void *ctx, int n, int k, int hw, const float *logits, cons
     return 0;
 }
 
+static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *loss, iabn_err *e)
+{
+    iabn_reg_loss_fwd(count, mse, pred, target, loss);
+    return 0;
+}
+static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *dpred, iabn_err *e)
+{
+    iabn_reg_loss_bwd(count, mse, pred, target, dpred);
+    return 0;
+}
+
 static int k_sgd_update(void *ctx, size_t count, float lr, float momentum, float wd,
                         int nesterov, int first_step, float *w, const float *grad, float *buf,
                         iabn_err *e)
@@ -303,6 +316,7 @@ static const iabn_kernels cpu_kernels = {
     .linear_fwd = k_linear_fwd, .linear_bwd_data = k_linear_bwd_data,
     .linear_bwd_weight = k_linear_bwd_weight,
     .xent_scratch = iabn_xent_scratch_bytes, .xent_fwd = k_xent_fwd, .xent_bwd = k_xent_bwd,
+    .reg_loss_fwd = k_reg_loss_fwd, .reg_loss_bwd = k_reg_loss_bwd,
     .sgd_update = k_sgd_update,
 };
 
