@@ -120,12 +120,10 @@ typedef struct iabn_kernels {
                     long *bad, int *bad_label, iabn_err *e);
     int (*xent_bwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
                     const float *weight, float scale, float *dlogits, iabn_err *e);
-    /* regression losses (mse 0: L1, 1: MSE): loss = mean of the element
-     * terms over count elements; dy overwritten (it may be y's storage) */
-    int (*reg_loss_fwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
+    int (*reg_loss_fwd)(void *ctx, size_t count, int mse, const float *pred, const float *target,
                         float *loss, iabn_err *e);
-    int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
-                        float *dy, iabn_err *e);
+    int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *pred, const float *target,
+                        float *dpred, iabn_err *e);
     /* optim */
     int (*sgd_update)(void *ctx, size_t count, float lr, float momentum, float wd, int nesterov,
                       int first_step, float *w, const float *grad, float *buf, iabn_err *e);

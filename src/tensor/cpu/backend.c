@@ -277,16 +277,16 @@ static int k_xent_bwd(void *ctx, int n, int k, int hw, const float *logits, cons
     return 0;
 }
 
-static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *y, const float *t,
-                          float *loss, iabn_err *e)
+static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *loss, iabn_err *e)
 {
-    iabn_reg_loss_fwd(count, mse, y, t, loss);
+    iabn_reg_loss_fwd(count, mse, pred, target, loss);
     return 0;
 }
-static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *y, const float *t,
-                          float *dy, iabn_err *e)
+static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *dpred, iabn_err *e)
 {
-    iabn_reg_loss_bwd(count, mse, y, t, dy);
+    iabn_reg_loss_bwd(count, mse, pred, target, dpred);
     return 0;
 }
 
