@@ -81,7 +81,7 @@ static int dump_graph(int argc, char **argv)
         else if (!strcmp(f, "--input-3x3")) bad = iabn_parse_int(v, &n) || n < 0 || n > 1, mc.input_3x3 = (int)n;
         else if (!strcmp(f, "--dilation")) bad = iabn_parse_int(v, &n) || n < 0 || n > 1, mc.dilation = (int)n;
         else if (!strcmp(f, "--act")) bad = parse_act(v, &mc.act);
-        else if (!strcmp(f, "--bn")) bad = iabn_bn_mode_parse(v, &mc.bn) != 0;
+        else if (!strcmp(f, "--bn")) bad = iabn_bn_mode_parse(v, &mc.bn, NULL) != 0;
         else if (!strcmp(f, "--size")) bad = iabn_parse_hw(v, &h, &w) || h < 1 || w < 1;
         else {
             fprintf(stderr, "%s: unknown option '%s'\n", cmd, f);
