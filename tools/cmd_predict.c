@@ -75,12 +75,21 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     if (a.v[IABN_O_THREADS].set) iabn_set_num_threads((int)a.v[IABN_O_THREADS].i);
     const char *device = a.v[IABN_O_DEVICE].set ? a.v[IABN_O_DEVICE].s : "cpu";
+    /* --window h, w; --pooling-size h, w */
+    int win[4] = {a.v[IABN_O_WINDOW].h, a.v[IABN_O_WINDOW].w, a.v[IABN_O_POOLING_SIZE].h,
+                  a.v[IABN_O_POOLING_SIZE].w};
+    int pool_set = a.v[IABN_O_POOLING_SIZE].set;
     if (color && labelids) {
         fprintf(stderr, "iabn predict: --color or --labelids, not both\n");
         return 2;
     }
     trainer tr;
     memset(&tr, 0, sizeof tr);
+    tr.win_h = win[0];
+    tr.win_w = win[1];
+    tr.pool_set = pool_set;
+    tr.pool_h = win[2];
+    tr.pool_w = win[3];
     iabn_err e = {0};
     int rc = load_model(&tr, pos[0], a.v[IABN_O_CONFIG].s, device, &e);
     if (!rc && labelids && tr.classes != 19)

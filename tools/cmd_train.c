@@ -232,6 +232,11 @@ static int run_eval_like(int argc, char **argv, int seg)
         o.nscales = a.v[IABN_O_SCALES].n;
         memcpy(o.scales, a.v[IABN_O_SCALES].list, sizeof o.scales);
     }
+    o.window_h = a.v[IABN_O_WINDOW].h;
+    o.window_w = a.v[IABN_O_WINDOW].w;
+    o.pool_set = a.v[IABN_O_POOLING_SIZE].set;
+    o.pool_h = a.v[IABN_O_POOLING_SIZE].h;
+    o.pool_w = a.v[IABN_O_POOLING_SIZE].w;
     o.ten_crops = a.v[IABN_O_TEN_CROPS].set;
     o.flip = a.v[IABN_O_FLIP].set;
     o.split = a.v[IABN_O_SPLIT].s;

@@ -163,6 +163,12 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_SPLIT] = {"split", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", NULL, EVALS | DA,
                       "the split to read (val; data: train)"},
 
+    [IABN_O_WINDOW] = {"window", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL, SE | PR,
+                       "sliding-window inference with HxW windows (default: whole image)"},
+    [IABN_O_POOLING_SIZE] = {"pooling-size", NULL, 0, IABN_T_SIZE, 0, 65536, 0, 0, NULL, "HxW",
+                             NULL, SE | PR,
+                             "the DeepLabV3 head's pooling windows (84x84, as the reference "
+                             "evaluates; 0: the global mean)"},
     [IABN_O_DEVICE] = {"device", NULL, 0, IABN_T_DEVICE, 0, 0, 0, 0, NULL, "DEV", NULL,
                        RUNS | ME | SP | BS, "cpu, cuda or cuda:N (cpu)"},
     [IABN_O_THREADS] = {"threads", NULL, 0, IABN_T_INT, 1, 4096, 0, 0, NULL, "T", NULL,
@@ -432,6 +438,10 @@ static int set_value(iabn_cmd_id cid, const char *cmd, const iabn_option *o, iab
         if (!(val->f >= 0) || !in_range(o, val->f)) return bad(cmd, o, v);
         return 0;
     case IABN_T_SIZE:
+        if (o->lo == 0 && !strcmp(v, "0")) { /* a row whose 0 means "none" */
+            val->h = val->w = 0;
+            return 0;
+        }
         if (iabn_parse_hw(v, &val->h, &val->w) || !in_range(o, val->h) || !in_range(o, val->w))
             return bad(cmd, o, v);
         return 0;

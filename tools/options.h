@@ -44,7 +44,7 @@ typedef enum iabn_opt_type {
     IABN_T_FLOAT,    /* finite number in [lo, hi] ((lo, hi] with lo_open)       */
     IABN_T_FLOATS,   /* comma-separated numbers, each as IABN_T_FLOAT, up to 8  */
     IABN_T_BYTES,    /* 12GiB, 512MiB, 3.5GB, 4096                              */
-    IABN_T_SIZE,     /* HxW or S (= SxS), each side in [lo, hi]                 */
+    IABN_T_SIZE,     /* HxW or S (= SxS), each side in [lo, hi]; lo 0: also 0   */
     IABN_T_STRING,   /* any text                                                */
     IABN_T_PATH,     /* a file or directory (completes as one)                  */
     IABN_T_CHOICE,   /* one of choices (several, comma-separated, with multi)   */
@@ -65,7 +65,7 @@ typedef enum iabn_opt_id {
     IABN_O_NO_ACCUMULATE, IABN_O_STRICT,
     /* input and evaluation */
     IABN_O_CROP, IABN_O_SCALE, IABN_O_SIZE, IABN_O_TEN_CROPS, IABN_O_SCALES, IABN_O_FLIP,
-    IABN_O_LONGEST, IABN_O_SPLIT,
+    IABN_O_LONGEST, IABN_O_SPLIT, IABN_O_WINDOW, IABN_O_POOLING_SIZE,
     /* machine */
     IABN_O_DEVICE, IABN_O_THREADS,
     /* output */

@@ -12,7 +12,8 @@ pkgs=(
 )
 case "${1:-}" in
   --demo) ;;
-  "") pkgs+=(python3 python3-numpy python3-torch python3-torchvision) ;;  # reference fixtures and parity
+  # reference fixtures and parity; iabn export --format onnx, and its test
+  "") pkgs+=(python3 python3-numpy python3-torch python3-torchvision python3-onnx) ;;
   *) echo "setup.sh: unknown argument '$1' (none, or --demo)" >&2; exit 2 ;;
 esac
 missing=()
