@@ -288,6 +288,9 @@ static void test_flags_to_config(void)
     CHECK(c.act.kind == IABN_ACT_LEAKY_RELU); /* in-place needs an invertible activation */
     CHECK(c.crop_train == 96 && c.crop_val == 96);
     CHECK(!strcmp(iabn_sched_name(c.schedule.kind), "cosine"));
+    CHECK_CLOSE(iabn_schedule_factor(&c.schedule, 0, 10), 1.0, 1e-12, 0);
+    CHECK_CLOSE(iabn_schedule_factor(&c.schedule, 5, 10), 0.5, 1e-12, 0);
+    CHECK_CLOSE(iabn_schedule_factor(&c.schedule, 10, 10), 0.0, 1e-12, 0);
     CHECK_CLOSE(c.label_smoothing, 0.1, 1e-7, 0);
     /* without a config: the reference recipe */
     iabn_config_reference(&c, 0);

@@ -63,7 +63,7 @@ static void test_configs_parse(void)
         {"{\"network\": {\"arch\": \"resnet50\", \"widht\": 2}}", "network.widht"},
         {"{\"optimizer\": {\"batch_size\": \"256\"}}", "optimizer.batch_size"},
         {"{\"optimizer\": {\"batch_size\": 0}}", "optimizer.batch_size"},
-        {"{\"optimizer\": {\"schedule\": {\"type\": \"cosine\"}}}", "optimizer.schedule.type"},
+        {"{\"optimizer\": {\"schedule\": {\"type\": \"cosinus\"}}}", "optimizer.schedule.type"},
         {"{\"optimizer\": {\"schedule\": {\"params\": {\"milestones\": [30, 10]}}}}", "milestones"},
         {"{\"input\": {\"mean\": [0.5, 0.5]}}", "input.mean"},
         {"{\"network\": {\"bn_mode\": \"magic\"}}", "network.bn_mode"},
