@@ -11,7 +11,7 @@
 
 #include "iabn_config.h"
 #include "models/train/trainer.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 
 double iabn_parse_bytes(const char *s)
 {

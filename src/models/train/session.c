@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "tools/device.h"
+#include "tensor/device.h"
 
 void iabn_session_cfg_defaults(iabn_session_cfg *c)
 {

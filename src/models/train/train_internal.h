@@ -7,7 +7,7 @@
 
 #include "models/train/checkpoint.h"
 #include "models/train/session.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 #include "models/train/tb_events.h"
 #include "models/train/trainer.h"
 
