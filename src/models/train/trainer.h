@@ -110,6 +110,20 @@ typedef struct iabn_eval_opts {
 
 int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
 
+/* A segmentation checkpoint opened for prediction (iabn predict): the
+ * network and its normalisation come from the configuration the checkpoint
+ * carries in its metadata. */
+typedef struct iabn_predictor iabn_predictor;
+int iabn_predictor_open(const char *checkpoint, const char *device, iabn_predictor **out,
+                        iabn_err *e);
+void iabn_predictor_close(iabn_predictor *p);
+/* The experiment the checkpoint was trained with (classes, mean / std). */
+const iabn_config *iabn_predictor_config(const iabn_predictor *p);
+/* Logits of one normalised image (3,h,w), averaged over the scales (ns of
+ * them) and, with flip, the horizontal flip, at the image's size: acc (K,h,w). */
+int iabn_predictor_logits(iabn_predictor *p, const float *img, int h, int w,
+                          const float *scales, int ns, int flip, float *acc, iabn_err *e);
+
 #ifdef __cplusplus
 }
 #endif
