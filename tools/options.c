@@ -59,7 +59,7 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_MODEL] = {"model", NULL, 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
                       TRAINS | ME | SP | BS, "the network (iabn mem --list)"},
     [IABN_O_CONFIG] = {"config", NULL, 'c', IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.json", NULL,
-                       RUNS, "experiment config (reference JSON schema); flags override it"},
+                       TRAINS | EVALS, "experiment config (reference JSON schema); flags override it"},
     [IABN_O_DATA_PATH] = {"data-path", "data", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
                           TRAINS | EVALS | DA, "the data set's root (or the last positional)"},
     [IABN_O_BN] = {"bn", NULL, 0, IABN_T_CHOICE, 0, 0, 0, ME, bn_choice, "MODE", "network.bn_mode",
