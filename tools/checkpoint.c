@@ -53,6 +53,7 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
     META("best", "%.17g", pos->best);
     META("best_epoch", "%lld", pos->best_epoch);
 #undef META
+    if (!rc) rc = iabn_bn_gamma_write_meta(s, w, e);
     if (!rc && config_json) rc = iabn_st_writer_meta(w, "config", config_json, e);
     if (!rc) rc = iabn_st_writer_save(w, path, e);
     iabn_st_writer_free(w);
@@ -86,6 +87,7 @@ int iabn_ckpt_load(iabn_store *s, const char *path, int optimizer, iabn_ckpt_pos
             rc = iabn_err_set(e, IABN_EFORMAT, "%s: tensor %s has another shape than the model's",
                               path, p->name);
     }
+    if (!rc) rc = iabn_bn_gamma_check(s, f, e);
     float *host = NULL;
     for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
         iabn_param *p = iabn_store_get(s, i);
@@ -96,6 +98,7 @@ int iabn_ckpt_load(iabn_store *s, const char *path, int optimizer, iabn_ckpt_pos
             break;
         }
         rc = iabn_st_read_f32(iabn_st_find(f, p->name), host, p->count, e);
+        if (!rc) rc = iabn_bn_gamma_convert(f, p->name, p, host, e);
         if (!rc) rc = iabn_store_write(s, i, host, e);
         if (rc || !optimizer) continue;
         char name[IABN_NAME_LEN + 32];

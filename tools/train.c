@@ -230,6 +230,7 @@ static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
         float *host = malloc(p->count * sizeof *host);
         if (!host) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
         if (!rc) rc = iabn_st_read_f32(iabn_st_get(f, src[i]), host, p->count, e);
+        if (!rc) rc = iabn_bn_gamma_convert(f, iabn_st_get(f, src[i])->name, p, host, e);
         if (!rc) rc = iabn_store_write(s, i, host, e);
         free(host);
     }

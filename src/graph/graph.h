@@ -199,6 +199,9 @@ typedef struct iabn_param {
     float *mom;          /* optimizer state, allocated on first step */
     int lr_group;        /* 0 body, 1 classifier (separate lr) */
     int frozen;          /* no gradient */
+    int bn_abs;          /* BN weight: its unit scales by |gamma| + bn_eps (the
+                            in-place modes); 0: by gamma itself                 */
+    float bn_eps;        /* BN weight: its unit's eps                           */
 } iabn_param;
 
 iabn_store *iabn_store_new(const iabn_backend *be, iabn_err *e);
