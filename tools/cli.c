@@ -2,6 +2,7 @@
 #include "tools/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,12 +68,12 @@ int iabn_parse_hw(const char *s, int *h, int *w)
 {
     char *end;
     long a = strtol(s, &end, 10);
-    if (end == s || a < 1) return -1;
+    if (end == s || a < 1 || a > INT_MAX) return -1;
     long b = a;
     if (*end == 'x' || *end == 'X') {
         char *e2;
         b = strtol(end + 1, &e2, 10);
-        if (e2 == end + 1 || *e2 || b < 1) return -1;
+        if (e2 == end + 1 || *e2 || b < 1 || b > INT_MAX) return -1;
     } else if (*end) {
         return -1;
     }

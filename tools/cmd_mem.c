@@ -152,6 +152,10 @@ static int fits(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, i
     report r;
     int rc = plan_step(a, mode, batch, h, w, 0, &r, e);
     if (!rc) *ok = (double)total_of(&r) <= a->budget;
+    if (rc && e->code == IABN_ENOMEM) { /* a tensor past the size limit: does not fit either */
+        *ok = 0;
+        rc = 0;
+    }
     return rc;
 }
 

@@ -35,6 +35,11 @@ extern "C" {
 #endif
 
 #define IABN_MAX_DIMS 4
+/* Elements of one tensor at most: kernels take counts, planes and channels
+ * as int, so every partial product of a shape must fit in one.  A larger
+ * shape is refused when the tensor is added ("does not fit: needs N bytes"),
+ * with IABN_ENOMEM like any plan that does not fit. */
+#define IABN_MAX_ELEMS ((size_t)2147483647)
 #define IABN_MAX_IN 8
 #define IABN_MAX_OUT 4
 #define IABN_NAME_LEN 96
