@@ -7,8 +7,8 @@
  * written to a private temporary file first.  Every load either fails with a
  * message or loads whatever values the file held, but never traps. */
 #include "iabn.h"
-#include "tools/checkpoint.h"
-#include "tools/config.h"
+#include "models/train/checkpoint.h"
+#include "models/train/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* fuzz_config.c: libFuzzer target for the experiment-config parser (the
- * reference's JSON schema, tools/config.c).  Every input either fails with a
+ * reference's JSON schema, src/models/train/config.c).  Every input either fails with a
  * message, or parses into a configuration whose resolved JSON parses again
  * into the very same JSON (the round trip the checkpoints rely on: they store
  * the resolved config and resume from it); the schedule is then evaluated
  * over its range, which must not trap. */
-#include "tools/config.h"
+#include "models/train/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,11 +1,13 @@
 /* checkpoint.c: see checkpoint.h. */
-#include "tools/checkpoint.h"
+#include "models/train/checkpoint.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "layers/layers.h"
 
 int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
                    const char *config_json, iabn_err *e)
