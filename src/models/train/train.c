@@ -7,11 +7,15 @@
  * position), so --resume from a checkpoint written after step k continues with
  * the same losses as a run that never stopped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "models/train/train_internal.h"
 
@@ -371,10 +375,18 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
 
 /* ---- logging ------------------------------------------------------------------------ */
 
-static void log_metric(trainer *tr, const char *json_line)
+/* One metrics.jsonl record: the wall-clock time (UTC, ISO 8601, ms) first,
+ * then the fields ("\"k\": v, ..."). */
+static void log_metric(trainer *tr, const char *fields)
 {
     if (!tr->metrics) return;
-    fprintf(tr->metrics, "%s\n", json_line);
+    struct timespec ts;
+    struct tm tm;
+    char when[40] = "";
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(tr->metrics, "{\"time\": \"%s.%03ldZ\", %s}\n", when, (long)(ts.tv_nsec / 1000000),
+            fields);
     fflush(tr->metrics);
 }
 
@@ -391,9 +403,41 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
+/* One run per output directory: an exclusive flock on DIR/.iabn.lock, held
+ * until the process ends or the run tears down (the kernel drops it if the
+ * process dies), with the holder's pid in the file for the message. */
+static int lock_outdir(trainer *tr, iabn_err *e)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/.iabn.lock", tr->outdir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return iabn_err_set(e, IABN_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        char pid[24] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        return iabn_err_set(e, IABN_EIO,
+                            "%s is in use by another run (process %s holds %s): two runs would "
+                            "interleave their metrics and checkpoints; wait for it or choose "
+                            "another --output-dir",
+                            tr->outdir, pid[0] ? pid : "?", path);
+    }
+    char pid[24];
+    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)k, 0) != k) {
+        close(fd);
+        return iabn_err_set(e, IABN_EIO, "cannot write %s: %s", path, strerror(errno));
+    }
+    tr->lock_fd = fd + 1;
+    return 0;
+}
+
 static int open_outputs(trainer *tr, iabn_err *e)
 {
     int rc = mkdirs(tr->outdir, e);
+    if (!rc) rc = lock_outdir(tr, e);
     if (rc) return rc;
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", tr->outdir);
@@ -421,6 +465,7 @@ static void teardown(trainer *tr)
     free(tr->config_json);
     if (tr->metrics) fclose(tr->metrics);
     if (tr->tb) iabn_tb_close(tr->tb, NULL);
+    if (tr->lock_fd) close(tr->lock_fd - 1); /* last: releases the directory */
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
@@ -436,13 +481,13 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     res->last_pixel_acc = r.pixel_acc;
     char line[512];
     if (tr->task == IABN_TASK_SEGMENT) {
-        snprintf(line, sizeof line, "{\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f}",
-                 epoch, tr->pos.global_step, r.miou, r.pixel_acc);
+        snprintf(line, sizeof line, "\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f",
+                 epoch + 1, tr->pos.global_step, r.miou, r.pixel_acc);
         tb_scalar(tr, "val/miou", tr->pos.global_step, r.miou);
     } else {
         snprintf(line, sizeof line,
-                 "{\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f}",
-                 epoch, tr->pos.global_step, r.loss, r.top1, r.top5);
+                 "\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f",
+                 epoch + 1, tr->pos.global_step, r.loss, r.top1, r.top5);
         tb_scalar(tr, "val/loss", tr->pos.global_step, r.loss);
         tb_scalar(tr, "val/top1", tr->pos.global_step, r.top1);
         tb_scalar(tr, "val/top5", tr->pos.global_step, r.top5);
@@ -570,8 +615,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                     epoch + 1, epochs, tr->pos.step_in_epoch, spe, loss, avg_loss, top, lr_now,
                     ips, data_wait, eta, (double)tr->train.plan->arena_bytes / 1048576.0);
                 snprintf(line, sizeof line,
-                         "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
-                         "\"img_s\": %.2f, \"arena_bytes\": %zu}",
+                         "\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
+                         "\"img_s\": %.2f, \"arena_bytes\": %zu",
                          tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.plan->arena_bytes);
                 log_metric(tr, line);
                 tb_scalar(tr, "train/loss", tr->pos.global_step, loss);

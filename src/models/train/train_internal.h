@@ -37,6 +37,7 @@ typedef struct trainer {
     iabn_trainer_log_fn log;  /* report lines (NULL: none) */
     void *user;
     size_t host_cap;
+    int lock_fd;              /* the output directory's lock, fd + 1 (0: none) */
 } trainer;
 
 /* A report line to the caller's log (nothing without one). */
