@@ -29,5 +29,75 @@ expect "mem --size past int" 2 "--size" "$IABN" mem resnet50 --size 3000000000x2
 expect "mem still plans a normal size" 0 "inplace_abn_ii" "$IABN" mem resnet50 --batch 2 --size 64
 expect "mem budget search past the limit" 0 "largest batch" "$IABN" mem resnet50 --budget 4G --bn standard
 
+# ---- the trainer, on a tiny synthetic data set ------------------------------
+"$IABN" data synth --out "$W/data" --classes 3 --train 8 --val 4 --size 32 >/dev/null ||
+    fail "data synth"
+cat >"$W/cfg.json" <<'JSON'
+{"network": {"arch": "resnext_tiny", "activation": "leaky_relu", "bn_mode": "inplace_abn_ii"},
+ "optimizer": {"batch_size": 4, "learning_rate": 0.1, "momentum": 0.9, "weight_decay": 0.0001,
+   "schedule": {"type": "constant", "epochs": 2}},
+ "input": {"scale_train": -1, "crop_train": 32, "scale_val": 32, "crop_val": 32}}
+JSON
+T=("$IABN" train "$W/cfg.json" "$W/data" --threads 1 -j 1)
+
+# 16.13: metrics.jsonl epochs as the progress lines, wall-clock time, step, lr,
+# images/s; config.json floats in shortest form
+expect "train 2 epochs" 0 "epoch 2/2 done" "${T[@]}" --output-dir "$W/run" --print-freq 3
+m="$W/run/metrics.jsonl"
+if [ "$(grep -c '"time": "20[0-9-]*T[0-9:.]*Z"' "$m")" = "$(wc -l <"$m")" ] &&
+   grep -q '"epoch": 2, "step": 12, "val_loss"' "$m" && grep -q '"step": 12, "epoch": 2, .*"lr": 0.1, "img_s"' "$m" &&
+   ! grep -q '"epoch": 0' "$m"; then ok "metrics.jsonl"; else fail "metrics.jsonl: $(cat "$m")"; fi
+if grep -q '"learning_rate":.0.1,' "$W/run/config.json" && grep -q '"momentum":.0.9,' "$W/run/config.json"
+then ok "config.json floats"; else fail "config.json: $(grep -E 'learning_rate|momentum' "$W/run/config.json")"; fi
+
+# 16.11 and 16.9: a long run holds its directory; a second run there is
+# refused naming the holder; SIGTERM stops after the step with a resumable
+# mid-epoch checkpoint and exit 143; two signals leave at once
+# the long runs: steps of batch 16 at 64x64 (slow enough for two signals to
+# land within one step), 12 steps per epoch
+"$IABN" data synth --out "$W/data64" --classes 3 --train 64 --val 4 --size 64 >/dev/null ||
+    fail "data synth 64"
+sed -e 's/"batch_size": 4/"batch_size": 16/' -e 's/: 32/: 64/g' "$W/cfg.json" >"$W/cfg64.json"
+L=("$IABN" train "$W/cfg64.json" "$W/data64" --threads 1 -j 1)
+long() { exec "${L[@]}" --epochs 400 --print-freq 1 --output-dir "$1" >"$1.log" 2>&1; }
+wait_progress() { # DIR: until a progress record is in its metrics
+    for _ in $(seq 600); do grep -qs '"loss"' "$1/metrics.jsonl" && return 0; sleep 0.1; done
+    return 1
+}
+mkdir -p "$W/long"
+long "$W/long" & pid=$!
+if wait_progress "$W/long"; then
+    expect "second run in the same directory" 1 "in use by another run \(process $pid holds" \
+        "${L[@]}" --output-dir "$W/long"
+    kill -TERM $pid; wait $pid; rc=$?
+    if [ $rc = 143 ] && tail -n 1 "$W/long.log" | grep -q "stopped on request" &&
+       ! grep -q "val:" "$W/long.log" &&
+       [ -f "$W/long/checkpoint_last.safetensors" ]; then ok "SIGTERM: exit 143, checkpoint, no validation"
+    else fail "SIGTERM: exit $rc: $(tail -3 "$W/long.log")"; fi
+    expect "resume after SIGTERM" 0 "step" "${L[@]}" --output-dir "$W/long" --epochs 400 \
+        --max-steps 2 --resume "$W/long/checkpoint_last.safetensors"
+else
+    fail "the long run made no progress: $(cat "$W/long.log")"; kill $pid; wait $pid
+fi
+# 16.12: resuming with another config is refused naming the keys, unless
+# --resume-override, which says what changed; a finished run says so
+ck="$W/long/checkpoint_last.safetensors"
+expect "resume with another batch size" 1 "optimizer.batch_size: 16 -> 8" \
+    "${L[@]}" --output-dir "$W/long" --epochs 400 -b 8 --resume "$ck"
+expect "resume --resume-override" 0 "1 changed setting .*optimizer.batch_size: 16 -> 8" \
+    "${L[@]}" --output-dir "$W/long" --epochs 400 -b 8 --max-steps 1 --resume "$ck" --resume-override
+expect "resume a finished run" 1 "that run is finished \(epoch 2 of 2\)" \
+    "${T[@]}" --output-dir "$W/run" --resume "$W/run/checkpoint_last.safetensors"
+
+rm -rf "$W/long2"; mkdir -p "$W/long2"
+long "$W/long2" & pid=$!
+if wait_progress "$W/long2"; then
+    kill -INT $pid; sleep 0.05; kill -INT $pid; wait $pid; rc=$?
+    if [ $rc = 130 ] && ! grep -q "stopped on request" "$W/long2.log"; then ok "two SIGINTs: exit 130 at once"
+    else fail "two SIGINTs: exit $rc: $(tail -3 "$W/long2.log")"; fi
+else
+    fail "the second long run made no progress"; kill $pid; wait $pid
+fi
+
 echo "$fails failed"
 [ "$fails" = 0 ]

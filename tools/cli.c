@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "iabn_config.h"
 #include "models/train/trainer.h"
@@ -110,16 +111,24 @@ int iabn_check_device(const char *dev, const char *cmd)
 }
 
 static iabn_trainer_stop stop_request;
+static volatile sig_atomic_t stop_signal;
 
+/* First SIGINT / SIGTERM: stop after the step (the trainer writes its
+ * checkpoint).  Second: leave at once; checkpoints are written to a
+ * temporary file and renamed, so the last complete one stays intact. */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (stop_signal) _exit(128 + sig);
+    stop_signal = sig;
     iabn_trainer_request_stop(&stop_request);
 }
+
+int iabn_cli_stop_signal(void) { return stop_signal; }
 
 iabn_trainer_stop *iabn_cli_stop_on_signals(void)
 {
     stop_request.requested = 0;
+    stop_signal = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -21,6 +21,7 @@ static void usage_train(int seg)
            "  -j, --workers N     data loading threads (2)\n"
            "  --bn MODE           standard, checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii\n"
            "  --resume CKPT       continue exactly where CKPT left off\n"
+           "  --resume-override   resume although the config or data differ (listed)\n"
            "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
            "  --print-freq N      progress line every N steps (10)\n"
            "  --seed N            data order, augmentation, init and dropout (1)\n"
@@ -85,6 +86,7 @@ int run_train_like(int argc, char **argv, int seg)
         }
         else if (!strcmp(a, "--evaluate")) o.evaluate_only = 1;
         else if (!strcmp(a, "--no-accumulate")) o.no_accumulate = 1;
+        else if (!strcmp(a, "--resume-override")) o.resume_override = 1;
         else if (!strcmp(a, "--strict")) o.strict_data = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = 1;
@@ -112,6 +114,7 @@ int run_train_like(int argc, char **argv, int seg)
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }
+    if (res.stopped_by_signal && iabn_cli_stop_signal()) return 128 + iabn_cli_stop_signal();
     return 0;
 }
 

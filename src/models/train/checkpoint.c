@@ -56,6 +56,7 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
     META("runs", "%lld", pos->runs);
     META("best", "%.17g", pos->best);
     META("best_epoch", "%lld", pos->best_epoch);
+    META("train_images", "%lld", pos->train_images);
 #undef META
     if (!rc) rc = iabn_bn_gamma_write_meta(s, w, e);
     if (!rc && config_json) rc = iabn_st_writer_meta(w, "config", config_json, e);
@@ -90,6 +91,7 @@ static int read_pos(const iabn_st_file *f, iabn_ckpt_pos *pos, iabn_err *e)
     if (!rc) rc = meta_ll(f, "global_step", 0, &pos->global_step, e);
     if (!rc) rc = meta_ll(f, "runs", 0, &pos->runs, e);
     if (!rc) rc = meta_ll(f, "best_epoch", -1, &pos->best_epoch, e);
+    if (!rc) rc = meta_ll(f, "train_images", 0, &pos->train_images, e);
     const char *b = iabn_st_meta(f, "best");
     if (!rc && b) {
         char *end;

@@ -14,6 +14,7 @@ typedef struct iabn_ckpt_pos {
     long long runs;           /* executor runs (dropout stream)        */
     double best;              /* best validation metric so far         */
     long long best_epoch;
+    long long train_images;   /* size of the training set (0: not recorded) */
 } iabn_ckpt_pos;
 
 int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "models/train/train_internal.h"
 
 void iabn_trainer_request_stop(iabn_trainer_stop *s)
@@ -237,6 +239,81 @@ static int is_classifier(const iabn_param *p)
     return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
 }
 
+/* Leaves of a and b that differ, as "path: old -> new" into buf. */
+static void json_diff(const cJSON *a, const cJSON *b, const char *path, char *buf, size_t cap,
+                      int *count)
+{
+    if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, a) {
+            char p[256];
+            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
+            json_diff(x, cJSON_GetObjectItemCaseSensitive(b, x->string), p, buf, cap, count);
+        }
+        cJSON_ArrayForEach(x, b) {
+            if (cJSON_GetObjectItemCaseSensitive(a, x->string)) continue;
+            char p[256];
+            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
+            json_diff(NULL, x, p, buf, cap, count);
+        }
+        return;
+    }
+    if (a && b && cJSON_Compare(a, b, 1)) return;
+    char *sa = a ? cJSON_PrintUnformatted(a) : NULL, *sb = b ? cJSON_PrintUnformatted(b) : NULL;
+    size_t len = strlen(buf);
+    if (len + 8 < cap)
+        snprintf(buf + len, cap - len, "%s%s: %.40s -> %.40s", *count ? ", " : "", path,
+                 sa ? sa : "(none)", sb ? sb : "(none)");
+    (*count)++;
+    cJSON_free(sa);
+    cJSON_free(sb);
+}
+
+/* --resume: the checkpoint's configuration and data size against this run's.
+ * A change (batch size, model, schedule, data) would silently continue a
+ * different run at the saved position: refused, listing what differs, unless
+ * resume_override, which says what changed.  A finished run says so. */
+static int check_resume(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(o->resume, &f, e);
+    if (rc) return rc;
+    char diff[1024] = "";
+    int count = 0;
+    const char *cj = iabn_st_meta(f, "config");
+    cJSON *a = cj ? cJSON_Parse(cj) : NULL, *b = cJSON_Parse(tr->config_json);
+    if (a && b) json_diff(a, b, "", diff, sizeof diff, &count);
+    else if (!cj) {
+        snprintf(diff, sizeof diff, "the checkpoint holds no configuration");
+        count = 1;
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    const char *ti = iabn_st_meta(f, "train_images");
+    if (ti && strtoll(ti, NULL, 10) != (long long)tr->dtrain->count) {
+        size_t len = strlen(diff);
+        snprintf(diff + len, sizeof diff - len, "%straining images: %s -> %zu", count ? ", " : "",
+                 ti, tr->dtrain->count);
+        count++;
+    }
+    iabn_st_free(f);
+    if (count && !o->resume_override)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "--resume %s: %d setting%s differ%s from the checkpoint's run: %s; "
+                            "resume with the same settings, or add --resume-override to continue "
+                            "with these",
+                            o->resume, count, count > 1 ? "s" : "", count > 1 ? "" : "s", diff);
+    if (count) trainer_say(tr, "resuming %s with %d changed setting%s (--resume-override): %s",
+                           o->resume, count, count > 1 ? "s" : "", diff);
+    if (tr->pos.epoch >= tr->cfg.schedule.epochs)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "--resume %s: that run is finished (epoch %lld of %d): nothing left "
+                            "to train; raise --epochs (with --resume-override) to train further",
+                            o->resume, tr->pos.epoch, tr->cfg.schedule.epochs);
+    return 0;
+}
+
 static int setup(trainer *tr, iabn_err *e)
 {
     const iabn_train_opts *o = tr->o;
@@ -282,6 +359,7 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
+        if (!o->evaluate_only && (rc = check_resume(tr, e))) return rc;
     } else {
         tr->pos.best = -1;
     }
@@ -400,6 +478,7 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
     tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
+    tr->pos.train_images = (long long)tr->dtrain->count;
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
@@ -642,7 +721,9 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         if (finished) res->epochs_done++;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
-        if ((eval_now || !finished) && (rc = validate(tr, res, epoch, e))) break;
+        /* a stop on request leaves at once: no validation of a partial epoch */
+        int eval_partial = !finished && !stop_requested(tr);
+        if ((eval_now || eval_partial) && (rc = validate(tr, res, epoch, e))) break;
         if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         if (!finished) {
             if (stop_requested(tr)) {

@@ -63,6 +63,7 @@ typedef struct iabn_train_opts {
     const char *init;            /* segmentation: ImageNet body weights */
     const char *output_dir;
     int quiet, verbose, evaluate_only, no_accumulate, strict_data;
+    int resume_override;         /* resume although the config or data changed */
     double budget_bytes;         /* 0: the machine's available memory */
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
