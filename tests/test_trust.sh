@@ -50,6 +50,20 @@ if [ "$(grep -c '"time": "20[0-9-]*T[0-9:.]*Z"' "$m")" = "$(wc -l <"$m")" ] &&
 if grep -q '"learning_rate":.0.1,' "$W/run/config.json" && grep -q '"momentum":.0.9,' "$W/run/config.json"
 then ok "config.json floats"; else fail "config.json: $(grep -E 'learning_rate|momentum' "$W/run/config.json")"; fi
 
+# 16.1: a NaN loss stops the run naming the step and the first non-finite
+# node, writing no checkpoint; --on-nonfinite skip skips and counts; an
+# evaluation over NaN outputs is an error, not a score
+rm -rf "$W/nan"
+expect "NaN loss stops" 1 "the loss is NaN at epoch 1, step 2 .*first non-finite output: step [0-9]+ \(" \
+    "${T[@]}" --output-dir "$W/nan" --lr 1e30
+if ls "$W/nan"/checkpoint_* >/dev/null 2>&1; then fail "NaN run wrote a checkpoint"; else ok "NaN run: no checkpoint"; fi
+expect "--on-nonfinite skip" 1 "step 3/6 skipped: the loss is NaN|samples gave NaN or Inf outputs" \
+    "${T[@]}" --output-dir "$W/nanskip" --lr 1e30 --epochs 1 --on-nonfinite skip
+if grep -q '"skipped": "non-finite"' "$W/nanskip/metrics.jsonl"; then ok "skips in metrics.jsonl"
+else fail "skips not in metrics.jsonl"; fi
+expect "eval of NaN outputs" 1 "12 of 12 samples gave NaN or Inf outputs" \
+    "$IABN" eval "$W/cfg.json" "$W/nanskip/checkpoint_last.safetensors" "$W/data" --threads 1
+
 # 16.11 and 16.9: a long run holds its directory; a second run there is
 # refused naming the holder; SIGTERM stops after the step with a resumable
 # mid-epoch checkpoint and exit 143; two signals leave at once

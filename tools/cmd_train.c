@@ -32,6 +32,8 @@ static void usage_train(int seg)
            "  --threads T         CPU threads\n"
            "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
            "  --strict            an undecodable image is an error, not a skipped file\n"
+           "  --on-nonfinite stop|skip   a NaN/Inf loss or gradient stops the run (stop,\n"
+           "                      default) or skips the step (skip); either names the step\n"
            "  -q, --quiet / -v, --verbose\n");
 }
 
@@ -87,6 +89,14 @@ int run_train_like(int argc, char **argv, int seg)
         else if (!strcmp(a, "--evaluate")) o.evaluate_only = 1;
         else if (!strcmp(a, "--no-accumulate")) o.no_accumulate = 1;
         else if (!strcmp(a, "--resume-override")) o.resume_override = 1;
+        else if (!strcmp(a, "--on-nonfinite")) {
+            VAL();
+            if (!strcmp(v, "skip")) o.on_nonfinite_skip = 1;
+            else if (strcmp(v, "stop")) {
+                fprintf(stderr, "iabn %s: --on-nonfinite %s: stop or skip\n", cmd, v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--strict")) o.strict_data = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = 1;

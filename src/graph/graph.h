@@ -215,7 +215,9 @@ typedef struct iabn_sgd_opts {
     float grad_scale;        /* gradients times this first (1 / micro-batches) */
     float clip;              /* > 0: the global L2 norm is clipped to this     */
 } iabn_sgd_opts;
-/* *grad_norm (may be NULL): the global norm after grad_scale, before clipping. */
+/* *grad_norm (may be NULL): the global norm after grad_scale, before clipping.
+ * A NaN or Inf gradient is IABN_ENUM naming the parameter, with no weight or
+ * momentum changed (the gradients are then scaled, not zeroed). */
 int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm, iabn_err *e);
 
 /* ---- graph ---------------------------------------------------------------- */

@@ -31,6 +31,9 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
         int64_t shape[IABN_MAX_DIMS];
         for (int d = 0; d < p->nd; d++) shape[d] = p->shape[d];
         rc = iabn_store_read(s, i, host, e);
+        /* a NaN or Inf state is never saved: the last good checkpoint stays */
+        if (!rc && !iabn_all_finite(p->count, host))
+            rc = iabn_err_set(e, IABN_ENUM, "%s holds NaN or Inf: %s not written", p->name, path);
         if (!rc) rc = iabn_st_writer_add(w, p->name, IABN_F32, p->nd, shape, host, e);
         if (!rc && p->mom) {
             const iabn_backend *be = iabn_store_backend(s);

@@ -451,6 +451,57 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
     return 0;
 }
 
+/* ---- non-finite steps ----------------------------------------------------------------- */
+
+/* The running statistics before a step, so that a skipped step leaves no
+ * trace (its forward pass updated them). */
+static int buffers_copy(trainer *tr, int restore, iabn_err *e)
+{
+    size_t total = 0, off = 0;
+    for (int i = 0; i < iabn_store_count(tr->s); i++) {
+        const iabn_param *p = iabn_store_get(tr->s, i);
+        if (p->kind == IABN_P_BUFFER) total += p->count;
+    }
+    if (total > tr->snap_cap) {
+        float *q = realloc(tr->snap, total * sizeof *q);
+        if (!q) return iabn_err_set(e, IABN_ENOMEM, "out of memory saving the running statistics");
+        tr->snap = q;
+        tr->snap_cap = total;
+    }
+    int rc = 0;
+    for (int i = 0; i < iabn_store_count(tr->s) && !rc; i++) {
+        const iabn_param *p = iabn_store_get(tr->s, i);
+        if (p->kind != IABN_P_BUFFER) continue;
+        rc = restore ? iabn_store_write(tr->s, i, tr->snap + off, e)
+                     : iabn_store_read(tr->s, i, tr->snap + off, e);
+        off += p->count;
+    }
+    return rc;
+}
+
+/* Reruns the micro-batches of b with the executor's check mode, which stops
+ * at the first node whose output holds NaN or Inf: its message into out.
+ * Then stages `next` again if it was (the reruns took the input). */
+static void first_nonfinite(trainer *tr, const iabn_batch *b, const iabn_batch *next, char *out,
+                            size_t n)
+{
+    iabn_session *gs = &tr->train;
+    snprintf(out, n, "no node on a rerun (the non-finite value came from the update)");
+    iabn_exec_set_check(gs->exec, 1);
+    for (int k = 0; k < tr->nmicro; k++) {
+        iabn_err e2 = {0};
+        if (stage_micro(tr, b, k, &e2)) break;
+        if (iabn_exec_run(gs->exec, &e2)) {
+            snprintf(out, n, "%.500s", e2.msg);
+            break;
+        }
+    }
+    const char *chk = getenv("IABN_CHECK");
+    iabn_exec_set_check(gs->exec, chk && chk[0] == '1');
+    iabn_err e3 = {0};
+    if (next) (void)stage_micro(tr, next, 0, &e3);
+}
+
 /* ---- logging ------------------------------------------------------------------------ */
 
 /* One metrics.jsonl record: the wall-clock time (UTC, ISO 8601, ms) first,
@@ -540,6 +591,7 @@ static void teardown(trainer *tr)
     iabn_dataset_free(tr->dval);
     iabn_store_free(tr->s);
     free(tr->host);
+    free(tr->snap);
     iabn_device_close(&tr->dev); /* last: the loaders' pinned batches came from it */
     free(tr->config_json);
     if (tr->metrics) fclose(tr->metrics);
@@ -641,22 +693,54 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             long correct = 0;
             int ahead = !(o->max_steps > 0 && steps_this_run + 1 >= o->max_steps);
             iabn_batch *next = NULL;
+            if (o->on_nonfinite_skip && (rc = buffers_copy(tr, 0, e))) break;
             rc = train_batch(tr, b, ahead, &next, &wait, &epoch_end, &loss, &correct, e);
+            /* a NaN or Inf loss, or gradient (sgd_step refuses it), never
+             * reaches the weights: stop, or skip the step with --on-nonfinite skip */
+            char why[512] = "";
+            if (!rc && !isfinite(loss))
+                snprintf(why, sizeof why, "the loss is %s", isnan(loss) ? "NaN" : "infinite");
+            if (!rc && !why[0] && (rc = sgd_step(tr, lr, e)) == IABN_ENUM) {
+                snprintf(why, sizeof why, "%.500s", e->msg);
+                rc = 0;
+            }
+            if (!rc && why[0]) {
+                char node[512];
+                first_nonfinite(tr, b, next, node, sizeof node);
+                if (!o->on_nonfinite_skip) {
+                    res->stopped_by_nan = 1;
+                    rc = iabn_err_set(e, IABN_ENUM,
+                                      "%.200s at epoch %d, step %lld (global step %lld); first "
+                                      "non-finite output: %.200s.  Stopped without saving this "
+                                      "state (the last good checkpoint stays in %s); "
+                                      "--on-nonfinite skip skips such steps",
+                                      why, epoch + 1, tr->pos.step_in_epoch + 1,
+                                      tr->pos.global_step + 1, node, tr->outdir);
+                } else {
+                    rc = buffers_copy(tr, 1, e);
+                    if (!rc) rc = iabn_store_zero_grads(tr->s, e);
+                    res->skipped_steps++;
+                    trainer_say(tr, "epoch %d/%d  step %lld/%lld skipped: %.200s; first "
+                                "non-finite output: %.200s (%lld skipped so far)",
+                                epoch + 1, epochs, tr->pos.step_in_epoch + 1, spe, why, node,
+                                res->skipped_steps);
+                    char line[512];
+                    snprintf(line, sizeof line, "\"step\": %lld, \"epoch\": %d, \"skipped\": "
+                             "\"non-finite\", \"skipped_total\": %lld",
+                             tr->pos.global_step + 1, epoch + 1, res->skipped_steps);
+                    log_metric(tr, line);
+                }
+            }
             iabn_loader_release(tr->ltrain, b);
             b = next;
             if (rc) break;
-            if (!isfinite(loss)) {
-                res->stopped_by_nan = 1;
-                rc = iabn_err_set(e, IABN_ENUM,
-                                  "the loss is %s at epoch %d, step %lld: stopping without "
-                                  "saving this state; the last good checkpoint is %s/"
-                                  "checkpoint_last.safetensors (IABN_CHECK=1 names the first "
-                                  "layer whose output is not finite)",
-                                  isnan(loss) ? "NaN" : "infinite", epoch + 1,
-                                  tr->pos.step_in_epoch + 1, tr->outdir);
-                break;
+            if (why[0]) { /* skipped: the batch is used up, the position moves on */
+                tr->pos.step_in_epoch++;
+                tr->pos.global_step++;
+                steps_this_run++;
+                t_prev = iabn_now();
+                continue;
             }
-            if ((rc = sgd_step(tr, lr, e))) break;
             double t_now = iabn_now(), dt = t_now - t_prev;
             t_prev = t_now;
             tr->pos.step_in_epoch++;

@@ -38,6 +38,8 @@ typedef struct trainer {
     void *user;
     size_t host_cap;
     int lock_fd;              /* the output directory's lock, fd + 1 (0: none) */
+    float *snap;              /* --on-nonfinite skip: the buffers before the step */
+    size_t snap_cap;
 } trainer;
 
 /* A report line to the caller's log (nothing without one). */
@@ -68,6 +70,7 @@ void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 typedef struct eval_result {
     double top1, top5, loss, miou, pixel_acc;
     long samples;
+    long nonfinite;           /* samples whose outputs held NaN or Inf */
     double *iou;              /* per class, segmentation (owned) */
 } eval_result;
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,

@@ -94,7 +94,8 @@ void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *lab
                    const float *weight, float scale, float *dlogits);
 /* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
  * Rank of the label = larger logits + equal logits at a lower class index;
- * labels outside [0,K) (ignored samples) never count as correct. */
+ * labels outside [0,K) (ignored samples) and samples with a NaN or Inf among
+ * their logits never count as correct. */
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk);
 
