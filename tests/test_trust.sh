@@ -113,5 +113,26 @@ else
     fail "the second long run made no progress"; kill $pid; wait $pid
 fi
 
+# 16.10: --checkpoint-every N writes mid-epoch checkpoints; after kill -9 the
+# resumed run gives the uninterrupted run's losses step for step
+losses() { sed -n 's/.*"step": \([0-9]*\), "epoch": [0-9]*, "loss": \([-0-9.e]*\),.*/\1 \2/p' "$1"; }
+expect "uninterrupted epoch" 0 "epoch 1/1 done" "${L[@]}" --epochs 1 --print-freq 1 --output-dir "$W/full"
+rm -rf "$W/part"; mkdir -p "$W/part"
+( exec "${L[@]}" --epochs 1 --print-freq 1 --checkpoint-every 5 --output-dir "$W/part" >"$W/part.log" 2>&1 ) &
+pid=$!
+for _ in $(seq 600); do grep -qs '"step": 7,' "$W/part/metrics.jsonl" && break; sleep 0.1; done
+kill -KILL $pid; wait $pid 2>/dev/null
+expect "resume after kill -9" 0 "epoch 1/1 done" "${L[@]}" --epochs 1 --print-freq 1 --output-dir "$W/part" \
+    --resume "$W/part/checkpoint_last.safetensors"
+losses "$W/full/metrics.jsonl" >"$W/full.losses"
+losses "$W/part/metrics.jsonl" >"$W/part.losses"
+bad=$(awk 'NR == FNR { l[$1] = $2; next } !($1 in l) || l[$1] != $2 { print }' "$W/full.losses" "$W/part.losses")
+resumed=$(awk '$1 == 12' "$W/part.losses" | wc -l)
+if [ -z "$bad" ] && [ "$resumed" = 1 ] && [ "$(wc -l <"$W/part.losses")" -gt 12 ]; then
+    ok "mid-epoch resume is bit-exact"
+else
+    fail "mid-epoch resume: differing steps [$bad], $(wc -l <"$W/part.losses") loss lines"
+fi
+
 echo "$fails failed"
 [ "$fails" = 0 ]

@@ -31,6 +31,7 @@ static void usage_train(int seg)
            "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
            "  --threads T         CPU threads\n"
            "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
+           "  --checkpoint-every N  checkpoint_last every N steps, mid-epoch too\n"
            "  --strict            an undecodable image is an error, not a skipped file\n"
            "  --on-nonfinite stop|skip   a NaN/Inf loss or gradient stops the run (stop,\n"
            "                      default) or skips the step (skip); either names the step\n"
@@ -61,6 +62,10 @@ int run_train_like(int argc, char **argv, int seg)
         else if (!strcmp(a, "--seed")) { INT(o.seed); }
         else if (!strcmp(a, "--threads")) { INT(o.threads); }
         else if (!strcmp(a, "--max-steps")) { INT(o.max_steps); }
+        else if (!strcmp(a, "--checkpoint-every")) {
+            INT(o.checkpoint_every);
+            if (n < 1) { fprintf(stderr, "iabn %s: --checkpoint-every must be at least 1\n", cmd); return 2; }
+        }
         else if (!strcmp(a, "--lr")) {
             VAL();
             if (iabn_parse_float(v, &f) || f <= 0) { fprintf(stderr, "iabn %s: --lr %s\n", cmd, v); return 2; }

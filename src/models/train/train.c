@@ -753,6 +753,12 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             avg_loss = ep_loss / ep_steps;
             res->final_loss = loss;
             res->steps_done++;
+            /* mid-epoch checkpoints: a kill loses at most N steps, and the
+             * position (epoch, step, executor runs) resumes bit-exactly */
+            if (o->checkpoint_every > 0 && tr->pos.global_step % o->checkpoint_every == 0 &&
+                tr->pos.step_in_epoch < spe &&
+                (rc = save_ckpt(tr, "checkpoint_last.safetensors", e)))
+                break;
             double lr_now = tr->cfg.learning_rate * lr;
             if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
                                       tr->pos.step_in_epoch == spe)) {

@@ -68,6 +68,7 @@ typedef struct iabn_train_opts {
     double budget_bytes;         /* 0: the machine's available memory */
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
+    long long checkpoint_every;  /* > 0: checkpoint_last every N steps, mid-epoch too */
     int threads;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_stop *stop;     /* NULL: runs to its end */
