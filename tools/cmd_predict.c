@@ -101,7 +101,11 @@ static int make_parents(const char *out, const char *rel, iabn_err *e)
 static void usage(void)
 {
     printf("usage: iabn predict CHECKPOINT IN_DIR OUT_DIR [--scales 0.7,1,1.2] [--flip]\n"
-           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n");
+           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n"
+           "                    [--window HxW] [--pooling-size HxW|0]\n"
+           "  --scales 0.7,1,1.2 --flip: the reference's test-time augmentation (class\n"
+           "  probabilities averaged); --window: sliding-window inference; --pooling-size:\n"
+           "  the DeepLabV3 head's pooling windows (84x84 by default, as the reference).\n");
 }
 
 static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_err *e)
@@ -128,6 +132,7 @@ int iabn_cmd_predict(int argc, char **argv)
     const char *pos[3];
     int npos = 0, flip = 0, color = 0, labelids = 0, ns = 0;
     float scales[8] = {1.f};
+    int win[4] = {0, 0, 0, 0}, pool_set = 0; /* --window h, w; --pooling-size h, w */
     const char *device = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -135,7 +140,17 @@ int iabn_cmd_predict(int argc, char **argv)
         else if (!strcmp(a, "--flip")) flip = 1;
         else if (!strcmp(a, "--color")) color = 1;
         else if (!strcmp(a, "--labelids")) labelids = 1;
-        else if (!strcmp(a, "--scales")) {
+        else if (!strcmp(a, "--window") || !strcmp(a, "--pooling-size")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
+            int zero = !strcmp(v, "0") && a[2] == 'p';
+            if (!zero && (iabn_parse_hw(v, &win[a[2] == 'p' ? 2 : 0], &win[a[2] == 'p' ? 3 : 1]) ||
+                          win[a[2] == 'p' ? 2 : 0] < 1 || win[a[2] == 'p' ? 3 : 1] < 1)) {
+                fprintf(stderr, "iabn predict: %s must be HxW%s, not '%s'\n", a,
+                        a[2] == 'p' ? " or 0 (the global mean)" : "", v);
+                return 2;
+            }
+            if (a[2] == 'p') pool_set = 1;
+        } else if (!strcmp(a, "--scales")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
             if ((ns = iabn_parse_floats(v, scales, 8)) < 1) { fprintf(stderr, "iabn predict: --scales %s\n", v); return 2; }
         } else if (!strcmp(a, "--threads")) {
@@ -152,6 +167,11 @@ int iabn_cmd_predict(int argc, char **argv)
     if (ns == 0) ns = 1;
     trainer tr;
     memset(&tr, 0, sizeof tr);
+    tr.win_h = win[0];
+    tr.win_w = win[1];
+    tr.pool_set = pool_set;
+    tr.pool_h = win[2];
+    tr.pool_w = win[3];
     iabn_err e = {0};
     int rc = load_model(&tr, pos[0], device, &e);
     if (!rc && labelids && tr.classes != 19)

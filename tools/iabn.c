@@ -30,6 +30,9 @@ static const command commands[] = {
     {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
     {"step", iabn_cmd_step, "one forward/backward of a model on safetensors inputs (PyTorch parity)"},
     {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
+    {"convert", iabn_cmd_convert, "reference PyTorch checkpoints <-> iabn safetensors"},
+    {"export", iabn_cmd_export, "a checkpoint for inference: plain or folded BN, safetensors or ONNX"},
+    {"models", iabn_cmd_models, "every model: parameters, input, reference configs, memory"},
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
     {"bench", cmd_bench, "benchmarks: conv, block, step"},
@@ -61,8 +64,15 @@ static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("iabn %s (cpu%s%s, %d threads)\n", IABN_VERSION, IABN_HAVE_CUDA ? ", cuda" : "",
-           IABN_HAVE_MPI ? ", mpi" : "", iabn_num_threads());
+    printf("iabn %s (%d threads%s)\n", IABN_VERSION, iabn_num_threads(),
+           IABN_HAVE_MPI ? ", mpi" : "");
+    for (int k = 0; iabn_device_kind_name(k); k++) {
+        iabn_err why = {0};
+        if (iabn_backend_available((iabn_device_kind)k, &why))
+            printf("  %-5s available\n", iabn_device_kind_name(k));
+        else
+            printf("  %-5s not available: %s\n", iabn_device_kind_name(k), why.msg);
+    }
     return 0;
 }
 

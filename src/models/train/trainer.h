@@ -106,6 +106,8 @@ typedef struct iabn_eval_opts {
     int crop, scale, ten_crops, batch, workers, flip, longest;
     float scales[8];
     int nscales;
+    int window_h, window_w;      /* segmentation: sliding window (0: whole image) */
+    int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size (0x0: global mean) */
     int threads, verbose;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_log_fn log;     /* the result line (and per-class IoU), NULL: silent */
