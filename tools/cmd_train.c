@@ -153,6 +153,9 @@ static int run_train_like(int argc, char **argv, int seg)
     o.device = a.v[IABN_O_DEVICE].s;
     o.evaluate_only = a.v[IABN_O_TEST_ONLY].set;
     o.no_accumulate = a.v[IABN_O_NO_ACCUMULATE].set;
+    o.resume_override = a.v[IABN_O_RESUME_OVERRIDE].set;
+    if (a.v[IABN_O_CHECKPOINT_EVERY].set) o.checkpoint_every = (int)a.v[IABN_O_CHECKPOINT_EVERY].i;
+    o.on_nonfinite_skip = a.v[IABN_O_ON_NONFINITE].set && !strcmp(a.v[IABN_O_ON_NONFINITE].s, "skip");
     o.strict_data = a.v[IABN_O_STRICT].set;
     o.quiet = a.v[IABN_O_QUIET].set;
     o.verbose = a.v[IABN_O_VERBOSE].set;
@@ -168,6 +171,7 @@ static int run_train_like(int argc, char **argv, int seg)
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }
+    if (res.stopped_by_signal && iabn_cli_stop_signal()) return 128 + iabn_cli_stop_signal();
     return 0;
 }
 

@@ -33,6 +33,7 @@ static const char *act_choice(int i)
     return i >= 0 && i < IABN_ACT_COUNT ? iabn_act_name((iabn_act_kind)i) : NULL;
 }
 CHOICES(sched_choice, "step", "multistep", "poly", "cosine", "exponential", "linear", "constant")
+CHOICES(nonfinite_choice, "stop", "skip")
 CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 
 /* ---- the table ------------------------------------------------------------- */
@@ -144,6 +145,15 @@ static const iabn_option table[IABN_O_COUNT] = {
                        TRAINS | DA | BC,
                        "an undecodable image (bench conv: a slow case) is an error"},
 
+    [IABN_O_RESUME_OVERRIDE] = {"resume-override", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+                                NULL, TRAINS,
+                                "resume although the config or data differ (listed)"},
+    [IABN_O_CHECKPOINT_EVERY] = {"checkpoint-every", NULL, 0, IABN_T_INT, 1, 1e9, 0, 0, NULL, "N",
+                                 NULL, TRAINS, "checkpoint_last every N steps, mid-epoch too"},
+    [IABN_O_ON_NONFINITE] = {"on-nonfinite", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, nonfinite_choice,
+                             "stop|skip", NULL, TRAINS,
+                             "a NaN/Inf loss or gradient stops the run (stop) or skips the step; "
+                             "either names the step"},
     [IABN_O_CROP] = {"crop", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL,
                      TRAINS | EV,
                      "crop size (train: input.crop_train and crop_val, eval: input.crop_val, "
