@@ -148,7 +148,8 @@ static void usage_eval(int seg)
     else
         printf("usage: iabn eval CONFIG CHECKPOINT DATA_DIR [--crop 224] [--scale 256] "
                "[--ten-crops] [-b N] [-j N]\n");
-    printf("       [--device cpu|cuda[:N]] [--threads T]\n");
+    printf("       [--device cpu|cuda[:N]] [--threads T] [--strict]\n"
+           "  --strict   an undecodable image is an error (default: left out, counted)\n");
 }
 
 int run_eval_like(int argc, char **argv, int seg)
@@ -167,6 +168,7 @@ int run_eval_like(int argc, char **argv, int seg)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_eval(seg); return 0; }
         else if (!strcmp(a, "--ten-crops")) o.ten_crops = 1;
         else if (!strcmp(a, "--flip")) o.flip = 1;
+        else if (!strcmp(a, "--strict")) o.strict = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
         else if (!strcmp(a, "--crop") || !strcmp(a, "--scale") || !strcmp(a, "-b") ||
                  !strcmp(a, "--batch-size") || !strcmp(a, "-j") || !strcmp(a, "--workers") ||

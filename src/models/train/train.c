@@ -161,6 +161,7 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.batch_size = tr->task == IABN_TASK_SEGMENT ? 1 : tr->batch;
     lc.shuffle = 0;
     lc.drop_last = 0;
+    lc.leave_out = 1; /* a replaced image would change the metric */
     return iabn_loader_open(&lc, tr->dval, &tr->lval, e);
 }
 
@@ -634,11 +635,11 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     }
     res->best_metric = tr->pos.best;
     if (tr->task == IABN_TASK_SEGMENT)
-        trainer_say(tr, "  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)", r.miou,
-            r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
+        trainer_say(tr, "  val (%ld images, %ld skipped): mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)",
+            r.samples, r.skipped, r.miou, r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
     else
-        trainer_say(tr, "  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)", r.loss,
-            r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
+        trainer_say(tr, "  val (%ld images, %ld skipped): loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)",
+            r.samples, r.skipped, r.loss, r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
     eval_result_free(&r);
     return 0;
 }

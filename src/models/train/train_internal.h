@@ -74,6 +74,7 @@ typedef struct eval_result {
     double top1, top5, loss, miou, pixel_acc;
     long samples;
     long nonfinite;           /* samples whose outputs held NaN or Inf */
+    long skipped;             /* undecodable files left out of samples */
     double *iou;              /* per class, segmentation (owned) */
 } eval_result;
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
