@@ -13,10 +13,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "models/train/segmetrics.h"
-#include "models/train/train_internal.h"
 
 /* Cityscapes colours of the 19 train ids, and their labelIds. */
 static const uint8_t cs_palette[19][3] = {
@@ -46,25 +45,6 @@ static void usage(void)
            "  --scales 0.7,1,1.2 --flip: the reference's test-time augmentation (class\n"
            "  probabilities averaged); --window: sliding-window inference; --pooling-size:\n"
            "  the DeepLabV3 head's pooling windows (84x84 by default, as the reference).\n");
-}
-
-static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_err *e)
-{
-    iabn_st_file *f = NULL;
-    int rc = iabn_st_load(ckpt, &f, e);
-    if (rc) return rc;
-    const char *cj = iabn_st_meta(f, "config");
-    iabn_config_defaults(&tr->cfg);
-    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn checkpoint)", ckpt);
-    else rc = iabn_config_parse(&tr->cfg, cj, ckpt, e);
-    iabn_st_free(f);
-    if (rc) return rc;
-    if (!iabn_model_is_segmentation(tr->cfg.arch))
-        return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
-    tr->task = IABN_TASK_SEGMENT;
-    tr->classes = tr->cfg.classes;
-    if ((rc = iabn_device_open(device, &tr->dev, e))) return rc;
-    return trainer_load_weights(tr, ckpt, 64, e);
 }
 
 int iabn_cmd_predict(int argc, char **argv)
@@ -105,17 +85,14 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     if (npos != 3 || (color && labelids)) { usage(); return 2; }
     if (ns == 0) ns = 1;
-    trainer tr;
-    memset(&tr, 0, sizeof tr);
-    tr.win_h = win[0];
-    tr.win_w = win[1];
-    tr.pool_set = pool_set;
-    tr.pool_h = win[2];
-    tr.pool_w = win[3];
+    iabn_predictor *pr = NULL;
     iabn_err e = {0};
-    int rc = load_model(&tr, pos[0], device, &e);
-    if (!rc && labelids && tr.classes != 19)
-        rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", tr.classes);
+    iabn_predict_opts po = {device, win[0], win[1], pool_set, win[2], win[3]};
+    int rc = iabn_predictor_open(pos[0], &po, &pr, &e);
+    const iabn_config *cfg = pr ? iabn_predictor_config(pr) : NULL;
+    int classes = cfg ? cfg->classes : 0;
+    if (!rc && labelids && classes != 19)
+        rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", classes);
     DIR *d = rc ? NULL : opendir(pos[1]);
     if (!rc && !d) rc = iabn_err_set(&e, IABN_EIO, "cannot read directory %s", pos[1]);
     char **names = NULL;
@@ -137,7 +114,7 @@ int iabn_cmd_predict(int argc, char **argv)
     uint8_t palette[256 * 3];
     for (int c = 0; c < 256; c++)
         for (int k = 0; k < 3; k++)
-            palette[3 * c + k] = c < 19 && tr.classes == 19 ? cs_palette[c][k]
+            palette[3 * c + k] = c < 19 && classes == 19 ? cs_palette[c][k]
                                                             : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
     int written = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -147,19 +124,19 @@ int iabn_cmd_predict(int argc, char **argv)
         iabn_image img = {0}, lab = {0};
         if ((rc = iabn_image_load(in, 0, &img, &e))) break;
         size_t hw = (size_t)img.width * img.height;
-        float *x = malloc(3 * hw * sizeof *x), *acc = malloc((size_t)tr.classes * hw * sizeof *acc);
+        float *x = malloc(3 * hw * sizeof *x), *acc = malloc((size_t)classes * hw * sizeof *acc);
         int32_t *pred = malloc(hw * sizeof *pred);
         if (!x || !acc || !pred) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for %s", in);
         if (!rc) {
-            iabn_image_to_chw(&img, tr.cfg.mean, tr.cfg.std, x);
-            rc = seg_logits(&tr, x, img.height, img.width, scales, ns, flip, acc, &e);
+            iabn_image_to_chw(&img, cfg->mean, cfg->std, x);
+            rc = iabn_predictor_logits(pr, x, img.height, img.width, scales, ns, flip, acc, &e);
         }
         if (!rc) rc = iabn_image_alloc(&lab, img.width, img.height, 1, 1, &e);
         if (!rc) {
-            iabn_argmax_channels(tr.classes, hw, acc, pred);
+            iabn_argmax_channels(classes, hw, acc, pred);
             for (size_t k = 0; k < hw; k++)
                 lab.data[k] = (uint8_t)(labelids ? cs_label_ids[pred[k]] : pred[k]);
-            rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? tr.classes : 0, &e);
+            rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? classes : 0, &e);
             written += !rc;
         }
         free(x);
@@ -170,10 +147,7 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    for (int i = 0; i < 2; i++) iabn_session_free(&tr.evals[i]);
-    iabn_store_free(tr.s);
-    free(tr.host);
-    iabn_device_close(&tr.dev);
+    iabn_predictor_close(pr);
     if (rc) {
         fprintf(stderr, "iabn predict: %s\n", e.msg);
         return 1;

@@ -110,7 +110,7 @@ int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac);
 /* Mean absolute error / mean squared error of pred against a float32 target
  * of the same shape, over all elements; the gradient flows to pred (the
- * target is data).  CPU backend.  Return the scalar loss (a graph output). */
+ * target is data).  Return the scalar loss (a graph output). */
 int iabn_l1_loss(iabn_graph *g, const char *name, int pred, int target);
 int iabn_mse_loss(iabn_graph *g, const char *name, int pred, int target);
 

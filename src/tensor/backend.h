@@ -10,7 +10,8 @@
  * return 0 or an error code; pointers are on the backend's device.  The
  * semantics of each entry (arguments, aliasing) are those of the CPU kernel
  * of the same name in cpu/ops.h, cpu/norm_act.h and cpu/conv.h.  Every entry
- * of a backend's table must be set.
+ * of a backend's table must be set, except those marked optional, whose
+ * layer checks for NULL and names the backend in its error.
  */
 #ifndef IABN_TENSOR_BACKEND_H
 #define IABN_TENSOR_BACKEND_H

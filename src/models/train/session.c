@@ -82,9 +82,11 @@ static int build_net(const iabn_session_cfg *c, const iabn_model_cfg *mc, iabn_s
             return iabn_err_set(e, IABN_EINVAL, "the graph builder gave no output");
         if (rc && e->code) return rc;
     }
-    if (rc || !iabn_graph_ok(g)) {
+    if (iabn_graph_ok(g) && rc)
+        return iabn_err_set(e, IABN_EINVAL, "building the network failed (code %d)", rc);
+    if (!iabn_graph_ok(g)) {
         *e = *iabn_graph_error(g);
-        return e->code ? e->code : IABN_EINVAL;
+        return e->code;
     }
     return 0;
 }

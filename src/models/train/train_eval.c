@@ -408,3 +408,69 @@ out:
     iabn_device_close(&tr.dev);
     return rc;
 }
+
+/* ---- prediction -------------------------------------------------------------------- */
+
+struct iabn_predictor {
+    trainer tr;
+};
+
+int iabn_predictor_open(const char *checkpoint, const iabn_predict_opts *o,
+                        iabn_predictor **out, iabn_err *e)
+{
+    *out = NULL;
+    iabn_predictor *p = calloc(1, sizeof *p);
+    if (!p) return iabn_err_set(e, IABN_ENOMEM, "out of memory opening %s", checkpoint);
+    trainer *tr = &p->tr;
+    tr->win_h = o->window_h;
+    tr->win_w = o->window_w;
+    tr->pool_set = o->pool_set;
+    tr->pool_h = o->pool_h;
+    tr->pool_w = o->pool_w;
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(checkpoint, &f, e);
+    if (!rc) {
+        const char *cj = iabn_st_meta(f, "config");
+        iabn_config_defaults(&tr->cfg);
+        if (!cj)
+            rc = iabn_err_set(e, IABN_EFORMAT,
+                              "%s holds no training configuration (not an iabn checkpoint)",
+                              checkpoint);
+        else rc = iabn_config_parse(&tr->cfg, cj, checkpoint, e);
+        iabn_st_free(f);
+    }
+    if (!rc && !iabn_model_is_segmentation(tr->cfg.arch))
+        rc = iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", checkpoint,
+                          tr->cfg.arch);
+    if (!rc) {
+        tr->task = IABN_TASK_SEGMENT;
+        tr->classes = tr->cfg.classes;
+        rc = iabn_device_open(o->device, &tr->dev, e);
+    }
+    if (!rc) rc = trainer_load_weights(tr, checkpoint, 64, e);
+    if (rc) {
+        iabn_predictor_close(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void iabn_predictor_close(iabn_predictor *p)
+{
+    if (!p) return;
+    trainer *tr = &p->tr;
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr->evals[i]);
+    iabn_store_free(tr->s);
+    free(tr->host);
+    iabn_device_close(&tr->dev);
+    free(p);
+}
+
+const iabn_config *iabn_predictor_config(const iabn_predictor *p) { return &p->tr.cfg; }
+
+int iabn_predictor_logits(iabn_predictor *p, const float *img, int h, int w,
+                          const float *scales, int ns, int flip, float *acc, iabn_err *e)
+{
+    return seg_logits(&p->tr, img, h, w, scales, ns, flip, acc, e);
+}

@@ -42,6 +42,9 @@ typedef struct trainer {
     int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
 } trainer;
 
+/* The functions below are the trainer's own: not exported from libiabn. */
+#pragma GCC visibility push(hidden)
+
 /* A report line to the caller's log (nothing without one). */
 void trainer_say(const trainer *tr, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -84,5 +87,7 @@ void eval_result_free(eval_result *r);
  * overlapping by a third. */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
+
+#pragma GCC visibility pop
 
 #endif
