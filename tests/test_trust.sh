@@ -50,6 +50,17 @@ if [ "$(grep -c '"time": "20[0-9-]*T[0-9:.]*Z"' "$m")" = "$(wc -l <"$m")" ] &&
 if grep -q '"learning_rate":.0.1,' "$W/run/config.json" && grep -q '"momentum":.0.9,' "$W/run/config.json"
 then ok "config.json floats"; else fail "config.json: $(grep -E 'learning_rate|momentum' "$W/run/config.json")"; fi
 
+# 16.5: an undecodable validation image is left out and counted, not
+# replaced by another image; --strict makes it an error with no result
+cp -r "$W/data" "$W/data_bad" && echo "not a jpeg" >"$W/data_bad/val/class_000/zz_bad.jpg"
+expect "eval leaves a bad image out" 0 "\(12 images, 1 skipped\): top-1" \
+    "$IABN" eval "$W/cfg.json" "$W/run/checkpoint_last.safetensors" "$W/data_bad" --threads 1
+out=$("$IABN" eval "$W/cfg.json" "$W/run/checkpoint_last.safetensors" "$W/data_bad" --threads 1 --strict 2>&1); rc=$?
+if [ $rc = 1 ] && grep -q "zz_bad.jpg" <<<"$out" && ! grep -q "top-1" <<<"$out"; then ok "eval --strict"
+else fail "eval --strict: exit $rc: $out"; fi
+expect "training validation counts it" 0 "val \(12 images, 1 skipped\)" \
+    "$IABN" train "$W/cfg.json" "$W/data_bad" --threads 1 -j 1 --output-dir "$W/run_bad" --epochs 1
+
 # 16.1: a NaN loss stops the run naming the step and the first non-finite
 # node, writing no checkpoint; --on-nonfinite skip skips and counts; an
 # evaluation over NaN outputs is an error, not a score
@@ -85,7 +96,7 @@ if wait_progress "$W/long"; then
         "${L[@]}" --output-dir "$W/long"
     kill -TERM $pid; wait $pid; rc=$?
     if [ $rc = 143 ] && tail -n 1 "$W/long.log" | grep -q "stopped on request" &&
-       ! grep -q "val:" "$W/long.log" &&
+       ! grep -q "val (" "$W/long.log" &&
        [ -f "$W/long/checkpoint_last.safetensors" ]; then ok "SIGTERM: exit 143, checkpoint, no validation"
     else fail "SIGTERM: exit $rc: $(tail -3 "$W/long.log")"; fi
     expect "resume after SIGTERM" 0 "step" "${L[@]}" --output-dir "$W/long" --epochs 400 \

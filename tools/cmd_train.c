@@ -243,6 +243,7 @@ static int run_eval_like(int argc, char **argv, int seg)
     o.pool_w = a.v[IABN_O_POOLING_SIZE].w;
     o.ten_crops = a.v[IABN_O_TEN_CROPS].set;
     o.flip = a.v[IABN_O_FLIP].set;
+    o.strict = a.v[IABN_O_STRICT].set;
     o.split = a.v[IABN_O_SPLIT].s;
     o.device = a.v[IABN_O_DEVICE].s;
     o.verbose = a.v[IABN_O_VERBOSE].set;

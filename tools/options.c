@@ -142,7 +142,7 @@ static const iabn_option table[IABN_O_COUNT] = {
                               TRAINS,
                               "refuse instead of splitting the batch into micro-batches"},
     [IABN_O_STRICT] = {"strict", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                       TRAINS | DA | BC,
+                       TRAINS | EVALS | DA | BC,
                        "an undecodable image (bench conv: a slow case) is an error"},
 
     [IABN_O_RESUME_OVERRIDE] = {"resume-override", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,

@@ -433,7 +433,8 @@ char *iabn_config_to_json(const iabn_config *c)
     add_float(n, "activation_param", c->act.param);
     cJSON_AddBoolToObject(n, "input_3x3", c->input_3x3);
     cJSON_AddStringToObject(n, "bn_mode", iabn_bn_mode_name(c->bn_mode));
-    cJSON_AddNumberToObject(n, "classes", c->classes);
+    /* 0: taken from the data set, which is how the key's absence reads back */
+    if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);
     cJSON_AddStringToObject(n, "weight_init", c->weight_init);
     add_float(n, "weight_gain_multiplier", c->weight_gain_multiplier);

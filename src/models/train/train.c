@@ -7,12 +7,10 @@
  * position), so --resume from a checkpoint written after step k continues with
  * the same losses as a run that never stopped. */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +160,7 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.batch_size = tr->task == IABN_TASK_SEGMENT ? 1 : tr->batch;
     lc.shuffle = 0;
     lc.drop_last = 0;
+    lc.leave_out = 1; /* a replaced image would change the metric */
     return iabn_loader_open(&lc, tr->dval, &tr->lval, e);
 }
 
@@ -282,81 +281,6 @@ static int is_classifier(const iabn_param *p)
     return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
 }
 
-/* Leaves of a and b that differ, as "path: old -> new" into buf. */
-static void json_diff(const cJSON *a, const cJSON *b, const char *path, char *buf, size_t cap,
-                      int *count)
-{
-    if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
-        const cJSON *x;
-        cJSON_ArrayForEach(x, a) {
-            char p[256];
-            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
-            json_diff(x, cJSON_GetObjectItemCaseSensitive(b, x->string), p, buf, cap, count);
-        }
-        cJSON_ArrayForEach(x, b) {
-            if (cJSON_GetObjectItemCaseSensitive(a, x->string)) continue;
-            char p[256];
-            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
-            json_diff(NULL, x, p, buf, cap, count);
-        }
-        return;
-    }
-    if (a && b && cJSON_Compare(a, b, 1)) return;
-    char *sa = a ? cJSON_PrintUnformatted(a) : NULL, *sb = b ? cJSON_PrintUnformatted(b) : NULL;
-    size_t len = strlen(buf);
-    if (len + 8 < cap)
-        snprintf(buf + len, cap - len, "%s%s: %.40s -> %.40s", *count ? ", " : "", path,
-                 sa ? sa : "(none)", sb ? sb : "(none)");
-    (*count)++;
-    cJSON_free(sa);
-    cJSON_free(sb);
-}
-
-/* --resume: the checkpoint's configuration and data size against this run's.
- * A change (batch size, model, schedule, data) would silently continue a
- * different run at the saved position: refused, listing what differs, unless
- * resume_override, which says what changed.  A finished run says so. */
-static int check_resume(trainer *tr, iabn_err *e)
-{
-    const iabn_train_opts *o = tr->o;
-    iabn_st_file *f = NULL;
-    int rc = iabn_st_load(o->resume, &f, e);
-    if (rc) return rc;
-    char diff[1024] = "";
-    int count = 0;
-    const char *cj = iabn_st_meta(f, "config");
-    cJSON *a = cj ? cJSON_Parse(cj) : NULL, *b = cJSON_Parse(tr->config_json);
-    if (a && b) json_diff(a, b, "", diff, sizeof diff, &count);
-    else if (!cj) {
-        snprintf(diff, sizeof diff, "the checkpoint holds no configuration");
-        count = 1;
-    }
-    cJSON_Delete(a);
-    cJSON_Delete(b);
-    const char *ti = iabn_st_meta(f, "train_images");
-    if (ti && strtoll(ti, NULL, 10) != (long long)tr->dtrain->count) {
-        size_t len = strlen(diff);
-        snprintf(diff + len, sizeof diff - len, "%straining images: %s -> %zu", count ? ", " : "",
-                 ti, tr->dtrain->count);
-        count++;
-    }
-    iabn_st_free(f);
-    if (count && !o->resume_override)
-        return iabn_err_set(e, IABN_EINVAL,
-                            "--resume %s: %d setting%s differ%s from the checkpoint's run: %s; "
-                            "resume with the same settings, or add --resume-override to continue "
-                            "with these",
-                            o->resume, count, count > 1 ? "s" : "", count > 1 ? "" : "s", diff);
-    if (count) trainer_say(tr, "resuming %s with %d changed setting%s (--resume-override): %s",
-                           o->resume, count, count > 1 ? "s" : "", diff);
-    if (tr->pos.epoch >= tr->cfg.schedule.epochs)
-        return iabn_err_set(e, IABN_EINVAL,
-                            "--resume %s: that run is finished (epoch %lld of %d): nothing left "
-                            "to train; raise --epochs (with --resume-override) to train further",
-                            o->resume, tr->pos.epoch, tr->cfg.schedule.epochs);
-    return 0;
-}
-
 static int setup(trainer *tr, iabn_err *e)
 {
     const iabn_train_opts *o = tr->o;
@@ -403,7 +327,7 @@ static int setup(trainer *tr, iabn_err *e)
         return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
-        if (!o->evaluate_only && (rc = check_resume(tr, e))) return rc;
+        if (!o->evaluate_only && (rc = trainer_check_resume(tr, e))) return rc;
     } else {
         tr->pos.best = -1;
     }
@@ -497,32 +421,6 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
 
 /* ---- non-finite steps ----------------------------------------------------------------- */
 
-/* The running statistics before a step, so that a skipped step leaves no
- * trace (its forward pass updated them). */
-static int buffers_copy(trainer *tr, int restore, iabn_err *e)
-{
-    size_t total = 0, off = 0;
-    for (int i = 0; i < iabn_store_count(tr->s); i++) {
-        const iabn_param *p = iabn_store_get(tr->s, i);
-        if (p->kind == IABN_P_BUFFER) total += p->count;
-    }
-    if (total > tr->snap_cap) {
-        float *q = realloc(tr->snap, total * sizeof *q);
-        if (!q) return iabn_err_set(e, IABN_ENOMEM, "out of memory saving the running statistics");
-        tr->snap = q;
-        tr->snap_cap = total;
-    }
-    int rc = 0;
-    for (int i = 0; i < iabn_store_count(tr->s) && !rc; i++) {
-        const iabn_param *p = iabn_store_get(tr->s, i);
-        if (p->kind != IABN_P_BUFFER) continue;
-        rc = restore ? iabn_store_write(tr->s, i, tr->snap + off, e)
-                     : iabn_store_read(tr->s, i, tr->snap + off, e);
-        off += p->count;
-    }
-    return rc;
-}
-
 /* Reruns the micro-batches of b with the executor's check mode, which stops
  * at the first node whose output holds NaN or Inf: its message into out.
  * Then stages `next` again if it was (the reruns took the input). */
@@ -590,41 +488,10 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
-/* One run per output directory: an exclusive flock on DIR/.iabn.lock, held
- * until the process ends or the run tears down (the kernel drops it if the
- * process dies), with the holder's pid in the file for the message. */
-static int lock_outdir(trainer *tr, iabn_err *e)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/.iabn.lock", tr->outdir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) return iabn_err_set(e, IABN_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
-        char pid[24] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(fd);
-        return iabn_err_set(e, IABN_EIO,
-                            "%s is in use by another run (process %s holds %s): two runs would "
-                            "interleave their metrics and checkpoints; wait for it or choose "
-                            "another --output-dir",
-                            tr->outdir, pid[0] ? pid : "?", path);
-    }
-    char pid[24];
-    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)k, 0) != k) {
-        close(fd);
-        return iabn_err_set(e, IABN_EIO, "cannot write %s: %s", path, strerror(errno));
-    }
-    tr->lock_fd = fd + 1;
-    return 0;
-}
-
 static int open_outputs(trainer *tr, iabn_err *e)
 {
     int rc = mkdirs(tr->outdir, e);
-    if (!rc) rc = lock_outdir(tr, e);
+    if (!rc) rc = trainer_lock_outdir(tr, e);
     if (rc) return rc;
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", tr->outdir);
@@ -693,11 +560,11 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     }
     res->best_metric = tr->pos.best;
     if (tr->task == IABN_TASK_SEGMENT)
-        trainer_say(tr, "  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)", r.miou,
-            r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
+        trainer_say(tr, "  val (%ld images, %ld skipped): mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)",
+            r.samples, r.skipped, r.miou, r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
     else
-        trainer_say(tr, "  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)", r.loss,
-            r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
+        trainer_say(tr, "  val (%ld images, %ld skipped): loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)",
+            r.samples, r.skipped, r.loss, r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
     eval_result_free(&r);
     return 0;
 }
@@ -751,7 +618,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             long correct = 0;
             int ahead = !(o->max_steps > 0 && steps_this_run + 1 >= o->max_steps);
             iabn_batch *next = NULL;
-            if (o->on_nonfinite_skip && (rc = buffers_copy(tr, 0, e))) break;
+            if (o->on_nonfinite_skip && (rc = trainer_buffers_copy(tr, 0, e))) break;
             rc = train_batch(tr, b, ahead, &next, &wait, &epoch_end, &loss, &correct, e);
             /* a NaN or Inf loss, or gradient (sgd_step refuses it), never
              * reaches the weights: stop, or skip the step with --on-nonfinite skip */
@@ -775,7 +642,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                                       why, epoch + 1, tr->pos.step_in_epoch + 1,
                                       tr->pos.global_step + 1, node, tr->outdir);
                 } else {
-                    rc = buffers_copy(tr, 1, e);
+                    rc = trainer_buffers_copy(tr, 1, e);
                     if (!rc) rc = iabn_store_zero_grads(tr->s, e);
                     res->skipped_steps++;
                     trainer_say(tr, "epoch %d/%d  step %lld/%lld skipped: %.200s; first "

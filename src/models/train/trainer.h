@@ -110,6 +110,7 @@ typedef struct iabn_eval_opts {
     int window_h, window_w;      /* segmentation: sliding window (0: whole image) */
     int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size (0x0: global mean) */
     int threads, verbose;
+    int strict;                  /* an undecodable image is an error (else left out, counted) */
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_log_fn log;     /* the result line (and per-class IoU), NULL: silent */
     void *user;
