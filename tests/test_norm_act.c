@@ -261,11 +261,11 @@ static void test_gamma_files(void)
     /* a file without the metadata (a reference state dict) loads as it is */
     iabn_st_writer *w = iabn_st_writer_new();
     int64_t four = 4;
-    const float neg[4] = {-1.f, 2.f, 3.f, 4.f}, zero[4] = {0};
+    const float neg[4] = {-1.f, 2.f, 3.f, 4.f}, zero[4] = {0}, var[4] = {1.f, 2.f, 3.f, 4.f};
     iabn_st_writer_add(w, "layer1.bn.weight", IABN_F32, 1, &four, neg, &e);
     iabn_st_writer_add(w, "layer1.bn.bias", IABN_F32, 1, &four, zero, &e);
     iabn_st_writer_add(w, "layer1.bn.running_mean", IABN_F32, 1, &four, zero, &e);
-    iabn_st_writer_add(w, "layer1.bn.running_var", IABN_F32, 1, &four, neg + 1, &e);
+    iabn_st_writer_add(w, "layer1.bn.running_var", IABN_F32, 1, &four, var, &e);
     CHECK_MSG(iabn_st_writer_save(w, path, &e) == 0, "%s", e.msg);
     iabn_st_writer_free(w);
     CHECK_MSG(iabn_weights_load(a, path, 1, &e) == 0, "%s", e.msg);
