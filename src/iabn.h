@@ -3,6 +3,7 @@
 #define IABN_H
 #include "tensor/tensor.h"
 #include "graph/graph.h"
+#include "graph/strategy.h"
 #include "layers/layers.h"
 #include "data/data.h"
 #include "models/models.h"

@@ -181,6 +181,7 @@ static int offload_wait_inputs(iabn_exec *ex, const iabn_node *n, iabn_err *e)
 /* After step s: device buffers whose life ends here wait for their copy out. */
 static int offload_wait_after(iabn_exec *ex, int s, iabn_err *e)
 {
+    if (!ex->async) return 0;
     for (int i = ex->wait_off[s]; i < ex->wait_off[s + 1]; i++) {
         int q = ex->wait_idx[i];
         if (ex->be->wait(ex->be->ctx, ex->ev_done[q]))
