@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/cpu_ops.h"
+#include "tensor/cpu/ops.h"
 
 void iabn_cost_model_default(iabn_cost_model *m, iabn_device_kind dev)
 {

@@ -1,0 +1,488 @@
+/* cpu/conv.c: the CPU convolution entry points, the choice of path for a
+ * geometry (the plan, which also sizes the scratch), and the im2col + sgemm
+ * path used for dense convolutions and grouped ones with many channels per
+ * group.
+ *
+ * Threading: a call runs in the caller's thread and opens its own OpenMP
+ * regions.  Either the (image, group) items are spread over the threads, each
+ * with its own column buffer and a single-threaded sgemm (OpenBLAS's OpenMP
+ * build runs sequentially inside a parallel region), or the items run one
+ * after another with a threaded im2col and a threaded sgemm.  Every region
+ * uses a static schedule and a fixed reduction order, so results depend only
+ * on the thread count.
+ */
+#include "tensor/cpu/conv_impl.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* Largest per-thread dw partial (floats) before bwd-filter falls back to a
+ * sequential item loop with a threaded sgemm. */
+#define PARTIAL_MAX ((size_t)1 << 22)
+/* Floats of one gathered tap window (taps path): images are batched into a
+ * GEMM up to this size, which keeps the window within the L3 cache. */
+#define TAPS_COL_MAX ((size_t)1 << 22)
+
+int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in, int c_out,
+                        int kh, int kw, int stride, int pad, int dil, int groups)
+{
+    if (!g || n < 1 || c_in < 1 || h_in < 1 || w_in < 1 || c_out < 1 || kh < 1 || kw < 1 ||
+        stride < 1 || pad < 0 || dil < 1 || groups < 1 || c_in % groups || c_out % groups)
+        return -1;
+    long ho = ((long)h_in + 2L * pad - (long)dil * (kh - 1) - 1) / stride + 1;
+    long wo = ((long)w_in + 2L * pad - (long)dil * (kw - 1) - 1) / stride + 1;
+    /* C division truncates toward zero, so a negative numerator above -stride
+     * would still give 1: check the extent itself. */
+    if ((long)h_in + 2L * pad < (long)dil * (kh - 1) + 1 ||
+        (long)w_in + 2L * pad < (long)dil * (kw - 1) + 1 || ho < 1 || wo < 1)
+        return -1;
+    g->n = n; g->c_in = c_in; g->h_in = h_in; g->w_in = w_in;
+    g->c_out = c_out; g->h_out = (int)ho; g->w_out = (int)wo;
+    g->kh = kh; g->kw = kw; g->stride = stride; g->pad = pad; g->dil = dil;
+    g->groups = groups;
+    return 0;
+}
+
+void iabn_conv_tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo,
+                         int *hi)
+{
+    long off = (long)k * dil - pad;
+    /* o*stride + off in [0, in)  <=>  o in [ceil(-off/stride), floor((in-1-off)/stride)] */
+    long a = -off > 0 ? (-off + stride - 1) / stride : -((off) / stride);
+    long top = (long)in - 1 - off;
+    long b = top >= 0 ? top / stride + 1 : -((-top + stride - 1) / stride) + 1;
+    if (a < 0) a = 0;
+    if (b > out) b = out;
+    if (b < a) b = a;
+    *lo = (int)a;
+    *hi = (int)b;
+}
+
+/* Fraction of the nominal multiply-adds whose input lies inside the image. */
+static double valid_fraction(const iabn_conv_geom *g)
+{
+    double rows = 0, cols = 0;
+    for (int r = 0; r < g->kh; r++) {
+        int lo, hi;
+        iabn_conv_tap_range(g->h_out, g->h_in, r, g->stride, g->pad, g->dil, &lo, &hi);
+        rows += hi - lo;
+    }
+    for (int s = 0; s < g->kw; s++) {
+        int lo, hi;
+        iabn_conv_tap_range(g->w_out, g->w_in, s, g->stride, g->pad, g->dil, &lo, &hi);
+        cols += hi - lo;
+    }
+    return rows * cols / ((double)g->kh * g->kw * g->h_out * g->w_out);
+}
+
+void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                         iabn_conv_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (threads < 1) threads = 1;
+    p->threads = threads;
+    int G = g->groups, cpi = g->c_in / G, cpo = g->c_out / G, T = g->kh * g->kw;
+    size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
+
+    /* Narrow groups have no GEMM worth the name.  Convs up to 64 channels
+     * per group (ResNet's first stage, stems, ResNeXt's last stage) also run
+     * better direct: a GEMM that thin spends much of its time packing the
+     * im2col matrix.  Not when most taps read padding (the direct kernel
+     * computes them), nor for their strided bwd-data (the direct kernel runs
+     * it on a zero-upsampled dy, stride^2 times the work). */
+    double vf = valid_fraction(g);
+    int direct = T <= IABN_CONV_DIRECT_MAX_TAPS &&
+                 ((G > 1 && cpi <= IABN_CONV_DIRECT_MAX_CPG && cpo <= IABN_CONV_DIRECT_MAX_CPG) ||
+                  (T > 1 && cpi <= IABN_CONV_DENSE_DIRECT_MAX &&
+                   cpo <= IABN_CONV_DENSE_DIRECT_MAX && vf >= 0.8 &&
+                   !(pass == IABN_CONV_BWD_DATA && g->stride > 1)));
+    if (direct) {
+        p->path = IABN_CONV_PATH_DIRECT;
+        p->total = iabn_conv_direct_scratch(g, pass, threads);
+        return;
+    }
+    p->no_col = g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
+
+    /* Dilated convs on small maps read mostly padding: a GEMM per tap over
+     * the window where it reads the image does only the useful work, and it
+     * pays off once the per-tap GEMMs are deep enough. */
+    if (!p->no_col && T > 1 && cpi >= 64 && cpo >= 32 && vf < 0.8) {
+        p->path = IABN_CONV_PATH_TAPS;
+        size_t per_img = (size_t)(cpi > cpo ? cpi : cpo) * hwo;
+        size_t nb = TAPS_COL_MAX / per_img;
+        if (nb < 1) nb = 1;
+        if (nb > (size_t)g->n) nb = (size_t)g->n;
+        p->nb = (int)nb;
+        size_t wsz = iabn_conv_round16((size_t)g->c_out * T * cpi);
+        p->wbuf = pass == IABN_CONV_BWD_FILTER ? 0 : wsz;
+        p->dwbuf = pass == IABN_CONV_BWD_FILTER ? wsz : 0;
+        p->col = iabn_conv_round16((size_t)cpi * nb * hwo);
+        p->col2 = iabn_conv_round16((size_t)cpo * nb * hwo);
+        p->total = p->wbuf + p->dwbuf + p->col + p->col2;
+        return;
+    }
+
+    p->path = IABN_CONV_PATH_IM2COL;
+    int items = g->n * G;
+    p->items_parallel = threads > 1 && items >= threads &&
+                        (items % threads == 0 || items >= 4 * threads);
+    size_t k = (size_t)cpi * T;
+    size_t col = k * hwo;
+    if (pass == IABN_CONV_BWD_DATA && g->stride == 1 && !p->no_col) {
+        p->flip = 1;
+        p->wbuf = iabn_conv_round16((size_t)g->c_in * cpo * T);
+        col = (size_t)cpo * T * hwi;
+    }
+    if (pass == IABN_CONV_BWD_FILTER && p->items_parallel && G < threads) {
+        if ((size_t)g->c_out * k <= PARTIAL_MAX) {
+            p->partials = 1;
+            p->part = iabn_conv_round16((size_t)g->c_out * k);
+        } else {
+            p->items_parallel = 0;
+        }
+    }
+    p->col = p->no_col ? 0 : iabn_conv_round16(col);
+    p->ncol = p->items_parallel ? threads : 1;
+    p->total = p->wbuf + p->col * p->ncol + (p->partials ? p->part * threads : 0);
+}
+
+size_t iabn_conv_scratch_bytes(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+{
+    iabn_conv_plan p;
+    iabn_conv_plan_make(g, pass, threads, &p);
+    return p.total * sizeof(float);
+}
+
+static int call_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- im2col / col2im ------------------------------------------------------ */
+
+/* col[(ci*kh + r)*kw + s][oy*wo + ox] = src[ci][oy*S + r*d - pt][ox*S + s*d - pl], 0 outside. */
+static void im2col(const iabn_conv_gd *c, const float *src, int channels, float *col, int par)
+{
+    int T = c->kh * c->kw;
+    long rows = (long)channels * T;
+    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
+#pragma omp parallel for schedule(static) if (par)
+    for (long q = 0; q < rows; q++) {
+        int ci = (int)(q / T), t = (int)(q % T), r = t / c->kw, s = t % c->kw;
+        float *dst = col + (size_t)q * hwo;
+        const float *sp = src + (size_t)ci * hwi;
+        int lo, hi;
+        iabn_conv_tap_range(c->wo, c->wi, s, c->s, c->pl, c->d, &lo, &hi);
+        long coff = (long)s * c->d - c->pl;
+        for (int oy = 0; oy < c->ho; oy++) {
+            float *drow = dst + (size_t)oy * c->wo;
+            long iy = (long)oy * c->s + (long)r * c->d - c->pt;
+            if (iy < 0 || iy >= c->hi || lo >= hi) {
+                memset(drow, 0, sizeof(float) * c->wo);
+                continue;
+            }
+            const float *srow = sp + iy * c->wi;
+            for (int ox = 0; ox < lo; ox++) drow[ox] = 0;
+            if (c->s == 1) {
+                memcpy(drow + lo, srow + lo + coff, sizeof(float) * (hi - lo));
+            } else {
+                for (int ox = lo; ox < hi; ox++) drow[ox] = srow[(long)ox * c->s + coff];
+            }
+            for (int ox = hi; ox < c->wo; ox++) drow[ox] = 0;
+        }
+    }
+}
+
+/* dst[ci] = sum over taps of col rows scattered back (dst overwritten). */
+static void col2im(const iabn_conv_gd *c, const float *col, int channels, float *dst, int par)
+{
+    int T = c->kh * c->kw;
+    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
+#pragma omp parallel for schedule(static) if (par)
+    for (int ci = 0; ci < channels; ci++) {
+        float *dp = dst + (size_t)ci * hwi;
+        memset(dp, 0, sizeof(float) * hwi);
+        for (int r = 0; r < c->kh; r++) {
+            for (int s = 0; s < c->kw; s++) {
+                const float *sp = col + ((size_t)ci * T + (size_t)r * c->kw + s) * hwo;
+                int lo, hi;
+                iabn_conv_tap_range(c->wo, c->wi, s, c->s, c->pl, c->d, &lo, &hi);
+                long coff = (long)s * c->d - c->pl;
+                for (int oy = 0; oy < c->ho; oy++) {
+                    long iy = (long)oy * c->s + (long)r * c->d - c->pt;
+                    if (iy < 0 || iy >= c->hi) continue;
+                    float *drow = dp + iy * c->wi;
+                    const float *srow = sp + (size_t)oy * c->wo;
+                    for (int ox = lo; ox < hi; ox++) drow[(long)ox * c->s + coff] += srow[ox];
+                }
+            }
+        }
+    }
+}
+
+/* ---- im2col path ---------------------------------------------------------- */
+
+static void add_bias(float *y, const float *bias, int channels, size_t hw, int par)
+{
+#pragma omp parallel for schedule(static) if (par)
+    for (int co = 0; co < channels; co++) {
+        float b = bias[co], *yp = y + (size_t)co * hw;
+        for (size_t i = 0; i < hw; i++) yp[i] += b;
+    }
+}
+
+static void fwd_item(const iabn_conv_gd *c, int no_col, int it, const float *x,
+                     const float *w, const float *bias, float *y, float *col, int par)
+{
+    int n = it / c->G, g0 = it % c->G, T = c->kh * c->kw, k = c->cin * T;
+    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
+    const float *xin = x + ((size_t)n * c->G + g0) * c->cin * hwi;
+    float *yout = y + ((size_t)n * c->G + g0) * c->cout * hwo;
+    const float *b = xin;
+    if (!no_col) {
+        im2col(c, xin, c->cin, col, par);
+        b = col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->cout, (int)hwo, k, 1.0f,
+                w + (size_t)g0 * c->cout * k, k, b, (int)hwo, 0.0f, yout, (int)hwo);
+    if (bias) add_bias(yout, bias + (size_t)g0 * c->cout, c->cout, hwo, par);
+}
+
+static void im2col_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                       const float *w, const float *bias, float *y, float *cols)
+{
+    int items = c->n * c->G;
+    if (p->items_parallel) {
+#pragma omp parallel num_threads(p->threads)
+        {
+            float *col = cols + p->col * (size_t)iabn_conv_tid();
+#pragma omp for schedule(static)
+            for (int it = 0; it < items; it++) fwd_item(c, p->no_col, it, x, w, bias, y, col, 0);
+        }
+    } else {
+        for (int it = 0; it < items; it++) fwd_item(c, p->no_col, it, x, w, bias, y, cols, 1);
+    }
+}
+
+static void bwd_data_item(const iabn_conv_gd *c, int no_col, int it, const float *dy,
+                          const float *w, float *dx, float *col, int par)
+{
+    int n = it / c->G, g0 = it % c->G, T = c->kh * c->kw, k = c->cin * T;
+    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
+    const float *dyp = dy + ((size_t)n * c->G + g0) * c->cout * hwo;
+    float *dxp = dx + ((size_t)n * c->G + g0) * c->cin * hwi;
+    const float *wg = w + (size_t)g0 * c->cout * k;
+    if (no_col) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->cin, (int)hwo, c->cout, 1.0f,
+                    wg, k, dyp, (int)hwo, 0.0f, dxp, (int)hwo);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, (int)hwo, c->cout, 1.0f, wg, k,
+                dyp, (int)hwo, 0.0f, col, (int)hwo);
+    col2im(c, col, c->cin, dxp, par);
+}
+
+/* For stride 1, dx is the forward conv of dy with w'[ci][co][t] =
+ * w[co][ci][T-1-t] and padding d*(k-1) - p: its im2col GEMM is as deep as the
+ * forward one, and col2im's scattered read-modify-write goes away. */
+static void flip_weights(const iabn_conv_gd *c, const float *w, float *w2, int threads)
+{
+    int T = c->kh * c->kw;
+    long rows = (long)c->G * c->cin;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (long q = 0; q < rows; q++) {
+        int g0 = (int)(q / c->cin), ci = (int)(q % c->cin);
+        float *dst = w2 + (size_t)q * c->cout * T;
+        for (int co = 0; co < c->cout; co++) {
+            const float *src = w + (((size_t)g0 * c->cout + co) * c->cin + ci) * T;
+            for (int t = 0; t < T; t++) dst[(size_t)co * T + t] = src[T - 1 - t];
+        }
+    }
+}
+
+static void im2col_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,
+                            const float *w, float *dx, float *scr)
+{
+    if (p->flip) {
+        iabn_conv_gd f = *c;
+        f.cin = c->cout; f.cout = c->cin;
+        f.hi = c->ho; f.wi = c->wo; f.ho = c->hi; f.wo = c->wi;
+        f.pt = c->d * (c->kh - 1) - c->pt;
+        f.pl = c->d * (c->kw - 1) - c->pl;
+        flip_weights(c, w, scr, p->threads);
+        im2col_fwd(&f, p, dy, scr, NULL, dx, scr + p->wbuf);
+        return;
+    }
+    int items = c->n * c->G;
+    if (p->items_parallel) {
+#pragma omp parallel num_threads(p->threads)
+        {
+            float *col = scr + p->wbuf + p->col * (size_t)iabn_conv_tid();
+#pragma omp for schedule(static)
+            for (int it = 0; it < items; it++) bwd_data_item(c, p->no_col, it, dy, w, dx, col, 0);
+        }
+    } else {
+        for (int it = 0; it < items; it++)
+            bwd_data_item(c, p->no_col, it, dy, w, dx, scr + p->wbuf, 1);
+    }
+}
+
+/* dwg += dy[n, g0] * col^T for one item. */
+static void bwd_filter_item(const iabn_conv_gd *c, int no_col, int n, int g0, const float *x,
+                            const float *dy, float *dwg, float *col, int par)
+{
+    int T = c->kh * c->kw, k = c->cin * T;
+    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
+    const float *xin = x + ((size_t)n * c->G + g0) * c->cin * hwi;
+    const float *dyp = dy + ((size_t)n * c->G + g0) * c->cout * hwo;
+    const float *b = xin;
+    if (!no_col) {
+        im2col(c, xin, c->cin, col, par);
+        b = col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->cout, k, (int)hwo, 1.0f, dyp,
+                (int)hwo, b, (int)hwo, 1.0f, dwg, k);
+}
+
+static void im2col_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                              const float *dy, float *dw, float *scr)
+{
+    int T = c->kh * c->kw, k = c->cin * T, G = c->G;
+    size_t wg = (size_t)c->cout * k;
+    if (!p->items_parallel) {
+        for (int n = 0; n < c->n; n++)
+            for (int g0 = 0; g0 < G; g0++)
+                bwd_filter_item(c, p->no_col, n, g0, x, dy, dw + g0 * wg, scr, 1);
+        return;
+    }
+    if (!p->partials) {
+        /* Each group's dw slice belongs to one thread: no reduction needed. */
+#pragma omp parallel num_threads(p->threads)
+        {
+            float *col = scr + p->col * (size_t)iabn_conv_tid();
+#pragma omp for schedule(static)
+            for (int g0 = 0; g0 < G; g0++)
+                for (int n = 0; n < c->n; n++)
+                    bwd_filter_item(c, p->no_col, n, g0, x, dy, dw + g0 * wg, col, 0);
+        }
+        return;
+    }
+    float *parts = scr + p->col * (size_t)p->ncol;
+    size_t total = wg * G;
+    int team = 1;
+    int items = c->n * G;
+#pragma omp parallel num_threads(p->threads)
+    {
+        int tid = iabn_conv_tid();
+        float *col = scr + p->col * (size_t)tid, *part = parts + p->part * (size_t)tid;
+#pragma omp single
+        team = iabn_conv_team();
+        memset(part, 0, sizeof(float) * total);
+#pragma omp for schedule(static)
+        for (int it = 0; it < items; it++)
+            bwd_filter_item(c, p->no_col, it / G, it % G, x, dy, part + (it % G) * wg, col, 0);
+    }
+#pragma omp parallel for schedule(static) num_threads(p->threads)
+    for (size_t i = 0; i < total; i++) {
+        float s = 0;
+        for (int t = 0; t < team; t++) s += parts[p->part * (size_t)t + i];
+        dw[i] += s;
+    }
+}
+
+/* ---- entry points --------------------------------------------------------- */
+
+static void gd_from_geom(const iabn_conv_geom *g, iabn_conv_gd *c)
+{
+    c->n = g->n; c->G = g->groups;
+    c->cin = g->c_in / g->groups; c->cout = g->c_out / g->groups;
+    c->hi = g->h_in; c->wi = g->w_in; c->ho = g->h_out; c->wo = g->w_out;
+    c->kh = g->kh; c->kw = g->kw; c->s = g->stride; c->d = g->dil;
+    c->pt = g->pad; c->pl = g->pad;
+}
+
+void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
+{
+#pragma omp parallel for schedule(static)
+    for (int co = 0; co < c; co++) {
+        double s = 0;
+        for (int i = 0; i < n; i++) {
+            const float *p = dy + ((size_t)i * c + co) * hw;
+            float part = 0;
+            for (size_t j = 0; j < hw; j++) part += p[j];
+            s += part;
+        }
+        dbias[co] += (float)s;
+    }
+}
+
+void iabn_conv_fwd(const iabn_conv_geom *g, const float *x, const float *w,
+                   const float *bias, float *y, void *scratch)
+{
+    iabn_conv_plan p;
+    iabn_conv_gd c;
+    iabn_conv_plan_make(g, IABN_CONV_FWD, call_threads(), &p);
+    gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
+    switch (p.path) {
+    case IABN_CONV_PATH_DIRECT:
+        iabn_conv_direct_fwd(g, p.threads, x, w, bias, y, scr);
+        break;
+    case IABN_CONV_PATH_TAPS:
+        iabn_conv_taps_fwd(&c, &p, x, w, bias, y, scr);
+        break;
+    case IABN_CONV_PATH_IM2COL:
+        im2col_fwd(&c, &p, x, w, bias, y, scr);
+        break;
+    }
+}
+
+void iabn_conv_bwd_data(const iabn_conv_geom *g, const float *dy, const float *w, float *dx,
+                        void *scratch)
+{
+    iabn_conv_plan p;
+    iabn_conv_gd c;
+    iabn_conv_plan_make(g, IABN_CONV_BWD_DATA, call_threads(), &p);
+    gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
+    switch (p.path) {
+    case IABN_CONV_PATH_DIRECT:
+        iabn_conv_direct_bwd_data(g, p.threads, dy, w, dx, scr);
+        break;
+    case IABN_CONV_PATH_TAPS:
+        iabn_conv_taps_bwd_data(&c, &p, dy, w, dx, scr);
+        break;
+    case IABN_CONV_PATH_IM2COL:
+        im2col_bwd_data(&c, &p, dy, w, dx, scr);
+        break;
+    }
+}
+
+void iabn_conv_bwd_filter(const iabn_conv_geom *g, const float *x, const float *dy, float *dw,
+                          float *dbias, void *scratch)
+{
+    iabn_conv_plan p;
+    iabn_conv_gd c;
+    iabn_conv_plan_make(g, IABN_CONV_BWD_FILTER, call_threads(), &p);
+    gd_from_geom(g, &c);
+    float none[16]; /* stands in for a NULL scratch when none is needed */
+    float *scr = scratch ? (float *)scratch : none;
+    switch (p.path) {
+    case IABN_CONV_PATH_DIRECT:
+        iabn_conv_direct_bwd_filter(g, p.threads, x, dy, dw, scr);
+        break;
+    case IABN_CONV_PATH_TAPS:
+        iabn_conv_taps_bwd_filter(&c, &p, x, dy, dw, scr);
+        break;
+    case IABN_CONV_PATH_IM2COL:
+        im2col_bwd_filter(&c, &p, x, dy, dw, scr);
+        break;
+    }
+    if (dbias) iabn_conv_bias_grad(g->n, g->c_out, (size_t)g->h_out * g->w_out, dy, dbias);
+}

@@ -1,0 +1,98 @@
+/* cpu/conv_impl.h: what the convolution files share internally (not
+ * installed): the path a geometry takes, its scratch layout, and the direct
+ * grouped kernels.
+ *
+ * A plan is a pure function of (geometry, pass, threads); the scratch size and
+ * the kernels both derive from it, so they cannot disagree.
+ */
+#ifndef IABN_CPU_CONV_IMPL_H
+#define IABN_CPU_CONV_IMPL_H
+
+#include <stddef.h>
+
+#include "tensor/cpu/conv.h"
+
+/* Largest channels-per-group (in and out) of grouped convs routed to the
+ * direct kernels, the largest kernel area they accept (tap offsets live on
+ * the stack), and the widest dense conv (in and out) they take. */
+#ifndef IABN_CONV_DIRECT_MAX_CPG
+#define IABN_CONV_DIRECT_MAX_CPG 16
+#endif
+#define IABN_CONV_DIRECT_MAX_TAPS 128
+#ifndef IABN_CONV_DENSE_DIRECT_MAX
+#define IABN_CONV_DENSE_DIRECT_MAX 64
+#endif
+
+typedef enum iabn_conv_path {
+    IABN_CONV_PATH_IM2COL = 0, /* im2col (or none for 1x1) + one GEMM per item  */
+    IABN_CONV_PATH_TAPS = 1,   /* one GEMM per kernel tap over its valid window */
+    IABN_CONV_PATH_DIRECT = 2  /* hand-written grouped kernels                  */
+} iabn_conv_path;
+
+/* Scratch layout, in floats, each part rounded to 64 bytes:
+ *   im2col: [wbuf][col x ncol][part x threads]
+ *   taps:   [wbuf][dwbuf][col][col2]
+ *   direct: its own layout, `total` floats. */
+typedef struct iabn_conv_plan {
+    iabn_conv_path path;
+    int threads;
+    int items_parallel; /* OpenMP over (image, group), BLAS single-threaded     */
+    int no_col;         /* 1x1, stride 1, pad 0: the input is the GEMM operand  */
+    int flip;           /* bwd-data as a forward conv of dy with flipped w      */
+    int partials;       /* bwd-filter: per-thread dw partials, reduced in order */
+    int nb;             /* taps path: images per GEMM                           */
+    int ncol;           /* im2col path: column buffers (1, or one per thread)   */
+    size_t wbuf, dwbuf, col, col2, part;
+    size_t total;
+} iabn_conv_plan;
+
+void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                         iabn_conv_plan *p);
+
+/* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`. */
+size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,
+                          const float *w, const float *bias, float *y, float *scratch);
+void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
+                               const float *w, float *dx, float *scratch);
+void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                                 const float *dy, float *dw, float *scratch);
+
+/* A convolution per group, as the GEMM paths see it: cin/cout are per group,
+ * and the top/left paddings may differ (and be negative) so that bwd-data can
+ * run as a forward conv with flipped weights. */
+typedef struct iabn_conv_gd {
+    int n, G, cin, cout;
+    int hi, wi, ho, wo;
+    int kh, kw, s, d, pt, pl;
+} iabn_conv_gd;
+
+/* Output indices o in [lo, hi) of [0, out) whose input o*stride + k*dil - pad
+ * lies in [0, in) (hi == lo when none). */
+void iabn_conv_tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo,
+                         int *hi);
+
+/* Per-tap GEMM path (cpu/conv_taps.c). */
+void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                        const float *w, const float *bias, float *y, float *scratch);
+void iabn_conv_taps_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,
+                             const float *w, float *dx, float *scratch);
+void iabn_conv_taps_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                               const float *dy, float *dw, float *scratch);
+
+/* dbias[c] += sum over n, hw of dy[n, c, hw] (shared by every path). */
+void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias);
+
+/* Rounds a float count up to whole 64-byte lines. */
+static inline size_t iabn_conv_round16(size_t f) { return (f + 15) & ~(size_t)15; }
+
+#ifdef _OPENMP
+#include <omp.h>
+static inline int iabn_conv_tid(void) { return omp_get_thread_num(); }
+static inline int iabn_conv_team(void) { return omp_get_num_threads(); }
+#else
+static inline int iabn_conv_tid(void) { return 0; }
+static inline int iabn_conv_team(void) { return 1; }
+#endif
+
+#endif

@@ -1,0 +1,167 @@
+/* cpu/elementwise.c: the memory-bound CPU kernels of cpu/ops.h: elementwise
+ * add / axpy / copy / fill / scale, the broadcast add of a 1x1 map and its
+ * reduction, the finite check, channel dropout, channel concat / slice and
+ * the sum of squares.
+ *
+ * Every loop is elementwise or reads each input element before writing the
+ * same output element, so the aliasing the header allows is safe; reductions
+ * use fixed blocks combined in order, so their result does not depend on the
+ * thread count at all.
+ */
+#include "tensor/tensor.h"
+#include "tensor/math/elementwise.h"
+
+#include <string.h>
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define PAR_MIN ((size_t)1 << 15)
+/* Reductions split the data into this many fixed blocks. */
+#define NBLK 64
+
+static void block_bounds(size_t count, int b, size_t *lo, size_t *hi)
+{
+    *lo = count * (size_t)b / NBLK;
+    *hi = count * (size_t)(b + 1) / NBLK;
+}
+
+void iabn_add(size_t count, const float *a, const float *b, float *y)
+{
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) y[i] = a[i] + b[i];
+}
+
+void iabn_axpy(size_t count, float alpha, const float *x, float *y)
+{
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) y[i] += alpha * x[i];
+}
+
+void iabn_copy(size_t count, const float *x, float *y)
+{
+    if (x == y || count == 0) return;
+    uintptr_t xa = (uintptr_t)x, ya = (uintptr_t)y, bytes = count * sizeof *y;
+    if (xa < ya + bytes && ya < xa + bytes) { /* overlapping: only memmove is defined */
+        memmove(y, x, count * sizeof *y);
+        return;
+    }
+    if (count < PAR_MIN) {
+        memcpy(y, x, count * sizeof *y);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < NBLK; b++) {
+        size_t lo, hi;
+        block_bounds(count, b, &lo, &hi);
+        memcpy(y + lo, x + lo, (hi - lo) * sizeof *y);
+    }
+}
+
+void iabn_fill(size_t count, float v, float *y)
+{
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) y[i] = v;
+}
+
+void iabn_scale(size_t count, float s, float *x)
+{
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) x[i] *= s;
+}
+
+void iabn_add_bcast_hw(int n, int c, int hw, const float *a, const float *b, float *y)
+{
+    long planes = (long)n * c;
+    size_t total = (size_t)planes * (size_t)hw;
+#pragma omp parallel for schedule(static) if (total >= PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        const float *ap = a + (size_t)pl * hw;
+        float *yp = y + (size_t)pl * hw;
+        float bv = b[pl];
+        for (int i = 0; i < hw; i++) yp[i] = ap[i] + bv;
+    }
+}
+
+void iabn_sum_hw(int n, int c, int hw, const float *dy, float *db)
+{
+    long planes = (long)n * c;
+    size_t total = (size_t)planes * (size_t)hw;
+#pragma omp parallel for schedule(static) if (total >= PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        const float *p = dy + (size_t)pl * hw;
+        double s = 0;
+        for (int i = 0; i < hw; i++) s += p[i];
+        db[pl] = (float)s;
+    }
+}
+
+int iabn_all_finite(size_t count, const float *x)
+{
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) {
+        /* Exponent bits all set = Inf or NaN; immune to -ffast-math. */
+        uint32_t u;
+        memcpy(&u, x + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+void iabn_dropout2d_apply(int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
+                          const float *x, float *y)
+{
+    long planes = (long)n * c;
+    size_t total = (size_t)planes * (size_t)hw;
+    float scale = iabn_dropout_scale(p);
+#pragma omp parallel for schedule(static) if (total >= PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        const float *xp = x + (size_t)pl * hw;
+        float *yp = y + (size_t)pl * hw;
+        if (iabn_dropout_keep(seed, stream, (uint64_t)pl, p)) {
+            for (int i = 0; i < hw; i++) yp[i] = xp[i] * scale;
+        } else {
+            for (int i = 0; i < hw; i++) yp[i] = 0.f;
+        }
+    }
+}
+
+/* Moves n blocks of len floats between two channel-strided layouts.  A part
+ * whose storage already is its place in the target (a single image, src ==
+ * dst) needs no copy. */
+static void copy_blocks(int n, size_t len, const float *src, size_t sstride, float *dst,
+                        size_t dstride)
+{
+    if (src == dst && (n == 1 || sstride == dstride)) return;
+    size_t total = (size_t)n * len;
+#pragma omp parallel for schedule(static) if (total >= PAR_MIN)
+    for (int i = 0; i < n; i++)
+        memmove(dst + (size_t)i * dstride, src + (size_t)i * sstride, len * sizeof *dst);
+}
+
+void iabn_copy_channels(int n, int cx, int cy, int c_off, int hw, const float *x, float *y)
+{
+    copy_blocks(n, (size_t)cx * hw, x, (size_t)cx * hw, y + (size_t)c_off * hw,
+                (size_t)cy * hw);
+}
+
+void iabn_slice_channels(int n, int cx, int cy, int c_off, int hw, const float *y, float *x)
+{
+    copy_blocks(n, (size_t)cx * hw, y + (size_t)c_off * hw, (size_t)cy * hw, x,
+                (size_t)cx * hw);
+}
+
+double iabn_sumsq(size_t count, const float *x)
+{
+    double part[NBLK];
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (int b = 0; b < NBLK; b++) {
+        size_t lo, hi;
+        block_bounds(count, b, &lo, &hi);
+        double s = 0;
+        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+        part[b] = s;
+    }
+    double s = 0;
+    for (int b = 0; b < NBLK; b++) s += part[b];
+    return s;
+}

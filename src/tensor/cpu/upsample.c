@@ -1,0 +1,89 @@
+/* cpu/upsample.c: bilinear resize with align_corners = false, forward and
+ * backward, CPU, NCHW.
+ *
+ * The source index and weights come from iabn_bilinear_src (math/<family>.h), the
+ * formula of PyTorch's F.interpolate, so the CUDA kernel and this one agree
+ * bit for bit on the taps.  Column taps are computed once per chunk of
+ * output columns and reused down the rows.  The backward scatters each
+ * (n, c) plane serially in a fixed order and runs the planes in parallel:
+ * deterministic without atomics, and independent of the thread count.
+ */
+#include "tensor/tensor.h"
+#include "tensor/math/upsample.h"
+
+#include <string.h>
+
+#define PAR_MIN ((size_t)1 << 14)
+/* Output columns per work item: their taps are computed once and reused for
+ * every row of the plane. */
+#define COLS 256
+
+typedef struct {
+    int i0[COLS], i1[COLS];
+    float l0[COLS], l1[COLS];
+} col_taps;
+
+static int col_chunks(int wo) { return (wo + COLS - 1) / COLS; }
+
+/* Taps of output columns [c0, c0 + cnt). */
+static void taps_for(float scale, int in, int c0, int cnt, col_taps *t)
+{
+    for (int j = 0; j < cnt; j++)
+        iabn_bilinear_src(scale, in, c0 + j, &t->i0[j], &t->i1[j], &t->l0[j], &t->l1[j]);
+}
+
+void iabn_bilinear_fwd(int n, int c, int hi, int wi, int ho, int wo, const float *x, float *y)
+{
+    long planes = (long)n * c, chunks = col_chunks(wo);
+    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
+#pragma omp parallel for schedule(static) if ((size_t)planes * ho * wo >= PAR_MIN)
+    for (long item = 0; item < planes * chunks; item++) {
+        long plane = item / chunks;
+        int c0 = (int)(item % chunks) * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
+        const float *xp = x + (size_t)plane * hi * wi;
+        col_taps t;
+        taps_for(sw, wi, c0, cnt, &t);
+        for (int oh = 0; oh < ho; oh++) {
+            int h0, h1;
+            float hl0, hl1;
+            iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
+            const float *r0 = xp + (size_t)h0 * wi, *r1 = xp + (size_t)h1 * wi;
+            float *yp = y + ((size_t)plane * ho + oh) * wo + c0;
+            for (int j = 0; j < cnt; j++)
+                yp[j] = hl0 * (t.l0[j] * r0[t.i0[j]] + t.l1[j] * r0[t.i1[j]]) +
+                        hl1 * (t.l0[j] * r1[t.i0[j]] + t.l1[j] * r1[t.i1[j]]);
+        }
+    }
+}
+
+void iabn_bilinear_bwd(int n, int c, int hi, int wi, int ho, int wo, const float *dy, float *dx)
+{
+    long planes = (long)n * c;
+    int chunks = col_chunks(wo);
+    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
+#pragma omp parallel for schedule(static) if ((size_t)planes * ho * wo >= PAR_MIN)
+    for (long pl = 0; pl < planes; pl++) {
+        float *dxp = dx + (size_t)pl * hi * wi;
+        const float *dyp = dy + (size_t)pl * ho * wo;
+        memset(dxp, 0, (size_t)hi * wi * sizeof *dxp);
+        for (int ch = 0; ch < chunks; ch++) {
+            int c0 = ch * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
+            col_taps t;
+            taps_for(sw, wi, c0, cnt, &t);
+            for (int oh = 0; oh < ho; oh++) {
+                int h0, h1;
+                float hl0, hl1;
+                iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
+                float *r0 = dxp + (size_t)h0 * wi, *r1 = dxp + (size_t)h1 * wi;
+                const float *g = dyp + (size_t)oh * wo + c0;
+                for (int j = 0; j < cnt; j++) {
+                    /* PyTorch's order within an output pixel: h0 w0, h0 w1, h1 w0, h1 w1. */
+                    r0[t.i0[j]] += hl0 * t.l0[j] * g[j];
+                    r0[t.i1[j]] += hl0 * t.l1[j] * g[j];
+                    r1[t.i0[j]] += hl1 * t.l0[j] * g[j];
+                    r1[t.i1[j]] += hl1 * t.l1[j] * g[j];
+                }
+            }
+        }
+    }
+}

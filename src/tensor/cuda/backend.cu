@@ -1,0 +1,321 @@
+/* cuda/backend.cu: the CUDA context (device, streams, library handles) and
+ * the backend vtable the store and the executor allocate and copy through.
+ *
+ * The vtable's calls return 0 / -1 (graph.h fixes that shape); their error
+ * text goes into ctx->last so that a caller that sees -1 can still say why.
+ * All copies run on the compute stream, so they are ordered after the
+ * kernels that produce their source without any event.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cuda/internal.h"
+#include "tensor/cuda/kernels.h"
+
+int iabn_cuda_fail(iabn_err *e, const char *call, const char *what, const char *file, int line)
+{
+    return iabn_err_set(e, IABN_EDEVICE, "%s failed: %s (%s:%d)", call, what ? what : "?", file,
+                        line);
+}
+
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+/* ---- vtable ------------------------------------------------------------------ */
+
+static void *be_alloc(void *c, size_t bytes)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    void *p = NULL;
+    /* cudaMalloc(0) may return NULL, which callers read as failure */
+    cudaError_t st = cudaMalloc(&p, bytes ? bytes : 1);
+    if (st != cudaSuccess) {
+        iabn_err_set(&ctx->last, IABN_ENOMEM, "cudaMalloc(%zu bytes) failed: %s", bytes,
+                     cudaGetErrorString(st));
+        (void)cudaGetLastError(); /* an allocation failure is not sticky; clear it */
+        return NULL;
+    }
+    return p;
+}
+
+static void be_free(void *c, void *p)
+{
+    (void)c;
+    /* cudaFree synchronises the device: no kernel can still be using p */
+    if (p) (void)cudaFree(p);
+}
+
+/* Returns -1 with ctx->last set when `st` failed. */
+static int be_status(iabn_cuda_ctx *ctx, cudaError_t st, const char *call)
+{
+    if (st == cudaSuccess) return 0;
+    iabn_cuda_fail(&ctx->last, call, cudaGetErrorString(st), __FILE__, __LINE__);
+    return -1;
+}
+
+/* Synchronous from the caller's point of view: the host buffer may be reused
+ * or freed as soon as this returns, pinned or not (an async copy from pinned
+ * memory would otherwise still be reading it). */
+static int be_h2d(void *c, void *dst, const void *src, size_t bytes)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (!bytes) return 0;
+    if (be_status(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream),
+                  "cudaMemcpyAsync(h2d)"))
+        return -1;
+    return be_status(ctx, cudaStreamSynchronize(ctx->stream), "cudaStreamSynchronize(h2d)");
+}
+
+static int be_d2h(void *c, void *dst, const void *src, size_t bytes)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (!bytes) return 0;
+    if (be_status(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream),
+                  "cudaMemcpyAsync(d2h)"))
+        return -1;
+    return be_status(ctx, cudaStreamSynchronize(ctx->stream), "cudaStreamSynchronize(d2h)");
+}
+
+static int be_fill(void *c, void *dst, int byte, size_t bytes)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (!bytes) return 0;
+    return be_status(ctx, cudaMemsetAsync(dst, byte, bytes, ctx->stream), "cudaMemsetAsync");
+}
+
+static int be_sync(void *c)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (be_status(ctx, cudaStreamSynchronize(ctx->copy_stream), "cudaStreamSynchronize(copy)"))
+        return -1;
+    return be_status(ctx, cudaStreamSynchronize(ctx->stream), "cudaStreamSynchronize");
+}
+
+/* Events are created without timing (cheaper to record and wait on). */
+static void *be_event_new(void *c)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    cudaEvent_t ev = NULL;
+    if (be_status(ctx, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+                  "cudaEventCreateWithFlags"))
+        return NULL;
+    return (void *)ev;
+}
+
+static void be_event_free(void *c, void *ev)
+{
+    (void)c;
+    if (ev) (void)cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static int be_record(void *c, void *ev)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)ev, ctx->stream), "cudaEventRecord");
+}
+
+static int be_wait(void *c, void *ev)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    return be_status(ctx, cudaStreamWaitEvent(ctx->stream, (cudaEvent_t)ev, 0),
+                     "cudaStreamWaitEvent(compute)");
+}
+
+/* The copy stream waits for `after` (the compute stream's release of dst),
+ * copies, and records `done` for the compute stream to wait on.  From pinned
+ * memory the copy runs while the compute stream works; from pageable memory
+ * CUDA stages it through its own buffer and the call returns later. */
+static int be_h2d_async(void *c, void *dst, const void *src, size_t bytes, void *after,
+                        void *done)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (after && be_status(ctx, cudaStreamWaitEvent(ctx->copy_stream, (cudaEvent_t)after, 0),
+                           "cudaStreamWaitEvent(copy)"))
+        return -1;
+    if (bytes && be_status(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                                ctx->copy_stream),
+                           "cudaMemcpyAsync(h2d, copy stream)"))
+        return -1;
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)done, ctx->copy_stream),
+                     "cudaEventRecord(copy)");
+}
+
+/* ---- context ------------------------------------------------------------------ */
+
+/* Builds everything; on failure the caller frees the partial context. */
+static int ctx_init(iabn_cuda_ctx *ctx, int device, iabn_err *e)
+{
+    int count = 0;
+    cudaError_t st = cudaGetDeviceCount(&count);
+    if (st != cudaSuccess) {
+        (void)cudaGetLastError();
+        return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: %s", cudaGetErrorString(st));
+    }
+    if (count < 1) return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: none found");
+    if (device < 0 || device >= count)
+        return iabn_err_set(e, IABN_EDEVICE, "no CUDA device %d (%d present)", device, count);
+    ctx->device = device;
+    IABN_CUDA_CHECK(e, cudaSetDevice(device));
+    /* non-blocking: the legacy default stream must not serialise us */
+    IABN_CUDA_CHECK(e, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
+    IABN_CUDA_CHECK(e, cudaStreamCreateWithFlags(&ctx->copy_stream, cudaStreamNonBlocking));
+    IABN_CUDA_CHECK(e, cudaEventCreateWithFlags(&ctx->ev_copy, cudaEventDisableTiming));
+    IABN_CUBLAS_CHECK(e, cublasCreate(&ctx->cublas));
+    IABN_CUBLAS_CHECK(e, cublasSetStream(ctx->cublas, ctx->stream));
+    /* TF32 off unless asked: the CPU comparisons and the paper's numbers are fp32 */
+    IABN_CUBLAS_CHECK(e, cublasSetMathMode(ctx->cublas, ctx->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                  : CUBLAS_DEFAULT_MATH));
+    IABN_CUDNN_CHECK(e, cudnnCreate(&ctx->cudnn));
+    IABN_CUDNN_CHECK(e, cudnnSetStream(ctx->cudnn, ctx->stream));
+    IABN_CUDA_CHECK(e, cudaMalloc(&ctx->flag_dev, 64));
+    IABN_CUDA_CHECK(e, cudaMallocHost(&ctx->flag_host, 64));
+    return 0;
+}
+
+int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
+{
+    *out = NULL;
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)calloc(1, sizeof *ctx);
+    if (!ctx) return iabn_err_set(e, IABN_ENOMEM, "out of memory for the CUDA context");
+    ctx->device = -1;
+    ctx->sync_each = env_on("IABN_CUDA_SYNC");
+    ctx->tf32 = env_on("IABN_TF32");
+    ctx->deterministic = env_on("IABN_CUDNN_DETERMINISTIC");
+    int rc = ctx_init(ctx, device, e);
+    if (rc) {
+        iabn_cuda_ctx_free(ctx);
+        return rc;
+    }
+    ctx->be.kind = IABN_DEV_CUDA;
+    ctx->be.name = "cuda";
+    ctx->be.align = 256; /* cudaMalloc's alignment; keeps every kernel's loads aligned */
+    ctx->be.ctx = ctx;
+    ctx->be.alloc = be_alloc;
+    ctx->be.free = be_free;
+    ctx->be.h2d = be_h2d;
+    ctx->be.d2h = be_d2h;
+    ctx->be.fill = be_fill;
+    ctx->be.sync = be_sync;
+    ctx->be.event_new = be_event_new;
+    ctx->be.event_free = be_event_free;
+    ctx->be.record = be_record;
+    ctx->be.wait = be_wait;
+    ctx->be.h2d_async = be_h2d_async;
+    *out = ctx;
+    return 0;
+}
+
+void iabn_cuda_ctx_free(iabn_cuda_ctx *ctx)
+{
+    if (!ctx) return;
+    if (ctx->device >= 0) (void)cudaSetDevice(ctx->device);
+    if (ctx->stream) (void)cudaStreamSynchronize(ctx->stream);
+    if (ctx->copy_stream) (void)cudaStreamSynchronize(ctx->copy_stream);
+    iabn_cuda_conv_plans_free(ctx);
+    if (ctx->cudnn) (void)cudnnDestroy(ctx->cudnn);
+    if (ctx->cublas) (void)cublasDestroy(ctx->cublas);
+    if (ctx->flag_dev) (void)cudaFree(ctx->flag_dev);
+    if (ctx->flag_host) (void)cudaFreeHost(ctx->flag_host);
+    if (ctx->ev_copy) (void)cudaEventDestroy(ctx->ev_copy);
+    if (ctx->copy_stream) (void)cudaStreamDestroy(ctx->copy_stream);
+    if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);
+    free(ctx);
+}
+
+const iabn_backend *iabn_cuda_backend(iabn_cuda_ctx *ctx) { return &ctx->be; }
+const iabn_err *iabn_cuda_last_error(const iabn_cuda_ctx *ctx) { return &ctx->last; }
+int iabn_cuda_device(const iabn_cuda_ctx *ctx) { return ctx->device; }
+int iabn_cuda_tf32(const iabn_cuda_ctx *ctx) { return ctx->tf32; }
+
+void *iabn_cuda_host_alloc(size_t bytes, void *c)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    void *p = NULL;
+    if (ctx && ctx->device >= 0 && cudaSetDevice(ctx->device) != cudaSuccess) return NULL;
+    cudaError_t st = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (st != cudaSuccess) {
+        if (ctx) iabn_err_set(&ctx->last, IABN_ENOMEM, "cudaMallocHost(%zu bytes) failed: %s",
+                              bytes, cudaGetErrorString(st));
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void iabn_cuda_host_free(void *p, void *c)
+{
+    (void)c;
+    if (p) (void)cudaFreeHost(p);
+}
+
+int iabn_cuda_sync(iabn_cuda_ctx *ctx, iabn_err *e)
+{
+    IABN_CUDA_CHECK(e, cudaStreamSynchronize(ctx->copy_stream));
+    IABN_CUDA_CHECK(e, cudaStreamSynchronize(ctx->stream));
+    return 0;
+}
+
+int iabn_cuda_node_done(iabn_cuda_ctx *ctx, iabn_err *e)
+{
+    if (!ctx->sync_each) return 0;
+    IABN_CUDA_CHECK(e, cudaStreamSynchronize(ctx->stream));
+    IABN_CUDA_CHECK(e, cudaGetLastError());
+    return 0;
+}
+
+int iabn_cuda_mem_info(iabn_cuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes, iabn_err *e)
+{
+    IABN_CUDA_CHECK(e, cudaSetDevice(ctx->device));
+    IABN_CUDA_CHECK(e, cudaMemGetInfo(free_bytes, total_bytes));
+    return 0;
+}
+
+int iabn_cuda_device_name(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e)
+{
+    cudaDeviceProp prop;
+    IABN_CUDA_CHECK(e, cudaGetDeviceProperties(&prop, ctx->device));
+    snprintf(buf, cap, "%s (sm_%d%d, %zu MiB)", prop.name, prop.major, prop.minor,
+             prop.totalGlobalMem >> 20);
+    return 0;
+}
+
+/* What the planner needs of the CUDA backend when nothing is allocated: its
+ * kind (cuDNN workspaces as scratch) and alignment.  No device is touched. */
+static void *virt_alloc(void *c, size_t bytes)
+{
+    (void)c;
+    (void)bytes;
+    return NULL;
+}
+static void virt_free(void *c, void *p)
+{
+    (void)c;
+    (void)p;
+}
+static int virt_copy(void *c, void *dst, const void *src, size_t bytes)
+{
+    (void)c, (void)dst, (void)src, (void)bytes;
+    return -1;
+}
+static int virt_fill(void *c, void *dst, int byte, size_t bytes)
+{
+    (void)c, (void)dst, (void)byte, (void)bytes;
+    return -1;
+}
+static int virt_sync(void *c)
+{
+    (void)c;
+    return 0;
+}
+
+const iabn_backend *iabn_cuda_backend_planning(void)
+{
+    static const iabn_backend virt = {
+        IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL};
+    return &virt;
+}
