@@ -272,11 +272,158 @@ static void test_auto_near_optimum(void)
     iabn_store_free(s);
 }
 
+/* The simulated device: offloaded copies go through its copy thread at a
+ * limited bandwidth, with events; results equal the CPU's bit for bit. */
+static void test_sim_bit_identical(void)
+{
+    float *ref = malloc(CAP * sizeof(float)), *got = malloc(CAP * sizeof(float));
+    iabn_err e = {0};
+    for (int mode = IABN_BN_STANDARD; mode <= IABN_BN_INPLACE_II; mode += 3) {
+        size_t nr = 0, ng = 0;
+        CHECK_OK(run_case(mode, POL_KEEP, 0, iabn_backend_cpu(), ref, CAP, &nr, NULL, NULL, NULL));
+        for (int how = POL_PAPER; how <= POL_ALL; how++) {
+            iabn_sim *sim = NULL;
+            iabn_sim_opts so = {.device_bytes = 64 << 20, .host_bytes = 64 << 20,
+                                .copy_bytes_per_s = 2e9};
+            CHECK_OK(iabn_sim_open(&so, &sim, &e));
+            if (!sim) continue;
+            CHECK_OK(run_case(mode, how, 0, iabn_sim_backend(sim), got, CAP, &ng, NULL, NULL,
+                              NULL));
+            CHECK_MSG(ng == nr && memcmp(ref, got, nr * sizeof(float)) == 0,
+                      "mode %s policy %d: the sim device differs from the CPU",
+                      iabn_bn_mode_name(mode), how);
+            iabn_sim_stats st;
+            iabn_sim_get_stats(sim, &st);
+            CHECK_MSG(st.copies > 0 && st.host_peak > 0, "no copies went through the copy thread");
+            CHECK(st.device_used == 0 && st.host_used == 0); /* all freed */
+            iabn_sim_close(sim);
+        }
+    }
+    free(ref);
+    free(got);
+}
+
+/* Prepares the CNN with every saved tensor offloaded on a sim device. */
+static int sim_prepare(t_run *t, iabn_sim *sim, iabn_err *e)
+{
+    t->s = iabn_store_new(iabn_sim_backend(sim), e);
+    if (!t->s) return -1;
+    t->g = iabn_graph_new(t->s, IABN_TRAIN);
+    build_cnn(t->g, IABN_BN_STANDARD, 4, &t->loss);
+    if (iabn_graph_backward(t->g, t->loss, e)) return -1;
+    for (int i = 0; i < iabn_graph_ntensors(t->g); i++)
+        if (iabn_graph_t(t->g, i)->policy == IABN_KEEP && iabn_graph_offloadable(t->g, i))
+            iabn_graph_set_policy(t->g, i, IABN_OFFLOAD);
+    int rc = iabn_graph_finalize(t->g, e);
+    if (!rc) rc = iabn_plan_build(t->g, NULL, &t->p, e);
+    if (!rc) rc = iabn_exec_new(t->g, t->p, &t->ex, e);
+    return rc;
+}
+
+static void test_sim_errors(void)
+{
+    iabn_err e = {0};
+    /* the pinned pool cannot be had: the executor says so */
+    iabn_sim *sim = NULL;
+    iabn_sim_opts so = {.host_bytes = 1024};
+    CHECK_OK(iabn_sim_open(&so, &sim, &e));
+    t_run t = {0};
+    int rc = sim_prepare(&t, sim, &e);
+    CHECK_MSG(rc == IABN_ENOMEM && strstr(e.msg, "host pool"), "pinned pool failure: %d %s", rc,
+              e.msg);
+    t_free(&t);
+    iabn_sim_close(sim);
+    /* a copy fails on the copy thread: the run returns the error */
+    for (long nth = 1; nth <= 12; nth += 11) {
+        iabn_sim_opts fo = {.fail_copy = nth, .copy_bytes_per_s = 1e9};
+        CHECK_OK(iabn_sim_open(&fo, &sim, &e));
+        memset(&t, 0, sizeof t);
+        CHECK_OK(sim_prepare(&t, sim, &e));
+        if (t.ex) {
+            iabn_init_params(t.s, IABN_INIT_XAVIER_NORMAL, (iabn_act){IABN_ACT_RELU, 0}, 3, NULL);
+            memset(&e, 0, sizeof e);
+            rc = iabn_exec_run(t.ex, &e);
+            CHECK_MSG(rc == IABN_EDEVICE && strstr(e.msg, "copy of"), "copy %ld failing: %d %s",
+                      nth, rc, e.msg);
+            /* the next run works again */
+            CHECK_OK(iabn_exec_run(t.ex, &e));
+        }
+        t_free(&t);
+        iabn_sim_close(sim);
+    }
+}
+
+static int build_at(void *ctx, int batch, iabn_store **s, iabn_graph **g, iabn_err *e)
+{
+    iabn_bn_mode mode = *(iabn_bn_mode *)ctx;
+    *s = iabn_store_new_virtual(iabn_backend_cpu(), e);
+    if (!*s) return e->code;
+    *g = iabn_graph_new(*s, IABN_TRAIN);
+    int loss;
+    build_cnn(*g, mode, batch, &loss);
+    if (!iabn_graph_ok(*g)) return *e = *iabn_graph_error(*g), e->code;
+    return iabn_graph_backward(*g, loss, e);
+}
+
+/* Over budget: refused from the plan, before the arena is allocated, and
+ * the largest batch that fits is found by planning alone. */
+static void test_budget_refused(void)
+{
+    iabn_err e = {0};
+    iabn_bn_mode mode = IABN_BN_STANDARD;
+    iabn_strategy_opts o = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1};
+    fixed_cost(&o.cost);
+    size_t b8 = 0, b16 = 0;
+    int fits;
+    CHECK_OK(iabn_batch_device_bytes(build_at, &mode, 8, IABN_STORAGE_KEEP, NULL, &b8, &fits, &e));
+    CHECK_OK(iabn_batch_device_bytes(build_at, &mode, 16, IABN_STORAGE_KEEP, NULL, &b16, &fits, &e));
+    o.budget = (b8 + b16) / 2;
+    int best[IABN_STORAGE_NMODES] = {0};
+    for (int st = 0; st < IABN_STORAGE_NMODES; st++)
+        CHECK_OK(iabn_largest_batch(build_at, &mode, (iabn_storage)st, &o, 256, &best[st], &e));
+    CHECK_MSG(best[0] >= 8 && best[0] < 16, "keep: largest batch %d", best[0]);
+    CHECK_MSG(best[1] >= best[0] && best[2] > best[0], "largest batch keep %d offload %d auto %d",
+              best[0], best[1], best[2]);
+    size_t bytes;
+    CHECK_OK(iabn_batch_device_bytes(build_at, &mode, best[0], IABN_STORAGE_KEEP, &o, &bytes,
+                                     &fits, &e));
+    CHECK(fits);
+    CHECK_OK(iabn_batch_device_bytes(build_at, &mode, best[0] + 1, IABN_STORAGE_KEEP, &o, &bytes,
+                                     &fits, &e));
+    CHECK(!fits);
+    /* on a sim device of that size, batch 16 is refused by the plan check
+     * and nothing beyond the store has been allocated */
+    iabn_sim *sim = NULL;
+    iabn_sim_opts so = {.device_bytes = o.budget};
+    CHECK_OK(iabn_sim_open(&so, &sim, &e));
+    iabn_store *s = iabn_store_new(iabn_sim_backend(sim), &e);
+    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+    int loss;
+    build_cnn(g, mode, 16, &loss);
+    iabn_plan *p = NULL;
+    CHECK_OK(iabn_graph_backward(g, loss, &e));
+    CHECK_OK(iabn_graph_finalize(g, &e));
+    CHECK_OK(iabn_plan_build(g, NULL, &p, &e));
+    iabn_sim_stats st0, st1;
+    iabn_sim_get_stats(sim, &st0);
+    int rc = p ? iabn_plan_check_budget(g, p, o.budget, &e) : -1;
+    CHECK_MSG(rc == IABN_ENOMEM && strstr(e.msg, "over the budget"), "%d %s", rc, e.msg);
+    iabn_sim_get_stats(sim, &st1);
+    CHECK(st1.device_peak == st0.device_peak);
+    iabn_plan_free(p);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+    iabn_sim_close(sim);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
     RUN(test_offload_bit_identical);
     RUN(test_auto_bit_identical);
     RUN(test_auto_near_optimum);
+    RUN(test_sim_bit_identical);
+    RUN(test_sim_errors);
+    RUN(test_budget_refused);
     return TEST_END();
 }

@@ -25,6 +25,7 @@
 #include "graph/graph_internal.h"
 #include "graph/strategy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -434,4 +435,117 @@ size_t iabn_graph_fixed_bytes(const iabn_graph *g)
         if ((g->t[t].kind == IABN_T_INPUT || g->t[t].kind == IABN_T_OUTPUT) && g->t[t].view_of < 0)
             io += (g->t[t].nbytes + align - 1) / align * align;
     return pbytes + (g->mode == IABN_TRAIN ? gbytes + obytes : 0) + bbytes + io;
+}
+
+/* ---- storage modes, budgets, the largest batch ------------------------------------- */
+
+static const char *storage_names[IABN_STORAGE_NMODES] = {"keep", "offload", "auto"};
+
+const char *iabn_storage_name(iabn_storage s)
+{
+    return (unsigned)s < IABN_STORAGE_NMODES ? storage_names[s] : "?";
+}
+
+int iabn_storage_parse(const char *s, iabn_storage *out, iabn_err *e)
+{
+    for (int i = 0; i < IABN_STORAGE_NMODES; i++)
+        if (strcmp(s, storage_names[i]) == 0) {
+            *out = (iabn_storage)i;
+            return 0;
+        }
+    return iabn_err_set(e, IABN_EINVAL, "unknown strategy '%s' (valid: keep, offload, auto)", s);
+}
+
+int iabn_graph_apply_storage(iabn_graph *g, iabn_storage st, const iabn_strategy_opts *o,
+                             iabn_strategy_result *r, iabn_err *e)
+{
+    iabn_strategy_result tmp;
+    if (!r) r = &tmp;
+    memset(r, 0, sizeof *r);
+    if (o) g->offload.lookahead = o->lookahead;
+    switch (st) {
+    case IABN_STORAGE_KEEP: return 0;
+    case IABN_STORAGE_OFFLOAD: r->n_offload = iabn_graph_offload_conv_inputs(g); return 0;
+    case IABN_STORAGE_AUTO: {
+        if (!o || !o->budget)
+            return iabn_err_set(e, IABN_EINVAL, "strategy auto needs a budget (--budget)");
+        iabn_strategy_opts oo = *o;
+        oo.fixed_bytes = iabn_graph_fixed_bytes(g);
+        return iabn_strategy_auto(g, &oo, r, e);
+    }
+    default: return iabn_err_set(e, IABN_EINVAL, "unknown storage mode %d", (int)st);
+    }
+}
+
+static void fmt_bytes(char *buf, size_t n, size_t b)
+{
+    snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+}
+
+int iabn_plan_check_budget(const iabn_graph *g, const iabn_plan *p, size_t budget, iabn_err *e)
+{
+    if (!budget) return 0;
+    size_t fixed = iabn_graph_fixed_bytes(g), need = fixed + p->arena_bytes;
+    if (need <= budget) return 0;
+    char a[32], b[32], c[32];
+    fmt_bytes(a, sizeof a, need);
+    fmt_bytes(b, sizeof b, budget);
+    fmt_bytes(c, sizeof c, p->arena_bytes);
+    return iabn_err_set(e, IABN_ENOMEM,
+                        "the plan needs %s of device memory (arena %s), over the budget of %s",
+                        a, c, b);
+}
+
+int iabn_batch_device_bytes(iabn_batch_build_fn build, void *ctx, int batch, iabn_storage st,
+                            const iabn_strategy_opts *o, size_t *bytes, int *fits, iabn_err *e)
+{
+    iabn_store *s = NULL;
+    iabn_graph *g = NULL;
+    iabn_plan *p = NULL;
+    int rc = build(ctx, batch, &s, &g, e);
+    if (!rc) rc = iabn_graph_apply_storage(g, st, o, NULL, e);
+    iabn_plan_opts po;
+    iabn_plan_opts_default(&po);
+    if (!rc) rc = iabn_graph_finalize(g, e);
+    if (!rc) rc = iabn_plan_build(g, &po, &p, e);
+    if (!rc) {
+        *bytes = iabn_graph_fixed_bytes(g) + p->arena_bytes;
+        *fits = !o || !o->budget || *bytes <= o->budget;
+    }
+    iabn_plan_free(p);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+    return rc;
+}
+
+int iabn_largest_batch(iabn_batch_build_fn build, void *ctx, iabn_storage st,
+                       const iabn_strategy_opts *o, int max_batch, int *best, iabn_err *e)
+{
+    *best = 0;
+    int lo = 0, hi = -1, b = 1; /* lo fits (0: none yet), hi does not (-1: unknown) */
+    while (hi < 0) {
+        size_t bytes;
+        int fits;
+        int rc = iabn_batch_device_bytes(build, ctx, b, st, o, &bytes, &fits, e);
+        if (rc) return rc;
+        if (!fits) hi = b;
+        else if (b >= max_batch) {
+            *best = max_batch;
+            return 0;
+        } else {
+            lo = b;
+            b = b * 2 > max_batch ? max_batch : b * 2;
+        }
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        size_t bytes;
+        int fits;
+        int rc = iabn_batch_device_bytes(build, ctx, mid, st, o, &bytes, &fits, e);
+        if (rc) return rc;
+        if (fits) lo = mid;
+        else hi = mid;
+    }
+    *best = lo;
+    return 0;
 }

@@ -75,6 +75,42 @@ typedef struct iabn_strategy_result {
 int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy_result *r,
                        iabn_err *e);
 
+/* How saved tensors are stored: as the BN modes built them (keep), the
+ * paper's offload of conv / pool inputs, or the automatic choice under a
+ * budget. */
+typedef enum iabn_storage {
+    IABN_STORAGE_KEEP = 0,
+    IABN_STORAGE_OFFLOAD,
+    IABN_STORAGE_AUTO,
+    IABN_STORAGE_NMODES
+} iabn_storage;
+const char *iabn_storage_name(iabn_storage s);
+/* "keep", "offload", "auto"; anything else is an error naming them. */
+int iabn_storage_parse(const char *s, iabn_storage *out, iabn_err *e);
+
+/* Applies a storage mode to g (backward built, not finalised).  AUTO needs
+ * o (budget, cost model); r (may be NULL) gets the strategy's result. */
+int iabn_graph_apply_storage(iabn_graph *g, iabn_storage st, const iabn_strategy_opts *o,
+                             iabn_strategy_result *r, iabn_err *e);
+
+/* Refuses, before anything is allocated, a plan whose device bytes (fixed
+ * plus arena) exceed budget (0: no budget): IABN_ENOMEM naming both. */
+int iabn_plan_check_budget(const iabn_graph *g, const iabn_plan *p, size_t budget, iabn_err *e);
+
+/* Builds the training graph for a batch size (backward built, not
+ * finalised) on a store it creates (virtual: planning only). */
+typedef int (*iabn_batch_build_fn)(void *ctx, int batch, iabn_store **s, iabn_graph **g,
+                                   iabn_err *e);
+/* Device bytes of the plan for `batch` under a storage mode (o->budget is
+ * the budget auto aims at); *fits says whether it is within o->budget. */
+int iabn_batch_device_bytes(iabn_batch_build_fn build, void *ctx, int batch, iabn_storage st,
+                            const iabn_strategy_opts *o, size_t *bytes, int *fits, iabn_err *e);
+/* The largest batch (up to max_batch) whose plan fits o->budget under the
+ * storage mode; 0 when not even one fits.  Planning only: nothing is
+ * allocated. */
+int iabn_largest_batch(iabn_batch_build_fn build, void *ctx, iabn_storage st,
+                       const iabn_strategy_opts *o, int max_batch, int *best, iabn_err *e);
+
 #ifdef __cplusplus
 }
 #endif
