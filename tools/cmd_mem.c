@@ -7,7 +7,12 @@
  * fit.  --plot draws live memory over the schedule; --json gives the numbers.
  * --device cuda plans for the CUDA backend (no GPU needed): its scratch is
  * cuDNN's workspace, its alignment 256 bytes, and the copy stream's second
- * input buffer counts. */
+ * input buffer counts.
+ * Storage strategies (graph/strategy.h): --offload adds, per BN mode, a
+ * column with the paper's offload of conv / pool inputs, --strategy auto
+ * (with --budget) one with the automatic keep / recompute / offload choice;
+ * each shows its device and host bytes and its estimated time overhead, and
+ * --largest-batch prints the largest batch that fits for every mode. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,16 +24,24 @@
 #include "tools/commands.h"
 #include "tensor/device.h"
 
-#define MAX_MODES 6
+#define MAX_MODES 18
 
 typedef struct row {
     char name[IABN_NAME_LEN];
     size_t kept;
     int buffers, copies;
+    int offloaded, recomputed;  /* saved tensors by policy */
 } row;
 
 typedef struct report {
     iabn_bn_mode mode;
+    iabn_storage storage;
+    size_t host;                /* host pool of offloaded copies */
+    size_t *host_live;          /* per step: bytes on the host */
+    int n_off, n_rc, fits;
+    double est;                 /* estimated step seconds (cost model) */
+    double est_base;            /* auto: the keep-everything estimate */
+    double strategy_s;          /* auto: seconds the choice took */
     size_t params, pbytes, gbytes, obytes, bbytes;
     size_t arena, lower, saved, io, naive;
     size_t ws_max, ws_sum;      /* scratch (cuDNN workspace on cuda) in the arena */
@@ -47,11 +60,19 @@ typedef struct mem_args {
     double budget;
     const iabn_backend *be;     /* planning backend of --device */
     const char *device;
+    iabn_strategy_opts sopts;   /* cost model, lookahead, budget for auto */
 } mem_args;
 
+static char *col_name(const report *r, char *buf, size_t n)
+{
+    if (r->storage == IABN_STORAGE_KEEP) snprintf(buf, n, "%s", iabn_bn_mode_name(r->mode));
+    else snprintf(buf, n, "%.10s+%s", iabn_bn_mode_name(r->mode), iabn_storage_name(r->storage));
+    return buf;
+}
+
 /* Plans one training step; fills r (rows and live when full). */
-static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int full,
-                     report *r, iabn_err *e)
+static int plan_step(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int batch, int h,
+                     int w, int full, report *r, iabn_err *e)
 {
     iabn_store *s = iabn_store_new_virtual(a->be, e);
     if (!s) return e->code;
@@ -80,11 +101,22 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
         int loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
         rc = iabn_graph_backward(g, loss, e);
     }
+    iabn_strategy_result sr;
+    memset(&sr, 0, sizeof sr);
+    if (!rc) rc = iabn_graph_apply_storage(g, st, &a->sopts, &sr, e);
     if (!rc) rc = iabn_graph_finalize(g, e);
     if (!rc) rc = iabn_plan_build(g, NULL, &p, e);
     if (!rc) {
         memset(r, 0, sizeof *r);
         r->mode = mode;
+        r->storage = st;
+        r->host = p->host_bytes;
+        r->n_off = sr.n_offload;
+        r->n_rc = sr.n_recompute;
+        r->fits = st != IABN_STORAGE_AUTO || sr.fits;
+        r->est = iabn_strategy_estimate(g, p, &a->sopts.cost);
+        r->est_base = sr.base_time;
+        r->strategy_s = sr.seconds;
         iabn_store_totals(s, &r->params, &r->pbytes, &r->gbytes, &r->obytes, &r->bbytes);
         r->arena = p->arena_bytes;
         r->lower = p->lower_bound;
@@ -108,7 +140,8 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
             iabn_model_block *mb = calloc((size_t)nb + 1, sizeof *mb);
             r->rows = calloc((size_t)nb + 1, sizeof *r->rows);
             r->live = malloc((size_t)p->nsteps * sizeof *r->live);
-            if (!bm || !mb || !r->rows || !r->live) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
+            r->host_live = calloc((size_t)p->nsteps + 1, sizeof *r->host_live);
+            if (!bm || !mb || !r->rows || !r->live || !r->host_live) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
             if (!rc && a->steps) {
                 printf("schedule of %s, %s (step, phase F/B/R, node, op, live bytes, outputs@offset+bytes <- inputs):\n",
                        a->arch, iabn_bn_mode_name(mode));
@@ -119,6 +152,10 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
                 iabn_plan_blocks(g, p, bm);
                 iabn_model_blocks(g, mb, nb);
                 memcpy(r->live, p->live, (size_t)p->nsteps * sizeof *r->live);
+                for (int t = 0; t < iabn_graph_ntensors(g); t++)
+                    if (iabn_graph_t(g, t)->kind == IABN_T_HOST)
+                        for (int q = p->first[t]; q <= p->last[t]; q++)
+                            r->host_live[q] += iabn_graph_t(g, t)->nbytes;
                 r->nsteps = p->nsteps;
                 r->boundary = p->boundary;
                 for (int b = 0; b < nb; b++) {
@@ -130,6 +167,12 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
                     r->rows[k].kept += bm[b].kept_bytes;
                     r->rows[k].buffers += bm[b].kept_buffers;
                     r->rows[k].copies += bm[b].copies;
+                    for (int t = 0; t < iabn_graph_ntensors(g); t++) {
+                        const iabn_tensor *tt = iabn_graph_t(g, t);
+                        if (tt->block != b || tt->kind != IABN_T_ACT) continue;
+                        r->rows[k].offloaded += tt->policy == IABN_OFFLOAD;
+                        r->rows[k].recomputed += tt->policy == IABN_RECOMPUTE;
+                    }
                 }
             }
             free(bm);
@@ -147,17 +190,19 @@ static size_t total_of(const report *r)
     return r->arena + r->io + r->staging + r->pbytes + r->gbytes + r->obytes + r->bbytes;
 }
 
-static int fits(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int *ok, iabn_err *e)
+static int fits(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int batch, int h, int w,
+                int *ok, iabn_err *e)
 {
     report r;
-    int rc = plan_step(a, mode, batch, h, w, 0, &r, e);
+    int rc = plan_step(a, mode, st, batch, h, w, 0, &r, e);
     if (!rc) *ok = (double)total_of(&r) <= a->budget;
     return rc;
 }
 
 /* The largest value in [1, cap] for which fit(v) holds (0 if none); fit is
  * monotone.  mul scales the candidate (crops move in steps of 8). */
-static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iabn_err *e)
+static int search(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int crop, long *out,
+                  iabn_err *e)
 {
     /* segmentation heads batch-normalise a 1x1 pooled map: training needs two
      * samples, so batch searches start at 2 */
@@ -166,7 +211,8 @@ static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iab
     int ok = 0, rc;
     for (;;) {
         int v = (int)hi;
-        rc = crop ? fits(a, mode, a->batch, 8 * v, 8 * v, &ok, e) : fits(a, mode, v, a->h, a->w, &ok, e);
+        rc = crop ? fits(a, mode, st, a->batch, 8 * v, 8 * v, &ok, e)
+                  : fits(a, mode, st, v, a->h, a->w, &ok, e);
         if (rc) return rc;
         if (!ok) break;
         lo = hi;
@@ -182,8 +228,8 @@ static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iab
     }
     while (hi - lo > 1) {
         long mid = lo + (hi - lo) / 2;
-        rc = crop ? fits(a, mode, a->batch, 8 * (int)mid, 8 * (int)mid, &ok, e)
-                  : fits(a, mode, (int)mid, a->h, a->w, &ok, e);
+        rc = crop ? fits(a, mode, st, a->batch, 8 * (int)mid, 8 * (int)mid, &ok, e)
+                  : fits(a, mode, st, (int)mid, a->h, a->w, &ok, e);
         if (rc) return rc;
         if (ok) lo = mid;
         else hi = mid;
@@ -194,12 +240,22 @@ static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iab
 
 static double mib(size_t b) { return (double)b / 1048576.0; }
 
+/* The estimated time of the keep column of the same BN mode. */
+static double base_est(const report *r, int n, int i)
+{
+    for (int k = 0; k < n; k++)
+        if (r[k].mode == r[i].mode && r[k].storage == IABN_STORAGE_KEEP && r[k].est > 0)
+            return r[k].est;
+    return r[i].est_base > 0 ? r[i].est_base : r[i].est > 0 ? r[i].est : 1;
+}
+
 static void print_table(const mem_args *a, report *r, int n)
 {
     printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n\n",
            a->arch, a->batch, a->h, a->w, a->be->name);
+    char cn[40];
     printf("%-34s", "");
-    for (int i = 0; i < n; i++) printf(" %16s", iabn_bn_mode_name(r[i].mode));
+    for (int i = 0; i < n; i++) printf(" %16s", col_name(&r[i], cn, sizeof cn));
     printf("\n");
 #define LINE(label, expr, fmt)                                         \
     printf("%-34s", label);                                            \
@@ -223,7 +279,13 @@ static void print_table(const mem_args *a, report *r, int n)
          mib(r[i].ws_max), "%16.1f");
     LINE("without reuse MiB", mib(r[i].naive), "%16.1f");
     LINE("copies for in-place", (double)r[i].copies, "%16.0f");
-    LINE("total step MiB", mib(total_of(&r[i])), "%16.1f");
+    LINE("total step MiB (device)", mib(total_of(&r[i])), "%16.1f");
+    LINE("host pool MiB (offloaded copies)", mib(r[i].host), "%16.1f");
+    LINE("offloaded tensors", (double)r[i].n_off, "%16.0f");
+    LINE("recomputed tensors (strategy)", (double)r[i].n_rc, "%16.0f");
+    LINE("estimated step time overhead %", 100.0 * (r[i].est / base_est(r, n, i) - 1.0), "%16.1f");
+    LINE("fits the budget (auto)", (double)r[i].fits, "%16.0f");
+    LINE("strategy choice seconds (auto)", r[i].strategy_s, "%16.3f");
     if (n > 1) { LINE("kept / first mode", (double)r[i].saved / (double)r[0].saved, "%16.3f"); }
     if (a->budget > 0) {
         char lab[64];
@@ -233,8 +295,8 @@ static void print_table(const mem_args *a, report *r, int n)
         LINE(lab, (double)r[i].max_crop, "%16.0f");
     }
 #undef LINE
-    printf("\n%-34s", a->blocks ? "block: kept MiB / buffers / copies" : "module: kept MiB / buffers / copies");
-    for (int i = 0; i < n; i++) printf(" %16s", iabn_bn_mode_name(r[i].mode));
+    printf("\n%-34s", a->blocks ? "block: kept MiB/buffers/copies" : "module: kept MiB/buffers/copies");
+    for (int i = 0; i < n; i++) printf(" %16s", col_name(&r[i], cn, sizeof cn));
     printf("\n");
     for (int k = 0; k < r[0].nrows; k++) {
         printf("%-34.34s", r[0].rows[k].name);
@@ -245,7 +307,10 @@ static void print_table(const mem_args *a, report *r, int n)
             if (!w) printf(" %16s", "-");
             else {
                 char cell[48];
-                snprintf(cell, sizeof cell, "%.1f/%d/%d", mib(w->kept), w->buffers, w->copies);
+                if (w->offloaded || w->recomputed)
+                    snprintf(cell, sizeof cell, "%.1f/%d/%d o%dr%d", mib(w->kept), w->buffers,
+                             w->copies, w->offloaded, w->recomputed);
+                else snprintf(cell, sizeof cell, "%.1f/%d/%d", mib(w->kept), w->buffers, w->copies);
                 printf(" %16s", cell);
             }
         }
@@ -260,6 +325,16 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", a->arch);
         cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(r[i].mode));
+        cJSON_AddStringToObject(o, "strategy", iabn_storage_name(r[i].storage));
+        cJSON_AddNumberToObject(o, "device_total_bytes", (double)total_of(&r[i]));
+        cJSON_AddNumberToObject(o, "host_bytes", (double)r[i].host);
+        cJSON_AddNumberToObject(o, "offloaded_tensors", r[i].n_off);
+        cJSON_AddNumberToObject(o, "recomputed_tensors", r[i].n_rc);
+        cJSON_AddNumberToObject(o, "est_step_seconds", r[i].est);
+        cJSON_AddNumberToObject(o, "est_overhead", r[i].est / base_est(r, n, i) - 1.0);
+        cJSON_AddBoolToObject(o, "fits", r[i].fits);
+        if (r[i].storage == IABN_STORAGE_AUTO)
+            cJSON_AddNumberToObject(o, "strategy_seconds", r[i].strategy_s);
         cJSON_AddNumberToObject(o, "batch", a->batch);
         cJSON_AddNumberToObject(o, "height", a->h);
         cJSON_AddNumberToObject(o, "width", a->w);
@@ -290,6 +365,8 @@ static void print_json(const mem_args *a, report *r, int n)
             cJSON_AddNumberToObject(w, "kept_bytes", (double)r[i].rows[k].kept);
             cJSON_AddNumberToObject(w, "stored_buffers", r[i].rows[k].buffers);
             cJSON_AddNumberToObject(w, "copies", r[i].rows[k].copies);
+            cJSON_AddNumberToObject(w, "offloaded", r[i].rows[k].offloaded);
+            cJSON_AddNumberToObject(w, "recomputed", r[i].rows[k].recomputed);
             cJSON_AddItemToArray(rows, w);
         }
         cJSON_AddItemToArray(out, o);
@@ -328,8 +405,20 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n)
         for (int s = 0; s < r[i].nsteps; s++)
             fprintf(f, "%.1f,%.1f ", L + PW * s / (double)r[i].nsteps,
                     T + PH - PH * (double)r[i].live[s] / (double)peak);
-        fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: peak %.1f MiB</text>\n", L + 10 + 200.0 * i,
-                H - 20, colors[i % 6], iabn_bn_mode_name(r[i].mode), mib(r[i].arena));
+        char cn[40];
+        fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: peak %.1f MiB</text>\n",
+                L + 10 + 200.0 * (i % 4), H - 20 + 14.0 * (i / 4) - 14.0 * ((n - 1) / 4),
+                colors[i % 6], col_name(&r[i], cn, sizeof cn), mib(r[i].arena));
+        if (!r[i].host) continue;
+        /* the host pool: offloaded bytes on the host per step, dotted */
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1' stroke-dasharray='1,2' points='",
+                colors[i % 6]);
+        for (int s = 0; s < r[i].nsteps; s++)
+            fprintf(f, "%.1f,%.1f ", L + PW * s / (double)r[i].nsteps,
+                    T + PH - PH * (double)r[i].host_live[s] / (double)peak);
+        fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: %d tensors offloaded, host pool "
+                   "%.1f MiB (dotted)</text>\n", L + 10, T + 14.0 * (i + 1), colors[i % 6],
+                cn, r[i].n_off, mib(r[i].host));
     }
     fprintf(f, "<text x='%.0f' y='%.0f'>schedule step (forward, then backward; dashed: first backward step)</text>\n",
             L, T + PH + 18);
@@ -342,6 +431,8 @@ static void usage(void)
     printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
            "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
            "                [--device cpu|cuda]   (cuda: the CUDA plan; no GPU needed)\n"
+           "                [--offload] [--strategy keep|offload|auto] [--lookahead N]\n"
+           "                [--copy-bw GB/s] [--largest-batch]   (auto and --largest-batch need --budget)\n"
            "       iabn mem --list\n"
            "  Plans a training step without allocating and reports its memory per BN mode.\n"
            "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
@@ -349,9 +440,12 @@ static void usage(void)
 
 int iabn_cmd_mem(int argc, char **argv)
 {
-    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu"};
+    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", {0}};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
-    int json = 0;
+    int json = 0, want[IABN_STORAGE_NMODES] = {1, 0, 0}, largest = 0;
+    double copy_bw = 0;
+    a.sopts.allow_offload = a.sopts.allow_recompute = 1;
+    a.sopts.lookahead = 1;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i], *v;
         long long n;
@@ -382,6 +476,24 @@ int iabn_cmd_mem(int argc, char **argv)
             if ((a.budget = iabn_parse_bytes(v)) <= 0) { fprintf(stderr, "iabn mem: --budget %s\n", v); return 2; }
         } else if (!strcmp(s, "--plot")) {
             if (!(plot = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+        } else if (!strcmp(s, "--offload")) want[IABN_STORAGE_OFFLOAD] = 1;
+        else if (!strcmp(s, "--largest-batch")) largest = 1;
+        else if (!strcmp(s, "--strategy")) {
+            iabn_storage st;
+            iabn_err se = {0};
+            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+            if (iabn_storage_parse(v, &st, &se)) { fprintf(stderr, "iabn mem: %s\n", se.msg); return 2; }
+            want[IABN_STORAGE_KEEP] = st == IABN_STORAGE_KEEP;
+            want[st] = 1;
+        } else if (!strcmp(s, "--lookahead")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+            if (iabn_parse_int(v, &n) || n < 0) { fprintf(stderr, "iabn mem: --lookahead %s\n", v); return 2; }
+            a.sopts.lookahead = (int)n;
+        } else if (!strcmp(s, "--copy-bw")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+            char *end;
+            copy_bw = strtod(v, &end) * 1e9;
+            if (*end || copy_bw <= 0) { fprintf(stderr, "iabn mem: --copy-bw %s (GB/s)\n", v); return 2; }
         } else if (!strcmp(s, "--device")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "mem")) || iabn_check_device(v, "mem")) return 2;
             a.device = v;
@@ -402,29 +514,59 @@ int iabn_cmd_mem(int argc, char **argv)
         return 2;
     }
     if (!a.h) a.h = a.w = iabn_model_is_segmentation(a.arch) ? 512 : 224;
-    iabn_bn_mode modes[MAX_MODES];
-    int nm = 0;
+    if ((want[IABN_STORAGE_AUTO] || largest) && a.budget <= 0) {
+        fprintf(stderr, "iabn mem: --strategy auto and --largest-batch need --budget\n");
+        return 2;
+    }
+    a.sopts.budget = a.budget > 0 ? (size_t)a.budget : 0;
+    a.sopts.cost.copy_bytes_per_s = copy_bw;
+    {
+        iabn_err ce = {0};
+        if (iabn_cost_calibrate(&a.sopts.cost, a.be->kind, &ce)) {
+            fprintf(stderr, "iabn mem: %s\n", ce.msg);
+            return 1;
+        }
+    }
+    iabn_bn_mode bms[MAX_MODES];
+    int nb = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", modes_s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (nm == MAX_MODES || iabn_bn_mode_parse(tok, &modes[nm])) {
+        if (nb == 6 || iabn_bn_mode_parse(tok, &bms[nb])) {
             fprintf(stderr, "iabn mem: --bn: '%s' is not a BN mode (or too many)\n", tok);
             return 2;
         }
-        nm++;
+        nb++;
     }
+    /* columns: each BN mode under each storage strategy asked for */
+    iabn_bn_mode modes[MAX_MODES];
+    iabn_storage stors[MAX_MODES];
+    int nm = 0;
+    for (int b = 0; b < nb; b++)
+        for (int st = 0; st < IABN_STORAGE_NMODES; st++)
+            if (want[st] || largest) {
+                modes[nm] = bms[b];
+                stors[nm++] = (iabn_storage)st;
+            }
     report r[MAX_MODES];
     memset(r, 0, sizeof r);
     int rc = 0;
     iabn_err e = {0};
     for (int i = 0; i < nm && !rc; i++) {
-        rc = plan_step(&a, modes[i], a.batch, a.h, a.w, 1, &r[i], &e);
-        if (!rc && a.budget > 0) rc = search(&a, modes[i], 0, &r[i].max_batch, &e);
-        if (!rc && a.budget > 0) rc = search(&a, modes[i], 1, &r[i].max_crop, &e);
+        rc = plan_step(&a, modes[i], stors[i], a.batch, a.h, a.w, 1, &r[i], &e);
+        if (!rc && a.budget > 0) rc = search(&a, modes[i], stors[i], 0, &r[i].max_batch, &e);
+        if (!rc && a.budget > 0 && !largest)
+            rc = search(&a, modes[i], stors[i], 1, &r[i].max_crop, &e);
     }
     if (rc) fprintf(stderr, "iabn mem: %s\n", e.msg);
     else if (json) print_json(&a, r, nm);
-    else print_table(&a, r, nm);
+    else if (largest) {
+        char cn[40];
+        printf("%s, %dx%d, training step: largest batch in %.2f GiB (device total), per mode\n",
+               a.arch, a.h, a.w, a.budget / 1073741824.0);
+        for (int i = 0; i < nm; i++)
+            printf("  %-34s %6ld\n", col_name(&r[i], cn, sizeof cn), r[i].max_batch);
+    } else print_table(&a, r, nm);
     if (!rc && plot && write_svg(plot, &a, r, nm)) {
         fprintf(stderr, "iabn mem: cannot write %s\n", plot);
         rc = 1;
@@ -432,6 +574,7 @@ int iabn_cmd_mem(int argc, char **argv)
     for (int i = 0; i < nm; i++) {
         free(r[i].rows);
         free(r[i].live);
+        free(r[i].host_live);
     }
     return rc ? 1 : 0;
 }

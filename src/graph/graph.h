@@ -275,8 +275,8 @@ void iabn_graph_set_offload_opts(iabn_graph *g, const iabn_offload_opts *o);
 
 /* The paper's policy (INPLACE_ABN.md section 5): marks OFFLOAD every saved
  * activation (an arena tensor of the forward that the backward reads) that a
- * convolution's or pooling's backward reads and no normalisation backward
- * needs (BN inputs are reconstructed by the in-place layer, or kept); views
+ * convolution's or pooling's backward reads, except a standard BN's input,
+ * which stays (the in-place layer stores none: it reconstructs it); views
  * and tensors with views are left alone.  Call after iabn_graph_backward and
  * before finalize.  Returns the number of tensors marked. */
 int iabn_graph_offload_conv_inputs(iabn_graph *g);

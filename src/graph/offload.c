@@ -53,11 +53,14 @@ int iabn_graph_offloadable(const iabn_graph *g, int t)
     return read_bwd && !has_views(g, t);
 }
 
-static int is_norm(const char *op)
+/* A backward that reads the normalisation's input (standard BN, its
+ * checkpointed variants): that input stays on the device.  The in-place
+ * layer stores no input at all (it reconstructs it from its output), so its
+ * output, the next convolution's input, is offloaded like any other. */
+static int reads_bn_input(const char *op)
 {
-    return strcmp(op, "bn_bwd") == 0 || strcmp(op, "bn_bwd_xhat") == 0 ||
-           strcmp(op, "inplace_abn_bwd") == 0 || strcmp(op, "bn") == 0 ||
-           strcmp(op, "norm_act_ckpt_opt") == 0 || strcmp(op, "inplace_abn") == 0;
+    return strcmp(op, "bn_bwd") == 0 || strcmp(op, "bn_bwd_xhat") == 0 || strcmp(op, "bn") == 0 ||
+           strcmp(op, "norm_act_ckpt_opt") == 0;
 }
 
 static int is_conv_pool(const char *op)
@@ -83,7 +86,7 @@ int iabn_graph_offload_conv_inputs(iabn_graph *g)
         const char *op = n->fwd >= 0 ? g->n[n->fwd].op->name : n->op->name;
         for (int k = 0; k < n->nin; k++) {
             conv[n->in[k]] |= is_conv_pool(op);
-            norm[n->in[k]] |= is_norm(op) || is_norm(n->op->name);
+            norm[n->in[k]] |= reads_bn_input(n->op->name);
         }
     }
     for (int t = 0; t < nt; t++)
