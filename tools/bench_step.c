@@ -5,7 +5,12 @@
  * beside PyTorch's max_memory_allocated.  On a GPU the per-node profile
  * synchronises after every node, which costs launch overlap: it is taken
  * only with --ops there, and a step is timed from launch to a synchronise
- * after the update.  The PyTorch side is tools/bench_step_torch.py. */
+ * after the update.  The PyTorch side is tools/bench_step_torch.py.
+ * Storage strategies: --strategy offload|auto (--offload is offload) store
+ * the saved activations as graph/strategy.h says; on the CPU they run on the
+ * simulated device (src/tensor/sim) with a copy thread at --copy-bw
+ * (pcie3: PCIe 3 x16, memcpy: the measured host memcpy, or GB/s), and the
+ * device peak is the simulated device's measured high-water mark. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +32,8 @@ static void usage(void)
 {
     printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
            "                       [--repeat 5] [--classes N] [--device cpu|cuda[:N]] [--json] [--ops]\n"
+           "                       [--strategy keep|offload|auto|recompute] [--offload] [--budget B] [--lookahead N]\n"
+           "                       [--sim] [--copy-bw pcie3|memcpy|GB/s]   (offload/auto on the CPU: --sim)\n"
            "  Median time of a training step (forward + backward + SGD) on random data.\n");
 }
 
@@ -35,7 +42,11 @@ int iabn_bench_step(int argc, char **argv)
     const char *arch = NULL, *bn = "standard";
     const char *device = "cpu";
     int batch = 4, h = 0, w = 0, repeat = 5, json = 0, classes = 0;
-    int by_op = 0;
+    int by_op = 0, use_sim = 0;
+    iabn_storage storage = IABN_STORAGE_KEEP;
+    iabn_strategy_opts sopt = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1};
+    double budget = 0, copy_bw = IABN_PCIE3_X16_BYTES_PER_S;
+    const char *copy_bw_s = "pcie3";
     struct { const char *name; double s; } ops[64];
     int nops = 0;
     for (int i = 1; i < argc; i++) {
@@ -44,7 +55,30 @@ int iabn_bench_step(int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--ops")) by_op = 1;
-        else if (!strcmp(a, "--size")) {
+        else if (!strcmp(a, "--offload")) storage = IABN_STORAGE_OFFLOAD;
+        else if (!strcmp(a, "--sim")) use_sim = 1;
+        else if (!strcmp(a, "--strategy")) {
+            iabn_err se = {0};
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            if (iabn_storage_parse(v, &storage, &se)) { fprintf(stderr, "iabn bench step: %s\n", se.msg); return 2; }
+        } else if (!strcmp(a, "--budget")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            if ((budget = iabn_parse_bytes(v)) <= 0) { fprintf(stderr, "iabn bench step: --budget %s\n", v); return 2; }
+        } else if (!strcmp(a, "--lookahead")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            if (iabn_parse_int(v, &n) || n < 0) { fprintf(stderr, "iabn bench step: --lookahead %s\n", v); return 2; }
+            sopt.lookahead = (int)n;
+        } else if (!strcmp(a, "--copy-bw")) {
+            if (!(copy_bw_s = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
+            char *end;
+            if (!strcmp(copy_bw_s, "pcie3")) copy_bw = IABN_PCIE3_X16_BYTES_PER_S;
+            else if (!strcmp(copy_bw_s, "memcpy")) copy_bw = iabn_host_copy_bandwidth();
+            else if ((copy_bw = strtod(copy_bw_s, &end) * 1e9) <= 0 || *end) {
+                fprintf(stderr, "iabn bench step: --copy-bw %s (pcie3, memcpy or GB/s)\n", copy_bw_s);
+                return 2;
+            }
+            use_sim = 1;
+        } else if (!strcmp(a, "--size")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_parse_hw(v, &h, &w)) return 2;
         } else if (!strcmp(a, "--bn")) {
             if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
@@ -77,6 +111,25 @@ int iabn_bench_step(int argc, char **argv)
         return 1;
     }
     const iabn_backend *be = dev.be;
+    if ((storage == IABN_STORAGE_AUTO || storage == IABN_STORAGE_RECOMPUTE) && budget <= 0) {
+        fprintf(stderr, "iabn bench step: --strategy %s needs --budget\n", iabn_storage_name(storage));
+        iabn_device_close(&dev);
+        return 2;
+    }
+    iabn_sim *sim = NULL;
+    if (be->kind == IABN_DEV_CPU && (use_sim || storage != IABN_STORAGE_KEEP)) {
+        iabn_sim_opts smo = {.copy_bytes_per_s = copy_bw};
+        if (iabn_sim_open(&smo, &sim, &e)) {
+            fprintf(stderr, "iabn bench step: %s\n", e.msg);
+            iabn_device_close(&dev);
+            return 1;
+        }
+        be = iabn_sim_backend(sim);
+    }
+    sopt.budget = budget > 0 ? (size_t)budget : 0;
+    sopt.cost.copy_bytes_per_s = be->kind == IABN_DEV_CPU ? copy_bw : 0;
+    iabn_strategy_result sres;
+    memset(&sres, 0, sizeof sres);
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
     int gpu = be->kind == IABN_DEV_CUDA, profile = by_op || !gpu;
     iabn_store *s = iabn_store_new(be, &e);
@@ -93,8 +146,12 @@ int iabn_bench_step(int argc, char **argv)
         loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
         rc = iabn_graph_backward(g, loss, &e);
     }
+    if (!rc && storage != IABN_STORAGE_KEEP)
+        rc = iabn_cost_calibrate(&sopt.cost, be->kind, &e);
+    if (!rc) rc = iabn_graph_apply_storage(g, storage, &sopt, &sres, &e);
     if (!rc) rc = iabn_graph_finalize(g, &e);
     if (!rc) rc = iabn_plan_build(g, NULL, &p, &e);
+    if (!rc) rc = iabn_plan_check_budget(g, p, sopt.budget, &e);
     if (!rc) rc = iabn_exec_new(g, p, &ex, &e);
     if (!rc) rc = iabn_model_init(s, &mc, 1, &e);
     double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
@@ -129,6 +186,7 @@ int iabn_bench_step(int argc, char **argv)
             if (!rc && be->sync(be->ctx))
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the update failed");
             double t2 = iabn_now();
+            if (k == 0 && sim) iabn_sim_reset_stats(sim);
             if (k == 0) { /* warm-up; the momentum exists from here */
                 size_t pb, gb, ob, bb, np;
                 iabn_store_totals(s, &np, &pb, &gb, &ob, &bb);
@@ -196,6 +254,20 @@ int iabn_bench_step(int argc, char **argv)
             cJSON_AddNumberToObject(o, "held_bytes", (double)held);
             if (gpu) cJSON_AddNumberToObject(o, "device_used_bytes", (double)used);
             cJSON_AddBoolToObject(o, "profiled", profile);
+            cJSON_AddStringToObject(o, "strategy", iabn_storage_name(storage));
+            cJSON_AddNumberToObject(o, "host_bytes", (double)p->host_bytes);
+            cJSON_AddNumberToObject(o, "offloaded_bytes_per_step", (double)p->offload_bytes);
+            cJSON_AddNumberToObject(o, "offloaded_tensors", sres.n_offload);
+            cJSON_AddNumberToObject(o, "recomputed_tensors", sres.n_recompute);
+            if (sopt.budget) cJSON_AddNumberToObject(o, "budget_bytes", (double)sopt.budget);
+            if (sim) {
+                iabn_sim_stats st;
+                iabn_sim_get_stats(sim, &st);
+                cJSON_AddStringToObject(o, "copy_bw", copy_bw_s);
+                cJSON_AddNumberToObject(o, "copy_bytes_per_s", copy_bw);
+                cJSON_AddNumberToObject(o, "device_peak_bytes", (double)st.device_peak);
+                cJSON_AddNumberToObject(o, "copy_wait_ms_per_step", 1e3 * st.wait_seconds / repeat);
+            }
             if (gpu) cJSON_AddBoolToObject(o, "tf32", iabn_device_tf32(&dev));
             char *js = cJSON_Print(o);
             printf("%s\n", js);
@@ -212,6 +284,14 @@ int iabn_bench_step(int argc, char **argv)
             printf(", median of %d; arena %.1f MiB, step holds %.1f MiB", repeat,
                    (double)p->arena_bytes / 1048576.0, (double)held / 1048576.0);
             if (gpu) printf(" (driver: +%.1f MiB)", (double)used / 1048576.0);
+            if (sim) {
+                iabn_sim_stats st;
+                iabn_sim_get_stats(sim, &st);
+                printf("; sim device peak %.1f MiB, host pool %.1f MiB, %s copies %.1f GB/s, "
+                       "waited %.1f ms/step", (double)st.device_peak / 1048576.0,
+                       (double)p->host_bytes / 1048576.0, iabn_storage_name(storage),
+                       copy_bw / 1e9, 1e3 * st.wait_seconds / repeat);
+            }
             printf("\n");
         }
     }
@@ -223,6 +303,7 @@ int iabn_bench_step(int argc, char **argv)
     iabn_plan_free(p);
     iabn_graph_free(g);
     iabn_store_free(s);
+    iabn_sim_close(sim);
     iabn_device_close(&dev);
     return rc ? 1 : 0;
 }

@@ -113,7 +113,7 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int 
         r->host = p->host_bytes;
         r->n_off = sr.n_offload;
         r->n_rc = sr.n_recompute;
-        r->fits = st != IABN_STORAGE_AUTO || sr.fits;
+        r->fits = (st != IABN_STORAGE_AUTO && st != IABN_STORAGE_RECOMPUTE) || sr.fits;
         r->est = iabn_strategy_estimate(g, p, &a->sopts.cost);
         r->est_base = sr.base_time;
         r->strategy_s = sr.seconds;
@@ -333,7 +333,7 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON_AddNumberToObject(o, "est_step_seconds", r[i].est);
         cJSON_AddNumberToObject(o, "est_overhead", r[i].est / base_est(r, n, i) - 1.0);
         cJSON_AddBoolToObject(o, "fits", r[i].fits);
-        if (r[i].storage == IABN_STORAGE_AUTO)
+        if (r[i].storage == IABN_STORAGE_AUTO || r[i].storage == IABN_STORAGE_RECOMPUTE)
             cJSON_AddNumberToObject(o, "strategy_seconds", r[i].strategy_s);
         cJSON_AddNumberToObject(o, "batch", a->batch);
         cJSON_AddNumberToObject(o, "height", a->h);
@@ -431,8 +431,9 @@ static void usage(void)
     printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
            "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
            "                [--device cpu|cuda]   (cuda: the CUDA plan; no GPU needed)\n"
-           "                [--offload] [--strategy keep|offload|auto] [--lookahead N]\n"
+           "                [--offload] [--strategy keep|offload|auto|recompute] [--lookahead N]\n"
            "                [--copy-bw GB/s] [--largest-batch]   (auto and --largest-batch need --budget)\n"
+           "                [--cost calibrate|gpu]   (time estimates: measured here, or a Titan X-class GPU)\n"
            "       iabn mem --list\n"
            "  Plans a training step without allocating and reports its memory per BN mode.\n"
            "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
@@ -442,8 +443,9 @@ int iabn_cmd_mem(int argc, char **argv)
 {
     mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", {0}};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
-    int json = 0, want[IABN_STORAGE_NMODES] = {1, 0, 0}, largest = 0;
+    int json = 0, want[IABN_STORAGE_NMODES] = {1, 0, 0, 0}, largest = 0;
     double copy_bw = 0;
+    int gpu_cost = 0;
     a.sopts.allow_offload = a.sopts.allow_recompute = 1;
     a.sopts.lookahead = 1;
     for (int i = 1; i < argc; i++) {
@@ -477,6 +479,11 @@ int iabn_cmd_mem(int argc, char **argv)
         } else if (!strcmp(s, "--plot")) {
             if (!(plot = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
         } else if (!strcmp(s, "--offload")) want[IABN_STORAGE_OFFLOAD] = 1;
+        else if (!strcmp(s, "--cost")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+            if (!strcmp(v, "gpu")) gpu_cost = 1;
+            else if (strcmp(v, "calibrate")) { fprintf(stderr, "iabn mem: --cost %s (calibrate or gpu)\n", v); return 2; }
+        }
         else if (!strcmp(s, "--largest-batch")) largest = 1;
         else if (!strcmp(s, "--strategy")) {
             iabn_storage st;
@@ -514,15 +521,15 @@ int iabn_cmd_mem(int argc, char **argv)
         return 2;
     }
     if (!a.h) a.h = a.w = iabn_model_is_segmentation(a.arch) ? 512 : 224;
-    if ((want[IABN_STORAGE_AUTO] || largest) && a.budget <= 0) {
-        fprintf(stderr, "iabn mem: --strategy auto and --largest-batch need --budget\n");
+    if ((want[IABN_STORAGE_AUTO] || want[IABN_STORAGE_RECOMPUTE] || largest) && a.budget <= 0) {
+        fprintf(stderr, "iabn mem: --strategy auto|recompute and --largest-batch need --budget\n");
         return 2;
     }
     a.sopts.budget = a.budget > 0 ? (size_t)a.budget : 0;
     a.sopts.cost.copy_bytes_per_s = copy_bw;
     {
         iabn_err ce = {0};
-        if (iabn_cost_calibrate(&a.sopts.cost, a.be->kind, &ce)) {
+        if (iabn_cost_calibrate(&a.sopts.cost, gpu_cost ? IABN_DEV_CUDA : a.be->kind, &ce)) {
             fprintf(stderr, "iabn mem: %s\n", ce.msg);
             return 1;
         }

@@ -76,20 +76,22 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
                        iabn_err *e);
 
 /* How saved tensors are stored: as the BN modes built them (keep), the
- * paper's offload of conv / pool inputs, or the automatic choice under a
- * budget. */
+ * paper's offload of conv / pool inputs, the automatic choice under a
+ * budget, or that choice restricted to recomputation (checkpointing chosen
+ * per tensor, the baseline offload is measured against). */
 typedef enum iabn_storage {
     IABN_STORAGE_KEEP = 0,
     IABN_STORAGE_OFFLOAD,
     IABN_STORAGE_AUTO,
+    IABN_STORAGE_RECOMPUTE,
     IABN_STORAGE_NMODES
 } iabn_storage;
 const char *iabn_storage_name(iabn_storage s);
-/* "keep", "offload", "auto"; anything else is an error naming them. */
+/* "keep", "offload", "auto", "recompute"; anything else is an error naming them. */
 int iabn_storage_parse(const char *s, iabn_storage *out, iabn_err *e);
 
-/* Applies a storage mode to g (backward built, not finalised).  AUTO needs
- * o (budget, cost model); r (may be NULL) gets the strategy's result. */
+/* Applies a storage mode to g (backward built, not finalised).  AUTO and
+ * RECOMPUTE need o (budget, cost model); r (may be NULL) gets the result. */
 int iabn_graph_apply_storage(iabn_graph *g, iabn_storage st, const iabn_strategy_opts *o,
                              iabn_strategy_result *r, iabn_err *e);
 
