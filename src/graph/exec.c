@@ -475,6 +475,7 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
     }
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
+        if (ex->p->opts.guard) arm_guards(ex, s);
         if (ex->noffload) {
             int rc = 0;
             if (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch) {
@@ -502,7 +503,6 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.backend = ex->be;
         b.seed = ex->seed;
         b.step = ex->step;
-        if (ex->p->opts.guard) arm_guards(ex, s);
         double t0 = ex->times ? iabn_now() : 0;
         int rc = n->op->run[dev](g, n, &b, e);
         if (ex->times) {

@@ -330,7 +330,9 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
         }
     }
     for (int t = 0; t < g->nt; t++) {
-        if (g->t[t].policy != IABN_KEEP || bp->group[t] < 0 || !iabn_graph_offloadable(g, t))
+        /* activations only: per-channel statistics are not worth a copy */
+        if (g->t[t].policy != IABN_KEEP || bp->group[t] < 0 || g->t[t].nd < 2 ||
+            !iabn_graph_offloadable(g, t))
             continue;
         cand *c = &cs[nc];
         c->t = t;
@@ -342,7 +344,8 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
         c->pf = layer_start(bg, c->bwd_first, o->lookahead, bnd);
         if (c->pf <= c->fwd_end) c->pf = c->fwd_end + 1;
         const iabn_node *pn = &g->n[g->t[t].producer];
-        int ok = o->allow_recompute && rerunnable(pn);
+        /* an op's own recompute rebuilds its first output only */
+        int ok = o->allow_recompute && rerunnable(pn) && (!pn->op->recompute || pn->out[0] == t);
         for (int k = 0; k < pn->nin && ok; k++) {
             const iabn_tensor *x = &g->t[pn->in[k]];
             /* its inputs must be there in the backward anyway */
