@@ -6,11 +6,11 @@
  * synchronises after every node, which costs launch overlap: it is taken
  * only with --ops there, and a step is timed from launch to a synchronise
  * after the update.  The PyTorch side is tools/bench_step_torch.py.
- * Storage strategies: --strategy offload|auto (--offload is offload) store
- * the saved activations as graph/strategy.h says; on the CPU they run on the
- * simulated device (src/tensor/sim) with a copy thread at --copy-bw
- * (pcie3: PCIe 3 x16, memcpy: the measured host memcpy, or GB/s), and the
- * device peak is the simulated device's measured high-water mark. */
+ * Storage strategies: --strategy offload|auto|recompute (--offload is
+ * offload) store the saved activations as graph/strategy.h says; on the CPU
+ * they run on the simulated device (src/tensor/sim) with a copy thread at
+ * --copy-bw (pcie3: PCIe 3 x16, memcpy: the measured host memcpy, or GB/s),
+ * and the device peak is the simulated device's measured high-water mark. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +32,9 @@ static void usage(void)
 {
     printf("usage: iabn bench step MODEL [--batch 4] [--size 224] [--bn MODE] [--threads T]\n"
            "                       [--repeat 5] [--classes N] [--device cpu|cuda[:N]] [--json] [--ops]\n"
-           "                       [--strategy keep|offload|auto|recompute] [--offload] [--budget B] [--lookahead N]\n"
-           "                       [--sim] [--copy-bw pcie3|memcpy|GB/s]   (offload/auto on the CPU: --sim)\n"
+           "                       [--strategy keep|offload|auto|recompute] [--offload] [--budget B]\n"
+           "                       [--lookahead N] [--sim] [--copy-bw pcie3|memcpy|GB/s]\n"
+           "  (offload, auto and recompute run on the simulated device on the CPU)\n"
            "  Median time of a training step (forward + backward + SGD) on random data.\n");
 }
 
@@ -78,7 +79,8 @@ int iabn_bench_step(int argc, char **argv)
                 return 2;
             }
             use_sim = 1;
-        } else if (!strcmp(a, "--size")) {
+        }
+        else if (!strcmp(a, "--size")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "bench step")) || iabn_parse_hw(v, &h, &w)) return 2;
         } else if (!strcmp(a, "--bn")) {
             if (!(bn = iabn_flag_value(argc, argv, &i, "bench step"))) return 2;
@@ -128,31 +130,30 @@ int iabn_bench_step(int argc, char **argv)
     }
     sopt.budget = budget > 0 ? (size_t)budget : 0;
     sopt.cost.copy_bytes_per_s = be->kind == IABN_DEV_CPU ? copy_bw : 0;
-    iabn_strategy_result sres;
-    memset(&sres, 0, sizeof sres);
+    if (storage != IABN_STORAGE_KEEP && iabn_cost_calibrate(&sopt.cost, be->kind, &e)) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        iabn_sim_close(sim);
+        iabn_device_close(&dev);
+        return 1;
+    }
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
     int gpu = be->kind == IABN_DEV_CUDA, profile = by_op || !gpu;
-    iabn_store *s = iabn_store_new(be, &e);
-    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
-    int xs[4] = {batch, 3, h, w}, ls3[3] = {batch, h, w}, ls1[1] = {batch};
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
-    int lab = seg ? iabn_graph_input(g, "labels", IABN_I32, 3, ls3) : iabn_graph_input(g, "labels", IABN_I32, 1, ls1);
-    int logits = -1, loss = -1;
-    iabn_plan *p = NULL;
-    iabn_exec *ex = NULL;
-    int rc = iabn_model_build(g, &mc, x, &logits);
-    if (rc) e = *iabn_graph_error(g);
-    if (!rc) {
-        loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
-        rc = iabn_graph_backward(g, loss, &e);
-    }
-    if (!rc && storage != IABN_STORAGE_KEEP)
-        rc = iabn_cost_calibrate(&sopt.cost, be->kind, &e);
-    if (!rc) rc = iabn_graph_apply_storage(g, storage, &sopt, &sres, &e);
-    if (!rc) rc = iabn_graph_finalize(g, &e);
-    if (!rc) rc = iabn_plan_build(g, NULL, &p, &e);
-    if (!rc) rc = iabn_plan_check_budget(g, p, sopt.budget, &e);
-    if (!rc) rc = iabn_exec_new(g, p, &ex, &e);
+    iabn_session_cfg sc;
+    iabn_session_cfg_defaults(&sc);
+    sc.model_cfg = &mc;
+    sc.batch = batch;
+    sc.height = h;
+    sc.width = w;
+    sc.backend = be;
+    sc.storage = storage;
+    sc.strategy = &sopt;
+    sc.budget_bytes = sopt.budget; /* over it: refused before allocating */
+    iabn_session ss;
+    int rc = iabn_session_build(&sc, &ss, &e);
+    iabn_store *s = ss.store;
+    iabn_graph *g = ss.graph;
+    iabn_plan *p = ss.plan;
+    iabn_exec *ex = ss.exec;
     if (!rc) rc = iabn_model_init(s, &mc, 1, &e);
     double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
            *bw = calloc((size_t)repeat, sizeof *bw), *up = calloc((size_t)repeat, sizeof *up);
@@ -164,8 +165,7 @@ int iabn_bench_step(int argc, char **argv)
         if (!xp || !lp) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for the inputs");
         for (size_t i = 0; !rc && i < nx; i++) xp[i] = iabn_rng_normal(3, 0, i);
         for (size_t i = 0; !rc && i < nl; i++) lp[i] = (int32_t)(i % (size_t)mc.classes);
-        if (!rc) rc = iabn_exec_set(ex, x, xp, nx * sizeof *xp, &e);
-        if (!rc) rc = iabn_exec_set(ex, lab, lp, nl * sizeof *lp, &e);
+        if (!rc) rc = iabn_session_set_inputs(&ss, xp, lp, &e);
         free(xp);
         free(lp);
     }
@@ -178,7 +178,7 @@ int iabn_bench_step(int argc, char **argv)
                             .nesterov = 1, .grad_scale = 1.f};
         for (int k = 0; k <= repeat && !rc; k++) {
             double t0 = iabn_now();
-            rc = iabn_exec_run(ex, &e);
+            rc = iabn_session_run(&ss, &e);
             if (!rc && be->sync(be->ctx)) /* a GPU run is only queued so far */
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the step failed");
             double t1 = iabn_now();
@@ -257,8 +257,8 @@ int iabn_bench_step(int argc, char **argv)
             cJSON_AddStringToObject(o, "strategy", iabn_storage_name(storage));
             cJSON_AddNumberToObject(o, "host_bytes", (double)p->host_bytes);
             cJSON_AddNumberToObject(o, "offloaded_bytes_per_step", (double)p->offload_bytes);
-            cJSON_AddNumberToObject(o, "offloaded_tensors", sres.n_offload);
-            cJSON_AddNumberToObject(o, "recomputed_tensors", sres.n_recompute);
+            cJSON_AddNumberToObject(o, "offloaded_tensors", ss.strategy.n_offload);
+            cJSON_AddNumberToObject(o, "recomputed_tensors", ss.strategy.n_recompute);
             if (sopt.budget) cJSON_AddNumberToObject(o, "budget_bytes", (double)sopt.budget);
             if (sim) {
                 iabn_sim_stats st;
@@ -299,10 +299,7 @@ int iabn_bench_step(int argc, char **argv)
     free(fw);
     free(bw);
     free(up);
-    iabn_exec_free(ex);
-    iabn_plan_free(p);
-    iabn_graph_free(g);
-    iabn_store_free(s);
+    iabn_session_free(&ss);
     iabn_sim_close(sim);
     iabn_device_close(&dev);
     return rc ? 1 : 0;

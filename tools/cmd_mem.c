@@ -24,7 +24,7 @@
 #include "tools/commands.h"
 #include "tensor/device.h"
 
-#define MAX_MODES 18
+#define MAX_MODES 24
 
 typedef struct row {
     char name[IABN_NAME_LEN];
@@ -35,18 +35,13 @@ typedef struct row {
 
 typedef struct report {
     iabn_bn_mode mode;
+    iabn_session_mem m;         /* scratch: cuDNN's workspace on cuda */
     iabn_storage storage;
-    size_t host;                /* host pool of offloaded copies */
     size_t *host_live;          /* per step: bytes on the host */
     int n_off, n_rc, fits;
     double est;                 /* estimated step seconds (cost model) */
     double est_base;            /* auto: the keep-everything estimate */
     double strategy_s;          /* auto: seconds the choice took */
-    size_t params, pbytes, gbytes, obytes, bbytes;
-    size_t arena, lower, saved, io, naive;
-    size_t ws_max, ws_sum;      /* scratch (cuDNN workspace on cuda) in the arena */
-    size_t staging;             /* second input buffers (copy stream) */
-    int copies;
     row *rows;
     int nrows;
     size_t *live;
@@ -70,70 +65,50 @@ static char *col_name(const report *r, char *buf, size_t n)
     return buf;
 }
 
+/* The session description of --device's step for mode at batch x h x w. */
+static void step_cfg(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int batch, int h,
+                     int w, iabn_model_cfg *mc, iabn_session_cfg *c)
+{
+    *mc = iabn_model_defaults(a->arch);
+    mc->bn = mode;
+    if (a->classes > 0) mc->classes = a->classes;
+    if (iabn_bn_mode_is_inplace(mode) && mc->act.kind == IABN_ACT_RELU) {
+        mc->act.kind = IABN_ACT_LEAKY_RELU;
+        mc->act.param = 0.01f;
+    }
+    iabn_session_cfg_defaults(c);
+    c->model_cfg = mc;
+    c->batch = batch;
+    c->height = h;
+    c->width = w;
+    c->backend = a->be;
+    c->plan_only = 1;
+    c->storage = st;
+    c->strategy = &a->sopts;
+}
+
 /* Plans one training step; fills r (rows and live when full). */
 static int plan_step(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int batch, int h,
                      int w, int full, report *r, iabn_err *e)
 {
-    iabn_store *s = iabn_store_new_virtual(a->be, e);
-    if (!s) return e->code;
-    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
-    iabn_model_cfg mc = iabn_model_defaults(a->arch);
-    mc.bn = mode;
-    if (a->classes > 0) mc.classes = a->classes;
-    if (iabn_bn_mode_is_inplace(mode) && mc.act.kind == IABN_ACT_RELU) {
-        mc.act.kind = IABN_ACT_LEAKY_RELU;
-        mc.act.param = 0.01f;
-    }
-    int xs[4] = {batch, 3, h, w};
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs), logits = -1, lab;
-    if (iabn_model_is_segmentation(a->arch)) {
-        int ls[3] = {batch, h, w};
-        lab = iabn_graph_input(g, "labels", IABN_I32, 3, ls);
-    } else {
-        int ls[1] = {batch};
-        lab = iabn_graph_input(g, "labels", IABN_I32, 1, ls);
-    }
-    iabn_plan *p = NULL;
-    int rc = iabn_model_build(g, &mc, x, &logits);
-    if (rc) *e = *iabn_graph_error(g);
+    iabn_model_cfg mc;
+    iabn_session_cfg c;
+    step_cfg(a, mode, st, batch, h, w, &mc, &c);
+    iabn_session ss;
+    int rc = iabn_session_build(&c, &ss, e);
     if (!rc) {
-        iabn_graph_begin_block(g, "loss");
-        int loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
-        rc = iabn_graph_backward(g, loss, e);
-    }
-    iabn_strategy_result sr;
-    memset(&sr, 0, sizeof sr);
-    if (!rc) rc = iabn_graph_apply_storage(g, st, &a->sopts, &sr, e);
-    if (!rc) rc = iabn_graph_finalize(g, e);
-    if (!rc) rc = iabn_plan_build(g, NULL, &p, e);
-    if (!rc) {
+        iabn_graph *g = ss.graph;
+        const iabn_plan *p = ss.plan;
         memset(r, 0, sizeof *r);
         r->mode = mode;
+        r->m = ss.mem;
         r->storage = st;
-        r->host = p->host_bytes;
-        r->n_off = sr.n_offload;
-        r->n_rc = sr.n_recompute;
-        r->fits = (st != IABN_STORAGE_AUTO && st != IABN_STORAGE_RECOMPUTE) || sr.fits;
+        r->n_off = ss.strategy.n_offload;
+        r->n_rc = ss.strategy.n_recompute;
+        r->fits = (st != IABN_STORAGE_AUTO && st != IABN_STORAGE_RECOMPUTE) || ss.strategy.fits;
         r->est = iabn_strategy_estimate(g, p, &a->sopts.cost);
-        r->est_base = sr.base_time;
-        r->strategy_s = sr.seconds;
-        iabn_store_totals(s, &r->params, &r->pbytes, &r->gbytes, &r->obytes, &r->bbytes);
-        r->arena = p->arena_bytes;
-        r->lower = p->lower_bound;
-        r->saved = p->saved_bytes;
-        r->io = p->io_bytes;
-        r->naive = p->naive_bytes;
-        r->copies = iabn_graph_copies(g);
-        for (int k = 0; k < iabn_graph_nnodes(g); k++) {
-            int sc = iabn_graph_n(g, k)->scratch;
-            if (sc < 0) continue;
-            size_t nb = iabn_graph_t(g, sc)->nbytes;
-            r->ws_sum += nb;
-            if (nb > r->ws_max) r->ws_max = nb;
-        }
-        /* the trainer double-buffers its inputs where there is a copy stream */
-        r->staging = iabn_device_staging_bytes(
-            a->be, iabn_graph_t(g, x)->nbytes + iabn_graph_t(g, lab)->nbytes);
+        r->est_base = ss.strategy.base_time;
+        r->strategy_s = ss.strategy.seconds;
         if (full) {
             int nb = iabn_graph_block_count(g);
             iabn_block_mem *bm = calloc((size_t)nb + 1, sizeof *bm);
@@ -179,63 +154,22 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int 
             free(mb);
         }
     }
-    iabn_plan_free(p);
-    iabn_graph_free(g);
-    iabn_store_free(s);
+    iabn_session_free(&ss);
     return rc;
 }
 
-static size_t total_of(const report *r)
-{
-    return r->arena + r->io + r->staging + r->pbytes + r->gbytes + r->obytes + r->bbytes;
-}
-
-static int fits(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int batch, int h, int w,
-                int *ok, iabn_err *e)
-{
-    report r;
-    int rc = plan_step(a, mode, st, batch, h, w, 0, &r, e);
-    if (!rc) *ok = (double)total_of(&r) <= a->budget;
-    return rc;
-}
-
-/* The largest value in [1, cap] for which fit(v) holds (0 if none); fit is
- * monotone.  mul scales the candidate (crops move in steps of 8). */
+/* The largest batch, or square crop at --batch, whose step fits --budget. */
 static int search(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int crop, long *out,
                   iabn_err *e)
 {
-    /* segmentation heads batch-normalise a 1x1 pooled map: training needs two
-     * samples, so batch searches start at 2 */
-    long lo = 0, hi = !crop && iabn_model_is_segmentation(a->arch) ? 2 : 1;
-    long cap = crop ? 1024 : 1 << 16;
-    int ok = 0, rc;
-    for (;;) {
-        int v = (int)hi;
-        rc = crop ? fits(a, mode, st, a->batch, 8 * v, 8 * v, &ok, e)
-                  : fits(a, mode, st, v, a->h, a->w, &ok, e);
-        if (rc) return rc;
-        if (!ok) break;
-        lo = hi;
-        if (hi >= cap) {
-            *out = crop ? 8 * lo : lo;
-            return 0;
-        }
-        hi *= 2;
-    }
-    if (lo == 0) {
-        *out = 0;
-        return 0;
-    }
-    while (hi - lo > 1) {
-        long mid = lo + (hi - lo) / 2;
-        rc = crop ? fits(a, mode, st, a->batch, 8 * (int)mid, 8 * (int)mid, &ok, e)
-                  : fits(a, mode, st, (int)mid, a->h, a->w, &ok, e);
-        if (rc) return rc;
-        if (ok) lo = mid;
-        else hi = mid;
-    }
-    *out = crop ? 8 * lo : lo;
-    return 0;
+    iabn_model_cfg mc;
+    iabn_session_cfg c;
+    step_cfg(a, mode, st, a->batch, a->h, a->w, &mc, &c);
+    int v = 0;
+    int rc = iabn_session_largest(&c, crop ? IABN_SEARCH_SIDE : IABN_SEARCH_BATCH,
+                                  (size_t)a->budget, &v, e);
+    *out = v;
+    return rc;
 }
 
 static double mib(size_t b) { return (double)b / 1048576.0; }
@@ -261,32 +195,32 @@ static void print_table(const mem_args *a, report *r, int n)
     printf("%-34s", label);                                            \
     for (int i = 0; i < n; i++) printf(" " fmt, expr);                 \
     printf("\n")
-    LINE("parameters (count)", (double)r[i].params, "%16.0f");
-    LINE("parameters MiB", mib(r[i].pbytes), "%16.1f");
-    LINE("gradients MiB", mib(r[i].gbytes), "%16.1f");
-    LINE("optimizer state MiB (momentum)", mib(r[i].obytes), "%16.1f");
-    LINE("running statistics MiB", mib(r[i].bbytes), "%16.2f");
-    LINE("inputs / outputs MiB", mib(r[i].io), "%16.1f");
+    LINE("parameters (count)", (double)r[i].m.params, "%16.0f");
+    LINE("parameters MiB", mib(r[i].m.param_bytes), "%16.1f");
+    LINE("gradients MiB", mib(r[i].m.grad_bytes), "%16.1f");
+    LINE("optimizer state MiB (momentum)", mib(r[i].m.optim_bytes), "%16.1f");
+    LINE("running statistics MiB", mib(r[i].m.buffer_bytes), "%16.2f");
+    LINE("inputs / outputs MiB", mib(r[i].m.io), "%16.1f");
     if (a->be->kind == IABN_DEV_CUDA) {
-        LINE("  staged next inputs MiB", mib(r[i].staging), "%16.1f");
+        LINE("  staged next inputs MiB", mib(r[i].m.staging), "%16.1f");
     }
-    LINE("activations kept for backward MiB", mib(r[i].saved), "%16.1f");
-    LINE("  per sample MiB", mib(r[i].saved) / a->batch, "%16.2f");
-    LINE("arena peak MiB (planned)", mib(r[i].arena), "%16.1f");
-    LINE("lower bound MiB (max live)", mib(r[i].lower), "%16.1f");
-    LINE("arena / lower bound", (double)r[i].arena / (double)r[i].lower, "%16.3f");
+    LINE("activations kept for backward MiB", mib(r[i].m.saved), "%16.1f");
+    LINE("  per sample MiB", mib(r[i].m.saved) / a->batch, "%16.2f");
+    LINE("arena peak MiB (planned)", mib(r[i].m.arena), "%16.1f");
+    LINE("lower bound MiB (max live)", mib(r[i].m.lower_bound), "%16.1f");
+    LINE("arena / lower bound", (double)r[i].m.arena / (double)r[i].m.lower_bound, "%16.3f");
     LINE(a->be->kind == IABN_DEV_CUDA ? "  largest cuDNN workspace MiB" : "  largest kernel scratch MiB",
-         mib(r[i].ws_max), "%16.1f");
-    LINE("without reuse MiB", mib(r[i].naive), "%16.1f");
-    LINE("copies for in-place", (double)r[i].copies, "%16.0f");
-    LINE("total step MiB (device)", mib(total_of(&r[i])), "%16.1f");
-    LINE("host pool MiB (offloaded copies)", mib(r[i].host), "%16.1f");
+         mib(r[i].m.scratch_max), "%16.1f");
+    LINE("without reuse MiB", mib(r[i].m.naive), "%16.1f");
+    LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
+    LINE("total step MiB (device)", mib(r[i].m.total), "%16.1f");
+    LINE("host pool MiB (offloaded copies)", mib(r[i].m.host), "%16.1f");
     LINE("offloaded tensors", (double)r[i].n_off, "%16.0f");
     LINE("recomputed tensors (strategy)", (double)r[i].n_rc, "%16.0f");
     LINE("estimated step time overhead %", 100.0 * (r[i].est / base_est(r, n, i) - 1.0), "%16.1f");
     LINE("fits the budget (auto)", (double)r[i].fits, "%16.0f");
     LINE("strategy choice seconds (auto)", r[i].strategy_s, "%16.3f");
-    if (n > 1) { LINE("kept / first mode", (double)r[i].saved / (double)r[0].saved, "%16.3f"); }
+    if (n > 1) { LINE("kept / first mode", (double)r[i].m.saved / (double)r[0].m.saved, "%16.3f"); }
     if (a->budget > 0) {
         char lab[64];
         snprintf(lab, sizeof lab, "largest batch in %.1f GiB", a->budget / 1073741824.0);
@@ -326,8 +260,8 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON_AddStringToObject(o, "model", a->arch);
         cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(r[i].mode));
         cJSON_AddStringToObject(o, "strategy", iabn_storage_name(r[i].storage));
-        cJSON_AddNumberToObject(o, "device_total_bytes", (double)total_of(&r[i]));
-        cJSON_AddNumberToObject(o, "host_bytes", (double)r[i].host);
+        cJSON_AddNumberToObject(o, "device_total_bytes", (double)r[i].m.total);
+        cJSON_AddNumberToObject(o, "host_bytes", (double)r[i].m.host);
         cJSON_AddNumberToObject(o, "offloaded_tensors", r[i].n_off);
         cJSON_AddNumberToObject(o, "recomputed_tensors", r[i].n_rc);
         cJSON_AddNumberToObject(o, "est_step_seconds", r[i].est);
@@ -338,21 +272,21 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON_AddNumberToObject(o, "batch", a->batch);
         cJSON_AddNumberToObject(o, "height", a->h);
         cJSON_AddNumberToObject(o, "width", a->w);
-        cJSON_AddNumberToObject(o, "params", (double)r[i].params);
-        cJSON_AddNumberToObject(o, "param_bytes", (double)r[i].pbytes);
-        cJSON_AddNumberToObject(o, "grad_bytes", (double)r[i].gbytes);
-        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)r[i].obytes);
-        cJSON_AddNumberToObject(o, "buffer_bytes", (double)r[i].bbytes);
-        cJSON_AddNumberToObject(o, "io_bytes", (double)r[i].io);
+        cJSON_AddNumberToObject(o, "params", (double)r[i].m.params);
+        cJSON_AddNumberToObject(o, "param_bytes", (double)r[i].m.param_bytes);
+        cJSON_AddNumberToObject(o, "grad_bytes", (double)r[i].m.grad_bytes);
+        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)r[i].m.optim_bytes);
+        cJSON_AddNumberToObject(o, "buffer_bytes", (double)r[i].m.buffer_bytes);
+        cJSON_AddNumberToObject(o, "io_bytes", (double)r[i].m.io);
         cJSON_AddStringToObject(o, "device", a->be->name);
-        cJSON_AddNumberToObject(o, "staging_bytes", (double)r[i].staging);
-        cJSON_AddNumberToObject(o, "workspace_max_bytes", (double)r[i].ws_max);
-        cJSON_AddNumberToObject(o, "workspace_sum_bytes", (double)r[i].ws_sum);
-        cJSON_AddNumberToObject(o, "arena_bytes", (double)r[i].arena);
-        cJSON_AddNumberToObject(o, "lower_bound_bytes", (double)r[i].lower);
-        cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)r[i].saved);
-        cJSON_AddNumberToObject(o, "copies", r[i].copies);
-        cJSON_AddNumberToObject(o, "total_bytes", (double)total_of(&r[i]));
+        cJSON_AddNumberToObject(o, "staging_bytes", (double)r[i].m.staging);
+        cJSON_AddNumberToObject(o, "workspace_max_bytes", (double)r[i].m.scratch_max);
+        cJSON_AddNumberToObject(o, "workspace_sum_bytes", (double)r[i].m.scratch_sum);
+        cJSON_AddNumberToObject(o, "arena_bytes", (double)r[i].m.arena);
+        cJSON_AddNumberToObject(o, "lower_bound_bytes", (double)r[i].m.lower_bound);
+        cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)r[i].m.saved);
+        cJSON_AddNumberToObject(o, "copies", r[i].m.copies);
+        cJSON_AddNumberToObject(o, "total_bytes", (double)r[i].m.total);
         if (a->budget > 0) {
             cJSON_AddNumberToObject(o, "budget_bytes", a->budget);
             cJSON_AddNumberToObject(o, "max_batch", (double)r[i].max_batch);
@@ -408,8 +342,8 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n)
         char cn[40];
         fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: peak %.1f MiB</text>\n",
                 L + 10 + 200.0 * (i % 4), H - 20 + 14.0 * (i / 4) - 14.0 * ((n - 1) / 4),
-                colors[i % 6], col_name(&r[i], cn, sizeof cn), mib(r[i].arena));
-        if (!r[i].host) continue;
+                colors[i % 6], col_name(&r[i], cn, sizeof cn), mib(r[i].m.arena));
+        if (!r[i].m.host) continue;
         /* the host pool: offloaded bytes on the host per step, dotted */
         fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1' stroke-dasharray='1,2' points='",
                 colors[i % 6]);
@@ -418,7 +352,7 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n)
                     T + PH - PH * (double)r[i].host_live[s] / (double)peak);
         fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: %d tensors offloaded, host pool "
                    "%.1f MiB (dotted)</text>\n", L + 10, T + 14.0 * (i + 1), colors[i % 6],
-                cn, r[i].n_off, mib(r[i].host));
+                cn, r[i].n_off, mib(r[i].m.host));
     }
     fprintf(f, "<text x='%.0f' y='%.0f'>schedule step (forward, then backward; dashed: first backward step)</text>\n",
             L, T + PH + 18);
@@ -443,9 +377,8 @@ int iabn_cmd_mem(int argc, char **argv)
 {
     mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", {0}};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
-    int json = 0, want[IABN_STORAGE_NMODES] = {1, 0, 0, 0}, largest = 0;
+    int json = 0, want[IABN_STORAGE_NMODES] = {1, 0, 0, 0}, largest = 0, gpu_cost = 0;
     double copy_bw = 0;
-    int gpu_cost = 0;
     a.sopts.allow_offload = a.sopts.allow_recompute = 1;
     a.sopts.lookahead = 1;
     for (int i = 1; i < argc; i++) {
@@ -479,13 +412,12 @@ int iabn_cmd_mem(int argc, char **argv)
         } else if (!strcmp(s, "--plot")) {
             if (!(plot = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
         } else if (!strcmp(s, "--offload")) want[IABN_STORAGE_OFFLOAD] = 1;
+        else if (!strcmp(s, "--largest-batch")) largest = 1;
         else if (!strcmp(s, "--cost")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
             if (!strcmp(v, "gpu")) gpu_cost = 1;
             else if (strcmp(v, "calibrate")) { fprintf(stderr, "iabn mem: --cost %s (calibrate or gpu)\n", v); return 2; }
-        }
-        else if (!strcmp(s, "--largest-batch")) largest = 1;
-        else if (!strcmp(s, "--strategy")) {
+        } else if (!strcmp(s, "--strategy")) {
             iabn_storage st;
             iabn_err se = {0};
             if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
@@ -534,7 +466,7 @@ int iabn_cmd_mem(int argc, char **argv)
             return 1;
         }
     }
-    iabn_bn_mode bms[MAX_MODES];
+    iabn_bn_mode bms[6];
     int nb = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", modes_s);
@@ -551,7 +483,7 @@ int iabn_cmd_mem(int argc, char **argv)
     int nm = 0;
     for (int b = 0; b < nb; b++)
         for (int st = 0; st < IABN_STORAGE_NMODES; st++)
-            if (want[st] || largest) {
+            if (want[st] || (largest && st != IABN_STORAGE_RECOMPUTE)) {
                 modes[nm] = bms[b];
                 stors[nm++] = (iabn_storage)st;
             }

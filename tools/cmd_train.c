@@ -6,7 +6,7 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/trainer.h"
+#include "models/train/trainer.h"
 
 static void usage_train(int seg)
 {
@@ -38,7 +38,8 @@ int run_train_like(int argc, char **argv, int seg)
 {
     const char *cmd = seg ? "segtrain" : "train";
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
+    o.log = iabn_cli_log;
     o.task = seg ? IABN_TASK_SEGMENT : IABN_TASK_CLASSIFY;
     o.dataset = IABN_DATASET_CITYSCAPES;
     const char *pos[2] = {NULL, NULL};
@@ -103,10 +104,10 @@ int run_train_like(int argc, char **argv, int seg)
     }
     o.config_path = pos[0];
     o.data_dir = pos[1];
-    iabn_train_install_signals();
+    o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &res, &e);
+    int rc = iabn_trainer_run(&o, &res, &e);
     if (rc) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
@@ -188,7 +189,8 @@ int run_eval_like(int argc, char **argv, int seg)
     iabn_train_result res;
     iabn_err e = {0};
     o.verbose = verbose;
-    if (iabn_evaluate(&o, &res, &e)) {
+    o.log = iabn_cli_log;
+    if (iabn_trainer_evaluate(&o, &res, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
     }
