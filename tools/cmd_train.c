@@ -27,6 +27,8 @@ static void usage_train(int seg)
            "  --device DEV        cpu, cuda or cuda:N (cpu)\n"
            "  --evaluate          only evaluate (with --resume CKPT)\n"
            "  --budget BYTES      memory for the step, e.g. 12GiB (default: available memory)\n"
+           "  --strategy S        saved activations: keep, offload, auto or recompute (auto and\n"
+           "                      recompute choose per tensor to fit --budget)\n"
            "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
            "  --threads T         CPU threads\n"
            "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
@@ -71,6 +73,7 @@ int run_train_like(int argc, char **argv, int seg)
             o.budget_bytes = iabn_parse_bytes(v);
             if (o.budget_bytes <= 0) { fprintf(stderr, "iabn %s: --budget %s: not a size\n", cmd, v); return 2; }
         } else if (!strcmp(a, "--bn")) { VAL(); o.bn = v; }
+        else if (!strcmp(a, "--strategy")) { VAL(); o.strategy = v; }
         else if (!strcmp(a, "--resume")) { VAL(); o.resume = v; }
         else if (!strcmp(a, "--init") && seg) { VAL(); o.init = v; }
         else if (!strcmp(a, "--output-dir")) { VAL(); o.output_dir = v; }

@@ -23,6 +23,8 @@ static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_ses
     c->ignore_index = IABN_IGNORE_LABEL;
     c->keep_fraction = tr->task == IABN_TASK_SEGMENT && train ? tr->cfg.bootstrap : 1.f;
     c->keep_logits = !train || tr->task == IABN_TASK_CLASSIFY;
+    c->storage = tr->storage;
+    c->strategy = &tr->sopts;
 }
 
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,

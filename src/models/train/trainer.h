@@ -64,6 +64,8 @@ typedef struct iabn_train_opts {
     const char *output_dir;
     int quiet, verbose, evaluate_only, no_accumulate, strict_data;
     double budget_bytes;         /* 0: the machine's available memory */
+    const char *strategy;        /* saved activations: keep (NULL), offload, auto or
+                                    recompute (auto / recompute aim at the budget) */
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
     int threads;
