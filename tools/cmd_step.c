@@ -17,7 +17,8 @@
 #include "tensor/device.h"
 
 typedef struct step_opts {
-    const char *arch, *input, *weights, *out, *bn, *act, *device;
+    const char *arch, *input, *weights, *out, *bn, *act, *device, *strategy;
+    double budget;
     float act_param;
     int have_act_param;
     int classes, train, threads, no_dropout, no_input_3x3, dilation, frozen_bn, check;
@@ -46,6 +47,8 @@ static void usage(FILE *f)
             "  --dilation        dilated classification body (output stride 8)\n"
             "  --frozen-bn       BN uses running statistics, gamma / beta frozen\n"
             "  --threads T       CPU threads\n"
+            "  --strategy S      saved activations: keep, offload, auto, recompute (auto and\n"
+            "                    recompute need --budget B; over it the step is refused)\n"
             "  --device D        cpu, cuda or cuda:N (cpu): parity of the CUDA backend\n"
             "  --seed S          dropout seed (default 0); --init-seed S (default 1)\n"
             "  --check           verify guard bytes and NaN / Inf after every node\n"
@@ -80,6 +83,14 @@ static int parse(int argc, char **argv, step_opts *o)
         else if (!strcmp(a, "--weights")) { VALUE(); o->weights = v; }
         else if (!strcmp(a, "--out")) { VALUE(); o->out = v; }
         else if (!strcmp(a, "--bn")) { VALUE(); o->bn = v; }
+        else if (!strcmp(a, "--strategy")) { VALUE(); o->strategy = v; }
+        else if (!strcmp(a, "--budget")) {
+            VALUE();
+            if ((o->budget = iabn_parse_bytes(v)) <= 0) {
+                fprintf(stderr, "iabn step: --budget %s: not a size\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--act")) { VALUE(); o->act = v; }
         else if (!strcmp(a, "--device")) {
             VALUE();
@@ -270,6 +281,14 @@ static int run(const step_opts *o, iabn_err *e)
     sc.loss = tt ? IABN_LOSS_SOFTMAX_XENT : IABN_LOSS_NONE;
     sc.keep_logits = 1;
     sc.backend = dev.be;
+    iabn_strategy_opts so = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1};
+    if (o->strategy) {
+        if ((rc = iabn_storage_parse(o->strategy, &sc.storage, e))) goto done;
+        so.budget = o->budget > 0 ? (size_t)o->budget : 0;
+        if ((rc = iabn_cost_calibrate(&so.cost, dev.be->kind, e))) goto done;
+        sc.strategy = &so;
+    }
+    sc.budget_bytes = o->budget > 0 ? (size_t)o->budget : 0;
     if ((rc = iabn_session_build(&sc, &ss, e))) {
         iabn_err_prefix(e, "%s: ", o->arch);
         goto done;
