@@ -351,6 +351,6 @@ const iabn_backend *iabn_cuda_backend_planning(void)
 {
     static const iabn_backend virt = {
         IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
-        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL};
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL,   NULL, NULL, NULL};
     return &virt;
 }
