@@ -39,43 +39,12 @@ for spec in $models; do
     step recompute-at-offload "$m" "$b" "$s" --bn standard --strategy recompute --budget "$peak" \
         || echo "{\"model\": \"$m\", \"error\": \"recompute cannot fit $peak bytes\"}" > "$out/$m-recompute-at-offload.json"
     step auto-at-offload "$m" "$b" "$s" --bn standard --strategy auto --budget "$peak" --copy-bw pcie3
+    # the GPU estimate against checkpointing: the checkpoint BN mode, and
+    # recomputation chosen per tensor at the memory offloading needs
+    $iabn mem "$m" --batch "$fb" --size "${fs}x${fs}" --bn standard,checkpoint --cost gpu \
+        --copy-bw 6.5 --json > "$out/$m-estimate-gpu-ckpt.json"
+    off=$(python3 -c 'import json,sys; print([c for c in json.load(open(sys.argv[1])) if c["strategy"] == "offload"][0]["device_total_bytes"])' "$out/$m-estimate-gpu.json")
+    $iabn mem "$m" --batch "$fb" --size "${fs}x${fs}" --bn standard --strategy recompute \
+        --budget "$off" --cost gpu --copy-bw 6.5 --json > "$out/$m-estimate-gpu-recompute.json"
 done
-python3 - "$out" $models <<'PY'
-import json, os, sys
-out, specs = sys.argv[1], sys.argv[2:]
-runs = ["keep", "checkpoint", "offload-pcie3", "offload-memcpy", "recompute-at-offload", "auto-at-offload"]
-lines = ["| model | batch | size | run | device peak MiB | vs keep | step ms | vs keep | host pool MiB | copy wait ms |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
-est = ["| model | batch | size | GPU estimate: device MiB keep | offload | vs keep | est. time overhead |",
-       "|---|---|---|---|---|---|---|"]
-for spec in specs:
-    m, b, s, fb, fs = spec.split(":")
-    def load(n):
-        p = os.path.join(out, f"{m}-{n}.json")
-        try:
-            return json.load(open(p))
-        except Exception:
-            return None
-    k = load("keep")
-    for r in runs:
-        j = load(r)
-        if not j or "step_ms" not in j:
-            lines.append(f"| {m} | {b} | {s} | {r} | (does not fit) | | | | | |")
-            continue
-        dp = j.get("device_peak_bytes", j["held_bytes"]) / 2**20
-        kp = k.get("device_peak_bytes", k["held_bytes"]) / 2**20 if k else dp
-        lines.append(f"| {m} | {b} | {s} | {r} | {dp:.0f} | {dp / kp - 1:+.0%} | {j['step_ms']:.0f} | "
-                     f"{j['step_ms'] / k['step_ms'] - 1:+.0%} | {j.get('host_bytes', 0) / 2**20:.0f} | "
-                     f"{j.get('copy_wait_ms_per_step', 0):.0f} |")
-    e = load("estimate-gpu")
-    if e:
-        kk = [x for x in e if x["strategy"] == "keep"][0]
-        oo = [x for x in e if x["strategy"] == "offload"][0]
-        est.append(f"| {m} | {fb} | {fs} | {kk['device_total_bytes'] / 2**20:.0f} | "
-                   f"{oo['device_total_bytes'] / 2**20:.0f} | "
-                   f"{oo['device_total_bytes'] / kk['device_total_bytes'] - 1:+.0%} | "
-                   f"{oo['est_overhead']:+.1%} |")
-text = "\n".join(lines) + "\n\n" + "\n".join(est) + "\n"
-open(os.path.join(out, "table.md"), "w").write(text)
-print(text)
-PY
+python3 tools/bench_offload_table.py "$out" $models

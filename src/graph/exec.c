@@ -464,7 +464,6 @@ static int check_step(iabn_exec *ex, int s, const iabn_node *n, iabn_err *e)
 int iabn_exec_run(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
-    int dev = ex->be->kind;
     if (ex->nst && stage_swap_in(ex, e)) return e->code;
     if (ex->noffload) {
         if (ex->dirty && ex->be->sync(ex->be->ctx))
@@ -489,9 +488,6 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
             if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
             if (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch) continue;
         }
-        if (!n->op->run[dev])
-            return iabn_err_set(e, IABN_EINVAL, "op %s (node %s) has no %s kernel", n->op->name,
-                                n->name, ex->be->name);
         iabn_bind b;
         memset(&b, 0, sizeof b);
         for (int k = 0; k < n->nin; k++) b.in[k] = ex->ptr[n->in[k]];
@@ -504,7 +500,8 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.seed = ex->seed;
         b.step = ex->step;
         double t0 = ex->times ? iabn_now() : 0;
-        int rc = n->op->run[dev](g, n, &b, e);
+        int rc = n->op->run(g, n, &b, e);
+        if (!rc && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);
         if (ex->times) {
             ex->be->sync(ex->be->ctx);
             ex->times[s] = iabn_now() - t0;

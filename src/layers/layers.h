@@ -19,20 +19,38 @@ extern "C" {
 
 /* ---- BN + activation ------------------------------------------------------ */
 
+/* The BN memory modes: this list is the only place they are enumerated.
+ * X(ENUM, name, aliases, in-place backward variant) where the variant is 0
+ * for the modes that keep their input (no in-place) and 1 / 2 for the
+ * in-place backward formulas of InPlace-ABN I / II; aliases (comma-separated)
+ * are the reference configs' and short spellings.
+ *   standard        BN then act, separate nodes; keeps x and z
+ *   checkpoint      keeps x; BN and act recomputed in the backward
+ *   checkpoint_opt  keeps xhat; z recomputed from xhat
+ *   inplace_abn     InPlace-ABN I: z over x, backward from z
+ *   inplace_abn_ii  InPlace-ABN II: dx = A*dy + B*y + C
+ *   inplace_abn_sync II with statistics synchronised across workers */
+#define IABN_BN_MODES(X)                                                                 \
+    X(STANDARD, "standard", "std", 0)                                                    \
+    X(CHECKPOINT, "checkpoint", "ckpt", 0)                                               \
+    X(CHECKPOINT_OPT, "checkpoint_opt", "", 0)                                           \
+    X(INPLACE, "inplace_abn", "inplace,iabn,inplace_abn_i", 1)                           \
+    X(INPLACE_II, "inplace_abn_ii", "inplace_ii,iabn_ii", 2)                             \
+    X(INPLACE_SYNC, "inplace_abn_sync", "sync", 2)
+
 typedef enum iabn_bn_mode {
-    IABN_BN_STANDARD = 0,     /* BN then act, separate nodes; keeps x and z         */
-    IABN_BN_CHECKPOINT,       /* keeps x; BN and act recomputed in the backward     */
-    IABN_BN_CHECKPOINT_OPT,   /* keeps xhat; z recomputed from xhat                 */
-    IABN_BN_INPLACE,          /* InPlace-ABN I: z over x, backward from z           */
-    IABN_BN_INPLACE_II,       /* InPlace-ABN II: dx = A*dy + B*y + C                */
-    IABN_BN_INPLACE_SYNC,     /* II with statistics synchronised across workers     */
+#define IABN_X_(E, name, aliases, variant) IABN_BN_##E,
+    IABN_BN_MODES(IABN_X_)
+#undef IABN_X_
     IABN_BN_NMODES
 } iabn_bn_mode;
 
 const char *iabn_bn_mode_name(iabn_bn_mode m);
-/* Accepts our names and the reference configs' ("standard", "inplace", "sync",
- * "checkpoint", "checkpoint_opt", "inplace_abn", "inplace_abn_ii", ...). */
-int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out);
+/* Parses a mode's name or alias (case-insensitive); an unknown one is
+ * IABN_EINVAL with a message naming the valid ones (e may be NULL). */
+int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out, iabn_err *e);
+/* 0, or IABN_EINVAL naming the valid modes when m is not one. */
+int iabn_bn_mode_check(iabn_bn_mode m, iabn_err *e);
 int iabn_bn_mode_is_inplace(iabn_bn_mode m);
 
 typedef struct iabn_norm_act_cfg {

@@ -95,6 +95,13 @@ void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *lab
 /* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
  * Rank of the label = larger logits + equal logits at a lower class index;
  * labels outside [0,K) (ignored samples) never count as correct. */
+/* L1 (mse 0) or MSE (mse 1) between pred and target, count floats: *loss =
+ * the mean (summed in double, serially: the same bits for every thread
+ * count); the backward writes dpred (which may be pred's storage). */
+void iabn_reg_loss_fwd(size_t count, int mse, const float *pred, const float *target,
+                       float *loss);
+void iabn_reg_loss_bwd(size_t count, int mse, const float *pred, const float *target,
+                       float *dpred);
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk);
 

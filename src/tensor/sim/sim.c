@@ -229,7 +229,8 @@ int iabn_sim_open(const iabn_sim_opts *o, iabn_sim **out, iabn_err *e)
         .fill = sim_fill, .sync = sim_sync, .event_new = sim_event_new,
         .event_free = sim_event_free, .record = sim_record, .wait = sim_wait,
         .h2d_async = sim_async, .d2h_async = sim_async, .host_alloc = sim_host_alloc,
-        .host_free = sim_host_free,
+        .host_free = sim_host_free, .node_done = NULL,
+        .k = iabn_backend_cpu()->k, /* the CPU's kernels: the same results */
     };
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
