@@ -94,7 +94,7 @@ static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, const iabn_b
     return 2 * (size_t)P.c * sizeof(float);
 }
 
-/* ---- kernels (CPU) --------------------------------------------------------------- */
+/* ---- run functions: the backend's kernels (b->backend->k) -------------------------- */
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
@@ -105,7 +105,7 @@ static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, id, b->out[0], NULL);
+           P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
@@ -115,7 +115,7 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     IABN_PARAMS(na_p, n);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3], b->in[4],
-                      P.abs_gamma, id, b->out[0], NULL);
+           P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
@@ -125,11 +125,11 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, sum_dy,
-                       sum_dy_xhat);
+           sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     IABN_K(bn_bwd_apply, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
-                      P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
+           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
     return 0;
 }
 
@@ -157,7 +157,7 @@ static int ckopt_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
     IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
     IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, P.act, b->out[0], b->out[1]);
+           P.abs_gamma, P.act, b->out[0], b->out[1]);
     return 0;
 }
 
@@ -166,7 +166,7 @@ static int from_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
 {
     IABN_PARAMS(na_p, n);
     IABN_K(norm_act_from_xhat, P.n, P.c, P.hw, b->in[0], P.eps, b->in[1], b->in[2], P.abs_gamma,
-                            P.act, b->out[0]);
+           P.act, b->out[0]);
     return 0;
 }
 
@@ -179,7 +179,7 @@ static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_b
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     IABN_K(bn_bwd_apply_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
+           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
     return 0;
 }
 
@@ -191,7 +191,7 @@ static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
     IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
-                      b->out[0], NULL);
+           b->out[0], NULL);
     return 0;
 }
 
@@ -202,14 +202,14 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     if (P.training) {
         IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
-                             b->in[4], P.act, sum_dy, sum_dy_xhat);
+               b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
             IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
-                                b->out[2]);
+                   b->out[2]);
     }
     IABN_K(iabn_bwd_apply, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
-                        b->out[0]);
+           b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
+           b->out[0]);
     return 0;
 }
 
@@ -218,7 +218,7 @@ static int eval_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[3], b->in[4], P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, P.act, b->out[0], NULL);
+           P.abs_gamma, P.act, b->out[0], NULL);
     return 0;
 }
 

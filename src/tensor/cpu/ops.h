@@ -40,6 +40,11 @@ void iabn_maxpool_bwd(int n, int c, int h, int w, int ho, int wo, const float *d
 /* ---- global average pool: N,C,H,W -> N,C ---------------------------------- */
 void iabn_gap_fwd(int n, int c, int hw, const float *x, float *y);
 void iabn_gap_bwd(int n, int c, int hw, const float *dy, float *dx);          /* dx overwritten */
+/* Windowed average (backend.h's avgpool_fwd / avgpool_bwd, win = kh, kw, sh,
+ * sw, ph, pw, top, left): src x (n,c,H,W) -> dst y (n,c,OH,OW), or with bwd
+ * src dy -> dst dx (overwritten).  -1 when out of memory for the sums. */
+int iabn_avgpool_window(int n, int c, int H, int W, const int win[8], int OH, int OW,
+                        const float *src, float *dst, int bwd);
 
 /* ---- linear: y[N,O] = x[N,I] w[O,I]^T + b[O] ------------------------------ */
 void iabn_linear_fwd(int n, int in, int out, const float *x, const float *w,
