@@ -1,4 +1,5 @@
 /* test_models.c: the model zoo (src/models).
+ *  - every experiment config in configs/ builds its network;
  *  - the registry: names, descriptions, unknown names;
  *  - every model built in evaluation mode on a shapes-only store (nothing is
  *    allocated): parameter counts against MODELS.md (and torchvision for
@@ -9,6 +10,7 @@
  *  - one small training step of resnext50 at 32x32 in every BN mode (losses
  *    and gradients agree across modes; executor arena == planned arena), and
  *    of wider_resnet38_a2 at 16x16 (dropout included). */
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -418,6 +420,12 @@ static void fast_init(iabn_store *s)
         else if (p->kind == IABN_P_BUFFER) scale = 0.f;
         int var = strstr(p->name, "running_var") != NULL;
         for (size_t k = 0; k < p->count; k++) p->data[k] = var ? 1.f : scale * p->data[k];
+        /* plain-gamma units (standard, checkpoint*) get the scale |gamma|+eps
+         * the in-place units apply to the same draw: every mode computes the
+         * same function (train_step turns dgamma back with the sign) */
+        if (p->kind == IABN_P_BN_WEIGHT && !p->bn_abs)
+            for (size_t k = 0; k < p->count; k++)
+                p->data[k] = iabn_bn_scale(p->data[k], p->bn_eps, 1);
     }
 }
 
@@ -479,6 +487,9 @@ static int train_step(const char *arch, iabn_bn_mode mode, int hw, int no_dropou
         out->counts[i] = p->count;
         out->grads[i] = malloc(p->count * sizeof(float));
         memcpy(out->grads[i], p->grad, p->count * sizeof(float));
+        if (p->kind == IABN_P_BN_WEIGHT && p->bn_abs) /* d|gamma|/dgamma, see fast_init */
+            for (size_t k = 0; k < p->count; k++)
+                out->grads[i][k] *= iabn_bn_dgamma_factor(p->data[k], 1);
     }
     CHECK_MSG(moved, "%s: running statistics did not move", arch);
     t_free(&t);
@@ -546,9 +557,52 @@ static double now(void)
         fprintf(stderr, "  (%.1f s)\n", now() - t0_);                                    \
     } while (0)
 
+#ifndef CONFIG_DIR
+#define CONFIG_DIR "configs"
+#endif
+
+/* Every experiment config in configs/ (the reference's nine under
+ * scripts/experiments, and the segmentation ones) loads, checks, and builds
+ * its network as configured (shapes only). */
+static void test_configs(void)
+{
+    DIR *d = opendir(CONFIG_DIR);
+    CHECK_MSG(d != NULL, "%s", CONFIG_DIR);
+    int n = 0, densenet = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", CONFIG_DIR, de->d_name);
+        iabn_config c;
+        iabn_config_defaults(&c);
+        iabn_err e = {0};
+        int rc = iabn_config_load(&c, path, &e);
+        if (!rc) rc = iabn_config_check(&c, &e);
+        CHECK_MSG(rc == 0, "%s: %s", path, e.msg);
+        if (rc) continue;
+        iabn_model_cfg mc = iabn_model_defaults(c.arch);
+        mc.bn = c.bn_mode;
+        mc.act = c.act;
+        mc.input_3x3 = c.input_3x3;
+        iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), NULL);
+        iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+        int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){2, 3, 64, 64}), logits = -1;
+        rc = iabn_model_build(g, &mc, x, &logits);
+        CHECK_MSG(rc == 0, "%s: %s: %s", path, c.arch, iabn_graph_error(g)->msg);
+        densenet += !strcmp(c.arch, "densenet264");
+        iabn_graph_free(g);
+        iabn_store_free(s);
+        n++;
+    }
+    if (d) closedir(d);
+    CHECK_MSG(n >= 11 && densenet == 1, "%d configs, densenet264 %d", n, densenet);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
+    TIMED(test_configs);
     TIMED(test_registry);
     TIMED(test_counts_shapes_names);
     TIMED(test_blocks);

@@ -27,6 +27,7 @@ static int exe_dir(char *buf, size_t n)
 
 int iabn_find_script(const char *script, char *out, size_t n)
 {
+    if (!out || !n) return -1; /* and GCC's sanitizer build then knows out is not NULL */
     char dir[PATH_MAX];
     const char *env = getenv("IABN_TOOLS_DIR");
     if (env && *env) {

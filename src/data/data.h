@@ -295,6 +295,10 @@ typedef struct iabn_loader_cfg {
      * per file, counted) and its slot filled by the next sample of the shard
      * that decodes; strict makes it an error of iabn_loader_next. */
     int strict;
+    /* Evaluation: an undecodable file is not replaced (that would change the
+     * metric) but left out: its slot holds zeros, labels IABN_IGNORE_LABEL
+     * and index -1, and stats.skipped_files counts it. */
+    int leave_out;
     /* Warnings go here (default: stderr with an "iabn: warning:" prefix). */
     void (*warn)(void *user, const char *msg);
     void *warn_user;

@@ -158,6 +158,16 @@ static int load_sample(worker *w, slot *s, int k, int64_t pos, iabn_err *e)
             ld->cfg.warn(ld->cfg.warn_user, msg);
         }
         pthread_mutex_unlock(&ld->mu);
+        if (ld->cfg.leave_out) {
+            /* an empty slot: zeros, every label ignored, index -1 */
+            memset(s->b.images + (size_t)k * ld->img_floats, 0, ld->img_floats * sizeof(float));
+            size_t nl = segmentation(ld) ? ld->lbl_ints : 1;
+            for (size_t i = 0; i < nl; i++) s->b.labels[(size_t)k * nl + i] = IABN_IGNORE_LABEL;
+            s->b.valid_hw[2 * k] = ld->height;
+            s->b.valid_hw[2 * k + 1] = ld->width;
+            s->b.indices[k] = -1;
+            return 0;
+        }
     }
     return iabn_err_set(e, IABN_EFORMAT, "no file of rank %d's shard (%lld samples) could be "
                         "decoded", ld->cfg.rank, (long long)ld->shard_n);

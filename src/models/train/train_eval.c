@@ -82,10 +82,20 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
                 for (int c = 0; c < k; c++) avg[(size_t)(i / ipc) * k + c] += lg[(size_t)i * k + c] / ipc;
             long a = 0, bb = 0;
             if (!rc) iabn_topk_correct(b->n, k, avg, b->labels, k < 5 ? k : 5, &a, &bb);
+            /* left-out (undecodable) samples have index -1: not in the count */
+            int valid = 0;
+            for (int i = 0; !rc && i < b->n; i++) {
+                if (b->indices[i] < 0) {
+                    r->skipped++;
+                    continue;
+                }
+                valid++;
+                r->nonfinite += !iabn_all_finite((size_t)k, avg + (size_t)i * k);
+            }
             c1 += a;
             c5 += bb;
-            seen += b->n;
-            loss_sum += (double)lossv * b->n;
+            seen += valid;
+            loss_sum += (double)lossv * valid;
         }
         iabn_loader_release(ld, b);
         (void)ten;
@@ -271,6 +281,10 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
         int h = b->height, w = b->width;
         size_t hw = (size_t)h * w;
         for (int i = 0; i < b->n && !rc; i++) {
+            if (b->indices[i] < 0) { /* left out: undecodable */
+                r->skipped++;
+                continue;
+            }
             int vh = b->valid_hw ? b->valid_hw[2 * i] : h, vw = b->valid_hw ? b->valid_hw[2 * i + 1] : w;
             free(acc);
             free(pred);
@@ -289,7 +303,10 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
                 memcpy(gt + (size_t)y * vw, b->labels + (size_t)i * hw + (size_t)y * w,
                        (size_t)vw * sizeof *gt);
             if (!rc) rc = seg_logits(tr, img, vh, vw, scales, ns, flip, acc, e);
-            if (!rc) {
+            if (!rc && !iabn_all_finite((size_t)tr->classes * vh * vw, acc)) {
+                r->nonfinite++; /* never counted as a prediction */
+                seen++;
+            } else if (!rc) {
                 iabn_argmax_channels(tr->classes, (size_t)vh * vw, acc, pred);
                 iabn_confusion_add(&cm, gt, pred, (size_t)vh * vw);
                 seen++;
@@ -312,12 +329,24 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
     return rc;
 }
 
+/* A metric over non-finite outputs means nothing: an error naming how many. */
+static int check_finite(const eval_result *r, iabn_err *e)
+{
+    if (!r->nonfinite) return 0;
+    return iabn_err_set(e, IABN_ENUM,
+                        "%ld of %ld samples gave NaN or Inf outputs (counted as wrong): the "
+                        "weights or the input are broken, the metric is not reported",
+                        r->nonfinite, r->samples);
+}
+
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
                    int nscales, int verbose, eval_result *r, iabn_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (tr->task == IABN_TASK_CLASSIFY) return eval_classify(tr, ld, ten, r, e);
-    int rc = eval_segment(tr, ld, flip, scales, nscales, r, e);
+    int rc = tr->task == IABN_TASK_CLASSIFY ? eval_classify(tr, ld, ten, r, e)
+                                            : eval_segment(tr, ld, flip, scales, nscales, r, e);
+    if (tr->task == IABN_TASK_CLASSIFY) return rc ? rc : check_finite(r, e);
+    if (!rc) rc = check_finite(r, e);
     if (!rc && verbose && r->iou) {
         const iabn_dataset *ds = tr->dval;
         trainer_say(tr, "  %-28s %8s", "class", "IoU %");
@@ -380,20 +409,22 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
     lc.workers = o->workers > 0 ? o->workers : 2;
     lc.shuffle = 0;
     lc.drop_last = 0;
+    lc.leave_out = 1;
+    lc.strict = o->strict;
     iabn_device_loader_cfg(&tr.dev, &lc);
     if ((rc = iabn_loader_open(&lc, tr.dval, &tr.lval, e))) goto out;
     eval_result r;
     rc = run_evaluation(&tr, tr.lval, o->ten_crops, o->flip, o->scales, o->nscales, o->verbose, &r, e);
     if (!rc) {
         if (o->task == IABN_TASK_CLASSIFY) {
-            trainer_say(&tr, "%s on %s (%ld images%s): top-1 %.2f%%  top-5 %.2f%%  loss %.4f",
-                   o->checkpoint, o->data_dir, r.samples, o->ten_crops ? ", ten crops" : "",
+            trainer_say(&tr, "%s on %s (%ld images, %ld skipped%s): top-1 %.2f%%  top-5 %.2f%%  loss %.4f",
+                   o->checkpoint, o->data_dir, r.samples, r.skipped, o->ten_crops ? ", ten crops" : "",
                    r.top1, r.top5, r.loss);
             res->last_metric = r.top1;
             res->last_top5 = r.top5;
         } else {
-            trainer_say(&tr, "%s on %s (%ld images): mIoU %.2f%%  pixel accuracy %.2f%%", o->checkpoint,
-                   o->data_dir, r.samples, r.miou, r.pixel_acc);
+            trainer_say(&tr, "%s on %s (%ld images, %ld skipped): mIoU %.2f%%  pixel accuracy %.2f%%", o->checkpoint,
+                   o->data_dir, r.samples, r.skipped, r.miou, r.pixel_acc);
             res->last_metric = r.miou;
             res->last_pixel_acc = r.pixel_acc;
         }

@@ -42,6 +42,9 @@ typedef struct trainer {
     int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
     int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
     int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
+    int lock_fd;              /* the output directory's lock, fd + 1 (0: none) */
+    float *snap;              /* --on-nonfinite skip: the buffers before the step */
+    size_t snap_cap;
 } trainer;
 
 /* The functions below are the trainer's own: not exported from libiabn. */
@@ -70,11 +73,21 @@ int gset_fetch(iabn_session *gs, int t, float **buf, size_t *cap, iabn_err *e);
 int choose_micro_batches(trainer *tr, iabn_err *e);
 void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 
+/* train_guard.c: an exclusive lock on the output directory (refused naming
+ * the holder's pid); --resume against the checkpoint's config and data size
+ * (refused listing the differences unless resume_override; a finished run is
+ * an error); the running statistics saved (restore 0) or put back (1). */
+int trainer_lock_outdir(trainer *tr, iabn_err *e);
+int trainer_check_resume(trainer *tr, iabn_err *e);
+int trainer_buffers_copy(trainer *tr, int restore, iabn_err *e);
+
 /* Evaluation over a loader: classification top-1 / top-5 (and loss), or
  * segmentation mIoU / pixel accuracy (per-class IoU printed when verbose). */
 typedef struct eval_result {
     double top1, top5, loss, miou, pixel_acc;
     long samples;
+    long nonfinite;           /* samples whose outputs held NaN or Inf */
+    long skipped;             /* undecodable files left out of samples */
     double *iou;              /* per class, segmentation (owned) */
 } eval_result;
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
