@@ -155,6 +155,121 @@ static void test_random_graphs(void)
     CHECK_MSG(bad == 0, "%d random-graph violations", bad);
 }
 
+/* Random training graphs: op_rb's backward reads all its inputs and its
+ * output gradient, so every forward tensor is saved; random ones are marked
+ * OFFLOAD (and some RECOMPUTE).  The plan must keep the no-overlap invariant
+ * in the arena and in the host pool, every read must lie inside its
+ * buffer's lifetime, an offloaded tensor's device buffer must die before the
+ * backward, and its prefetch must come before every backward reader. */
+static const iabn_op_def op_rb_bwd = {.name = "rb_bwd"};
+
+static int rb_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    (void)e;
+    const iabn_node fw = *iabn_graph_n(g, node);
+    int ins[IABN_MAX_IN], nin = 0;
+    for (int k = 0; k < fw.nin; k++) ins[nin++] = fw.in[k];
+    if (dout[0] >= 0) ins[nin++] = dout[0];
+    int outs[IABN_MAX_OUT], nout = 0;
+    for (int k = 0; k < fw.nin && nout < IABN_MAX_OUT; k++) {
+        const iabn_tensor *x = iabn_graph_t(g, fw.in[k]);
+        if (!x->requires_grad || x->kind != IABN_T_ACT) continue;
+        char name[IABN_NAME_LEN];
+        snprintf(name, sizeof name, "d%d.%d", node, k);
+        int shape[1] = {x->shape[0]};
+        din[k] = outs[nout++] = iabn_graph_tensor(g, name, IABN_F32, 1, shape);
+    }
+    if (nout) iabn_graph_node(g, &op_rb_bwd, "rb_bwd", nin, ins, nout, outs, NULL, 0);
+    return 0;
+}
+
+static const iabn_op_def op_rb = {.name = "rb", .backward = rb_backward};
+
+static void test_random_offload_graphs(void)
+{
+    int bad = 0, noff = 0;
+    for (unsigned trial = 1; trial <= 200; trial++) {
+        unsigned r = trial * 2246822519u;
+        iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+        iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+        int w = iabn_graph_param(g, "w", IABN_P_WEIGHT, 1, (int[]){4});
+        int ts[80], nts = 0;
+        int in = iabn_graph_input(g, "in", IABN_F32, 1, (int[]){8});
+        int nn = 4 + (int)(rnd(&r) % 30);
+        for (int i = 0; i < nn; i++) {
+            int nin = 1 + (int)(rnd(&r) % 3), ins[4];
+            for (int k = 0; k < nin; k++)
+                ins[k] = nts ? ts[nts - 1 - (int)(rnd(&r) % (unsigned)(nts < 5 ? nts : 5))] : in;
+            ins[nin++] = w; /* a parameter: gradients flow everywhere */
+            int sizes[4] = {16, 64, 100, 1000};
+            char name[16];
+            snprintf(name, sizeof name, "t%d", i);
+            int o = vec(g, name, sizes[rnd(&r) % 4]);
+            int n = iabn_graph_node(g, &op_rb, name, nin, ins, 1, &o, NULL, 0);
+            if (rnd(&r) % 3 == 0) iabn_graph_inplace(g, n, 0, 0, 0);
+            ts[nts++] = o;
+        }
+        int one[1] = {1};
+        int loss = iabn_graph_tensor(g, "loss", IABN_F32, 1, one);
+        int li[2] = {ts[nts - 1], w};
+        iabn_graph_node(g, &op_rb, "loss", 2, li, 1, &loss, NULL, 0);
+        iabn_graph_mark_output(g, loss);
+        iabn_err e = {0};
+        iabn_plan *p = NULL;
+        if (iabn_graph_backward(g, loss, &e)) {
+            bad++;
+            fprintf(stderr, "trial %u backward: %s\n", trial, e.msg);
+            goto next;
+        }
+        iabn_graph_set_offload_opts(g, &(iabn_offload_opts){(int)(trial % 3)});
+        for (int i = 0; i < nts; i++) {
+            unsigned k = rnd(&r) % 4;
+            if (k == 0 && iabn_graph_offloadable(g, ts[i])) {
+                iabn_graph_set_policy(g, ts[i], IABN_OFFLOAD);
+                noff++;
+            } else if (k == 1) {
+                iabn_graph_set_policy(g, ts[i], IABN_RECOMPUTE);
+            }
+        }
+        iabn_plan_opts o = {(iabn_plan_mode)(trial % 3), (size_t)(trial % 2) * 32, 64};
+        if (iabn_graph_finalize(g, &e) || iabn_plan_build(g, &o, &p, &e) ||
+            iabn_plan_validate(g, p, &e)) {
+            if (!bad) fprintf(stderr, "trial %u: %s\n", trial, e.msg);
+            bad++;
+            goto next;
+        }
+        const int *sched = iabn_graph_schedule(g);
+        int ns = iabn_graph_schedule_len(g);
+        for (int st = 0; st < ns; st++) {
+            const iabn_node *n = iabn_graph_n(g, sched[st]);
+            for (int k = 0; k < n->nin; k++) {
+                int x = n->in[k];
+                if (p->group[x] >= 0 && (p->first[p->group[x]] > st || p->last[p->group[x]] < st))
+                    bad++;
+                /* no backward node reads an offloaded original */
+                if (n->phase != IABN_PHASE_FWD && iabn_graph_t(g, x)->policy == IABN_OFFLOAD)
+                    bad++;
+                /* a host copy is read by its prefetch only, after its offload */
+                if (iabn_graph_t(g, x)->kind == IABN_T_HOST &&
+                    (n->op != &iabn_op_prefetch || p->first[x] >= st))
+                    bad++;
+            }
+            if (n->op == &iabn_op_offload) {
+                int x = n->in[0];
+                if (p->last[p->group[x]] >= p->boundary) bad++; /* device copy dies in forward */
+                if (p->host_offset[n->out[0]] + iabn_graph_t(g, x)->nbytes > p->host_bytes) bad++;
+            }
+        }
+        if (p->arena_bytes < p->lower_bound) bad++;
+    next:
+        iabn_plan_free(p);
+        iabn_graph_free(g);
+        iabn_store_free(s);
+    }
+    CHECK_MSG(noff > 100, "only %d tensors offloaded over the trials", noff);
+    CHECK_MSG(bad == 0, "%d random offload-graph violations", bad);
+}
+
 /* A small CNN with every kind of layer, trained for two steps. */
 static int build_cnn_on(t_run *t, iabn_bn_mode mode, const iabn_backend *be)
 {
@@ -481,6 +596,7 @@ int main(void)
     RUN(test_exact_offsets_chain);
     RUN(test_exact_offsets_inplace);
     RUN(test_random_graphs);
+    RUN(test_random_offload_graphs);
     RUN(test_residual_copy);
     RUN(test_modes_bit_identical);
     RUN(test_deep_plan_fast);

@@ -5,7 +5,12 @@
  * beside PyTorch's max_memory_allocated.  On a GPU the per-node profile
  * synchronises after every node, which costs launch overlap: it is taken
  * only with --ops there, and a step is timed from launch to a synchronise
- * after the update.  The PyTorch side is tools/bench_step_torch.py. */
+ * after the update.  The PyTorch side is tools/bench_step_torch.py.
+ * Storage strategies: --strategy offload|auto|recompute (--offload is
+ * offload) store the saved activations as graph/strategy.h says; on the CPU
+ * they run on the simulated device (src/tensor/sim) with a copy thread at
+ * --copy-bw (pcie3: PCIe 3 x16, memcpy: the measured host memcpy, or GB/s),
+ * and the device peak is the simulated device's measured high-water mark. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +45,31 @@ int iabn_bench_step(int argc, char **argv)
     if (a.v[IABN_O_THREADS].set) iabn_set_num_threads((int)a.v[IABN_O_THREADS].i);
     struct { const char *name; double s; } ops[64];
     int nops = 0;
+    int use_sim = a.v[IABN_O_SIM].set;
+    iabn_storage storage = a.v[IABN_O_OFFLOAD].set ? IABN_STORAGE_OFFLOAD : IABN_STORAGE_KEEP;
+    iabn_strategy_opts sopt = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1};
+    double budget = a.v[IABN_O_BUDGET].set ? a.v[IABN_O_BUDGET].f : 0;
+    double copy_bw = IABN_PCIE3_X16_BYTES_PER_S;
+    const char *copy_bw_s = "pcie3";
+    if (a.v[IABN_O_LOOKAHEAD].set) sopt.lookahead = (int)a.v[IABN_O_LOOKAHEAD].i;
+    if (a.v[IABN_O_STRATEGY].set) {
+        iabn_err se = {0};
+        if (iabn_storage_parse(a.v[IABN_O_STRATEGY].s, &storage, &se)) {
+            fprintf(stderr, "iabn bench step: %s\n", se.msg);
+            return 2;
+        }
+    }
+    if (a.v[IABN_O_COPY_BW].set) {
+        char *end;
+        copy_bw_s = a.v[IABN_O_COPY_BW].s;
+        if (!strcmp(copy_bw_s, "pcie3")) copy_bw = IABN_PCIE3_X16_BYTES_PER_S;
+        else if (!strcmp(copy_bw_s, "memcpy")) copy_bw = iabn_host_copy_bandwidth();
+        else if ((copy_bw = strtod(copy_bw_s, &end) * 1e9) <= 0 || *end) {
+            fprintf(stderr, "iabn bench step: --copy-bw %s (pcie3, memcpy or GB/s)\n", copy_bw_s);
+            return 2;
+        }
+        use_sim = 1;
+    }
     if (!arch) {
         fprintf(stderr, "iabn bench step: which model? (iabn bench step --help)\n");
         return 2;
@@ -58,6 +88,29 @@ int iabn_bench_step(int argc, char **argv)
         return 1;
     }
     const iabn_backend *be = dev.be;
+    if ((storage == IABN_STORAGE_AUTO || storage == IABN_STORAGE_RECOMPUTE) && budget <= 0) {
+        fprintf(stderr, "iabn bench step: --strategy %s needs --budget\n", iabn_storage_name(storage));
+        iabn_device_close(&dev);
+        return 2;
+    }
+    iabn_sim *sim = NULL;
+    if (be->kind == IABN_DEV_CPU && (use_sim || storage != IABN_STORAGE_KEEP)) {
+        iabn_sim_opts smo = {.copy_bytes_per_s = copy_bw};
+        if (iabn_sim_open(&smo, &sim, &e)) {
+            fprintf(stderr, "iabn bench step: %s\n", e.msg);
+            iabn_device_close(&dev);
+            return 1;
+        }
+        be = iabn_sim_backend(sim);
+    }
+    sopt.budget = budget > 0 ? (size_t)budget : 0;
+    sopt.cost.copy_bytes_per_s = be->kind == IABN_DEV_CPU ? copy_bw : 0;
+    if (storage != IABN_STORAGE_KEEP && iabn_cost_calibrate(&sopt.cost, be->kind, &e)) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        iabn_sim_close(sim);
+        iabn_device_close(&dev);
+        return 1;
+    }
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
     int gpu = be->kind == IABN_DEV_CUDA, profile = by_op || !gpu;
     iabn_session_cfg sc;
@@ -67,6 +120,9 @@ int iabn_bench_step(int argc, char **argv)
     sc.height = h;
     sc.width = w;
     sc.backend = be;
+    sc.storage = storage;
+    sc.strategy = &sopt;
+    sc.budget_bytes = sopt.budget; /* over it: refused before allocating */
     iabn_session ss;
     int rc = iabn_session_build(&sc, &ss, &e);
     iabn_store *s = ss.store;
@@ -105,6 +161,7 @@ int iabn_bench_step(int argc, char **argv)
             if (!rc && be->sync(be->ctx))
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the update failed");
             double t2 = iabn_now();
+            if (k == 0 && sim) iabn_sim_reset_stats(sim);
             if (k == 0) { /* warm-up; the momentum exists from here */
                 size_t pb, gb, ob, bb, np;
                 iabn_store_totals(s, &np, &pb, &gb, &ob, &bb);
@@ -172,6 +229,20 @@ int iabn_bench_step(int argc, char **argv)
             cJSON_AddNumberToObject(o, "held_bytes", (double)held);
             if (gpu) cJSON_AddNumberToObject(o, "device_used_bytes", (double)used);
             cJSON_AddBoolToObject(o, "profiled", profile);
+            cJSON_AddStringToObject(o, "strategy", iabn_storage_name(storage));
+            cJSON_AddNumberToObject(o, "host_bytes", (double)p->host_bytes);
+            cJSON_AddNumberToObject(o, "offloaded_bytes_per_step", (double)p->offload_bytes);
+            cJSON_AddNumberToObject(o, "offloaded_tensors", ss.strategy.n_offload);
+            cJSON_AddNumberToObject(o, "recomputed_tensors", ss.strategy.n_recompute);
+            if (sopt.budget) cJSON_AddNumberToObject(o, "budget_bytes", (double)sopt.budget);
+            if (sim) {
+                iabn_sim_stats st;
+                iabn_sim_get_stats(sim, &st);
+                cJSON_AddStringToObject(o, "copy_bw", copy_bw_s);
+                cJSON_AddNumberToObject(o, "copy_bytes_per_s", copy_bw);
+                cJSON_AddNumberToObject(o, "device_peak_bytes", (double)st.device_peak);
+                cJSON_AddNumberToObject(o, "copy_wait_ms_per_step", 1e3 * st.wait_seconds / repeat);
+            }
             if (gpu) cJSON_AddBoolToObject(o, "tf32", iabn_device_tf32(&dev));
             char *js = cJSON_Print(o);
             printf("%s\n", js);
@@ -188,6 +259,14 @@ int iabn_bench_step(int argc, char **argv)
             printf(", median of %d; arena %.1f MiB, step holds %.1f MiB", repeat,
                    (double)p->arena_bytes / 1048576.0, (double)held / 1048576.0);
             if (gpu) printf(" (driver: +%.1f MiB)", (double)used / 1048576.0);
+            if (sim) {
+                iabn_sim_stats st;
+                iabn_sim_get_stats(sim, &st);
+                printf("; sim device peak %.1f MiB, host pool %.1f MiB, %s copies %.1f GB/s, "
+                       "waited %.1f ms/step", (double)st.device_peak / 1048576.0,
+                       (double)p->host_bytes / 1048576.0, iabn_storage_name(storage),
+                       copy_bw / 1e9, 1e3 * st.wait_seconds / repeat);
+            }
             printf("\n");
         }
     }
@@ -196,6 +275,7 @@ int iabn_bench_step(int argc, char **argv)
     free(bw);
     free(up);
     iabn_session_free(&ss);
+    iabn_sim_close(sim);
     iabn_device_close(&dev);
     return rc ? 1 : 0;
 }

@@ -17,7 +17,8 @@
 #include "tensor/device.h"
 
 typedef struct step_opts {
-    const char *arch, *input, *weights, *out, *bn, *act, *device;
+    const char *arch, *input, *weights, *out, *bn, *act, *device, *strategy;
+    double budget;
     float act_param;
     int have_act_param;
     int classes, train, threads, no_dropout, no_input_3x3, dilation, frozen_bn, check;
@@ -42,6 +43,8 @@ static int parse(int argc, char **argv, step_opts *o)
     o->bn = v[IABN_O_BN].s;
     o->act = v[IABN_O_ACT].s;
     o->device = v[IABN_O_DEVICE].s;
+    o->strategy = v[IABN_O_STRATEGY].s;
+    if (v[IABN_O_BUDGET].set) o->budget = v[IABN_O_BUDGET].f;
     o->have_act_param = v[IABN_O_ACT_PARAM].set;
     o->act_param = (float)v[IABN_O_ACT_PARAM].f;
     if (v[IABN_O_CLASSES].set) o->classes = (int)v[IABN_O_CLASSES].i;
@@ -199,6 +202,14 @@ static int run(const step_opts *o, iabn_err *e)
     sc.loss = tt ? IABN_LOSS_SOFTMAX_XENT : IABN_LOSS_NONE;
     sc.keep_logits = 1;
     sc.backend = dev.be;
+    iabn_strategy_opts so = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1};
+    if (o->strategy) {
+        if ((rc = iabn_storage_parse(o->strategy, &sc.storage, e))) goto done;
+        so.budget = o->budget > 0 ? (size_t)o->budget : 0;
+        if ((rc = iabn_cost_calibrate(&so.cost, dev.be->kind, e))) goto done;
+        sc.strategy = &so;
+    }
+    sc.budget_bytes = o->budget > 0 ? (size_t)o->budget : 0;
     if ((rc = iabn_session_build(&sc, &ss, e))) {
         iabn_err_prefix(e, "%s: ", o->arch);
         goto done;

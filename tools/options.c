@@ -34,6 +34,8 @@ static const char *act_choice(int i)
 }
 CHOICES(sched_choice, "step", "multistep", "poly", "cosine", "exponential", "linear", "constant")
 CHOICES(nonfinite_choice, "stop", "skip")
+CHOICES(strategy_choice, "keep", "offload", "auto", "recompute")
+CHOICES(cost_choice, "calibrate", "gpu")
 CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 
 /* ---- the table ------------------------------------------------------------- */
@@ -137,7 +139,7 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_TIME_LIMIT] = {"time-limit", "seconds", 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "SECONDS",
                            NULL, TRAINS | DE, "stop after this long (checkpoint kept)"},
     [IABN_O_BUDGET] = {"budget", NULL, 0, IABN_T_BYTES, 1, 0, 0, 0, NULL, "BYTES", NULL,
-                       TRAINS | ME, "memory for the step, e.g. 12GiB (default: available)"},
+                       TRAINS | ME | SP | BS, "memory for the step, e.g. 12GiB (default: available)"},
     [IABN_O_NO_ACCUMULATE] = {"no-accumulate", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
                               TRAINS,
                               "refuse instead of splitting the batch into micro-batches"},
@@ -256,6 +258,23 @@ static const iabn_option table[IABN_O_COUNT] = {
                       "plain BN+ACT+CONV (no residual)"},
     [IABN_O_OPS] = {"ops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
                     "break the step down by op"},
+    [IABN_O_STRATEGY] = {"strategy", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, strategy_choice, "S",
+                         "network.strategy", TRAINS | ME | SP | BS,
+                         "saved activations: keep, offload, auto or recompute (auto and "
+                         "recompute choose per tensor to fit --budget)"},
+    [IABN_O_OFFLOAD] = {"offload", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME | BS,
+                        "offload conv / pool inputs to host memory (--strategy offload)"},
+    [IABN_O_LOOKAHEAD] = {"lookahead", NULL, 0, IABN_T_INT, 0, 64, 0, 0, NULL, "N", NULL, ME | BS,
+                          "prefetch offloaded tensors N backward layers early (1)"},
+    [IABN_O_LARGEST_BATCH] = {"largest-batch", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
+                              ME, "the largest batch that fits --budget, per mode"},
+    [IABN_O_COST] = {"cost", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, cost_choice, "C", NULL, ME,
+                     "time estimates: calibrate (measured here) or gpu (a Titan X-class GPU)"},
+    [IABN_O_COPY_BW] = {"copy-bw", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "BW", NULL, ME | BS,
+                        "host copy bandwidth: GB/s (mem); pcie3, memcpy or GB/s (bench step, "
+                        "on the simulated device)"},
+    [IABN_O_SIM] = {"sim", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
+                    "run on the simulated device (device arena, host pool, copy thread)"},
 };
 
 static const iabn_command_info commands[IABN_C_COUNT] = {

@@ -85,6 +85,9 @@ typedef enum iabn_opt_id {
     IABN_O_WIDTH, IABN_O_HEIGHT,
     /* benchmarks */
     IABN_O_REPEAT, IABN_O_PEAK, IABN_O_CASE, IABN_O_PLAIN, IABN_O_OPS,
+    /* saved activations: offloading and the automatic strategy */
+    IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
+    IABN_O_COPY_BW, IABN_O_SIM,
     IABN_O_COUNT
 } iabn_opt_id;
 

@@ -9,9 +9,11 @@
  *     rebuilt by a clone of its producer placed right before its first
  *     backward reader, and the backward reads the clone (recursively for
  *     recomputed inputs); the original dies after its last forward reader;
- *  2. copies before MUST in-place nodes whose input is still needed later (a
+ *  2. the OFFLOAD storage policy (offload.c): a copy to the host after the
+ *     producer, a prefetch before the first backward reader;
+ *  3. copies before MUST in-place nodes whose input is still needed later (a
  *     residual shortcut) or is persistent: the copy is what gets overwritten;
- *  3. per-node scratch tensors (im2col buffers, workspaces).
+ *  4. per-node scratch tensors (im2col buffers, workspaces).
  */
 #include "graph/graph_internal.h"
 
@@ -342,6 +344,7 @@ int iabn_graph_finalize(iabn_graph *g, iabn_err *e)
     }
     if (g->finalized) return 0;
     int rc = apply_recompute(g, e);
+    if (!rc) rc = iabn_graph_apply_offload(g, e);
     if (!rc) rc = insert_copies(g, e);
     if (!rc) rc = add_scratch(g, e);
     if (!rc && g->err.code) {

@@ -5,6 +5,15 @@
  * Staged inputs (iabn_exec_stage) are double-buffered on backends with a copy
  * stream, so the next batch's upload overlaps this batch's compute.
  *
+ * Offloaded tensors (OFFLOAD policy, offload.c): on a backend with a copy
+ * stream the offload node queues the device-to-host copy after an event
+ * recorded on the compute stream, and the compute stream waits for that copy
+ * at the end of the last step of the tensor's device buffer (the planner's
+ * lifetime), so the slot is never reused under a copy in flight; a prefetch
+ * queues the copy back, and the first node reading the prefetched tensor
+ * waits for it.  Elsewhere both are plain copies.  The host pool (pinned on
+ * CUDA) is allocated here once, at the size the plan gives.
+ *
  * Check mode (iabn_exec_set_check, or IABN_CHECK=1): after every node, the
  * guard bytes of every live buffer are verified and float outputs are scanned
  * for NaN/Inf, so a fault is reported at the node that caused it. */
@@ -43,7 +52,144 @@ struct iabn_exec {
     staged st[MAX_STAGED];
     int nst;
     size_t staging_bytes;
+    /* offload */
+    unsigned char *host;  /* host pool */
+    int async;            /* the backend has a copy stream */
+    void **ev_after;      /* per step: compute-stream mark the copy waits for */
+    void **ev_done;       /* per step: the copy queued there has landed       */
+    int *wait_off;        /* CSR: after step s, wait for the offload copies    */
+    int *wait_idx;        /*   queued at steps wait_idx[wait_off[s] .. s+1)    */
+    int *pf_pending;      /* tensor -> prefetch step + 1 whose copy is unwaited */
+    int noffload;
+    int dirty;            /* a run failed midway: copies may be in flight      */
 };
+
+static int offload_setup(iabn_exec *ex, iabn_err *e)
+{
+    const iabn_graph *g = ex->g;
+    const iabn_plan *p = ex->p;
+    const iabn_backend *be = ex->be;
+    int ns = g->ns;
+    for (int s = 0; s < ns; s++) {
+        const iabn_op_def *op = g->n[g->sched[s]].op;
+        ex->noffload += op == &iabn_op_offload || op == &iabn_op_prefetch;
+    }
+    if (!ex->noffload) return 0;
+    ex->async = be->d2h_async && be->h2d_async && be->event_new;
+    size_t hb = p->host_bytes ? p->host_bytes : 1;
+    ex->host = be->host_alloc ? be->host_alloc(be->ctx, hb) : iabn_aligned_alloc(256, hb);
+    if (!ex->host)
+        return iabn_err_set(e, IABN_ENOMEM, "cannot allocate the host pool for offloaded "
+                                            "activations (%zu bytes) on %s",
+                            p->host_bytes, be->name);
+    ex->ev_after = calloc((size_t)ns, sizeof *ex->ev_after);
+    ex->ev_done = calloc((size_t)ns, sizeof *ex->ev_done);
+    ex->wait_off = calloc((size_t)ns + 2, sizeof *ex->wait_off);
+    ex->wait_idx = calloc((size_t)ns + 1, sizeof *ex->wait_idx);
+    ex->pf_pending = calloc((size_t)g->nt, sizeof *ex->pf_pending);
+    if (!ex->ev_after || !ex->ev_done || !ex->wait_off || !ex->wait_idx || !ex->pf_pending)
+        return iabn_err_set(e, IABN_ENOMEM, "out of memory setting up offload");
+    /* wait step of an offload queued at s: the last step of its device buffer */
+    for (int s = 0; s < ns; s++)
+        if (g->n[g->sched[s]].op == &iabn_op_offload)
+            ex->wait_off[p->last[p->group[g->n[g->sched[s]].in[0]]] + 1]++;
+    for (int s = 0; s < ns; s++) ex->wait_off[s + 1] += ex->wait_off[s];
+    int *fill = calloc((size_t)ns + 1, sizeof *fill);
+    if (!fill) return iabn_err_set(e, IABN_ENOMEM, "out of memory setting up offload");
+    for (int s = 0; s < ns; s++) {
+        const iabn_node *n = &g->n[g->sched[s]];
+        if (n->op != &iabn_op_offload && n->op != &iabn_op_prefetch) continue;
+        if (n->op == &iabn_op_offload) {
+            int w = p->last[p->group[n->in[0]]];
+            ex->wait_idx[ex->wait_off[w] + fill[w]++] = s;
+        }
+        if (!ex->async) continue;
+        ex->ev_after[s] = be->event_new(be->ctx);
+        ex->ev_done[s] = be->event_new(be->ctx);
+        if (!ex->ev_after[s] || !ex->ev_done[s]) {
+            free(fill);
+            return iabn_err_set(e, IABN_EDEVICE, "cannot create the copy events of %s on %s",
+                                n->name, be->name);
+        }
+    }
+    free(fill);
+    return 0;
+}
+
+static void offload_free(iabn_exec *ex)
+{
+    const iabn_backend *be = ex->be;
+    if (!ex->noffload) return;
+    be->sync(be->ctx); /* no copy may still touch what is freed */
+    for (int s = 0; ex->ev_after && s < ex->g->ns; s++) {
+        if (ex->ev_after[s]) be->event_free(be->ctx, ex->ev_after[s]);
+        if (ex->ev_done[s]) be->event_free(be->ctx, ex->ev_done[s]);
+    }
+    if (ex->host) {
+        if (be->host_alloc) be->host_free(be->ctx, ex->host);
+        else iabn_aligned_free(ex->host);
+    }
+    free(ex->ev_after);
+    free(ex->ev_done);
+    free(ex->wait_off);
+    free(ex->wait_idx);
+    free(ex->pf_pending);
+}
+
+/* Runs an offload or prefetch node at step s. */
+static int offload_step(iabn_exec *ex, int s, const iabn_node *n, iabn_err *e)
+{
+    const iabn_backend *be = ex->be;
+    int x = n->in[0], y = n->out[0];
+    size_t bytes = ex->g->t[x].nbytes;
+    int out = n->op == &iabn_op_offload;
+    if (!ex->async) {
+        int rc = out ? be->d2h(be->ctx, ex->ptr[y], ex->ptr[x], bytes)
+                     : be->h2d(be->ctx, ex->ptr[y], ex->ptr[x], bytes);
+        return rc ? iabn_err_set(e, IABN_EDEVICE, "copying %s %s failed", ex->g->t[x].name,
+                                 out ? "to the host" : "back to the device")
+                  : 0;
+    }
+    if (be->record(be->ctx, ex->ev_after[s]))
+        return iabn_err_set(e, IABN_EDEVICE, "recording the event before copying %s failed",
+                            ex->g->t[x].name);
+    int rc = out ? be->d2h_async(be->ctx, ex->ptr[y], ex->ptr[x], bytes, ex->ev_after[s],
+                                 ex->ev_done[s])
+                 : be->h2d_async(be->ctx, ex->ptr[y], ex->ptr[x], bytes, ex->ev_after[s],
+                                 ex->ev_done[s]);
+    if (rc)
+        return iabn_err_set(e, IABN_EDEVICE, "queueing the copy of %s %s failed",
+                            ex->g->t[x].name, out ? "to the host" : "back to the device");
+    if (!out) ex->pf_pending[y] = s + 1;
+    return 0;
+}
+
+/* Before a node: prefetched inputs must have landed. */
+static int offload_wait_inputs(iabn_exec *ex, const iabn_node *n, iabn_err *e)
+{
+    for (int k = 0; k < n->nin; k++) {
+        int x = n->in[k], s = ex->pf_pending[x] - 1;
+        if (s < 0) continue;
+        ex->pf_pending[x] = 0;
+        if (ex->be->wait(ex->be->ctx, ex->ev_done[s]))
+            return iabn_err_set(e, IABN_EDEVICE, "the copy of %s back to the device failed",
+                                ex->g->t[x].name);
+    }
+    return 0;
+}
+
+/* After step s: device buffers whose life ends here wait for their copy out. */
+static int offload_wait_after(iabn_exec *ex, int s, iabn_err *e)
+{
+    if (!ex->async) return 0;
+    for (int i = ex->wait_off[s]; i < ex->wait_off[s + 1]; i++) {
+        int q = ex->wait_idx[i];
+        if (ex->be->wait(ex->be->ctx, ex->ev_done[q]))
+            return iabn_err_set(e, IABN_EDEVICE, "the copy of %s to the host failed",
+                                ex->g->t[ex->g->n[ex->g->sched[q]].in[0]].name);
+    }
+    return 0;
+}
 
 int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *e)
 {
@@ -85,12 +231,20 @@ int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *
         case IABN_T_GRAD: ex->ptr[t] = par->grad; break;
         case IABN_T_INPUT:
         case IABN_T_OUTPUT: ex->ptr[t] = ex->io + p->io_offset[t]; break;
+        case IABN_T_HOST: break;
         }
         if (tt->kind == IABN_T_GRAD && !par->grad) {
             iabn_exec_free(ex);
             return iabn_err_set(e, IABN_EINVAL, "%s has no gradient storage", tt->name);
         }
     }
+    int rc = offload_setup(ex, e);
+    if (rc) {
+        iabn_exec_free(ex);
+        return rc;
+    }
+    for (int t = 0; t < g->nt; t++)
+        if (g->t[t].kind == IABN_T_HOST) ex->ptr[t] = ex->host + p->host_offset[t];
     *out = ex;
     return 0;
 }
@@ -109,6 +263,7 @@ void iabn_exec_free(iabn_exec *ex)
         }
         if (st->ready) ex->be->event_free(ex->be->ctx, st->ready);
     }
+    offload_free(ex);
     if (ex->arena) ex->be->free(ex->be->ctx, ex->arena);
     if (ex->io) ex->be->free(ex->be->ctx, ex->io);
     free(ex->ptr);
@@ -310,8 +465,29 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
     if (ex->nst && stage_swap_in(ex, e)) return e->code;
+    if (ex->noffload) {
+        if (ex->dirty && ex->be->sync(ex->be->ctx))
+            return iabn_err_set(e, IABN_EDEVICE, "%s: a copy of the failed run is still failing",
+                                ex->be->name);
+        memset(ex->pf_pending, 0, (size_t)g->nt * sizeof *ex->pf_pending);
+        ex->dirty = 1; /* cleared when the run completes */
+    }
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
+        if (ex->p->opts.guard) arm_guards(ex, s);
+        if (ex->noffload) {
+            int rc = 0;
+            if (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch) {
+                double t0 = ex->times ? iabn_now() : 0;
+                rc = offload_step(ex, s, n, e);
+                if (ex->times) ex->times[s] = iabn_now() - t0;
+            }
+            if (!rc) rc = offload_wait_inputs(ex, n, e);
+            if (!rc && (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch))
+                rc = offload_wait_after(ex, s, e);
+            if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
+            if (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch) continue;
+        }
         iabn_bind b;
         memset(&b, 0, sizeof b);
         for (int k = 0; k < n->nin; k++) b.in[k] = ex->ptr[n->in[k]];
@@ -323,7 +499,6 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.backend = ex->be;
         b.seed = ex->seed;
         b.step = ex->step;
-        if (ex->p->opts.guard) arm_guards(ex, s);
         double t0 = ex->times ? iabn_now() : 0;
         int rc = n->op->run(g, n, &b, e);
         if (!rc && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);
@@ -332,8 +507,11 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
             ex->times[s] = iabn_now() - t0;
         }
         if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
+        if (ex->noffload && offload_wait_after(ex, s, e))
+            return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
         if (ex->check && check_step(ex, s, n, e)) return e->code;
     }
+    ex->dirty = 0;
     if (ex->nst && stage_mark_used(ex, e)) return e->code;
     ex->step++;
     return 0;

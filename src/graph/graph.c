@@ -17,7 +17,35 @@ iabn_graph *iabn_graph_new(iabn_store *s, iabn_mode mode)
     g->mode = mode;
     g->cur_block = -1;
     g->building_fwd = -1;
+    g->offload.lookahead = 1;
     return g;
+}
+
+static void *dup_array(const void *src, size_t n, size_t elem)
+{
+    void *d = malloc(n ? n * elem : 1);
+    if (d && n) memcpy(d, src, n * elem);
+    return d;
+}
+
+iabn_graph *iabn_graph_clone(const iabn_graph *g)
+{
+    iabn_graph *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *g;
+    c->t = dup_array(g->t, (size_t)g->nt, sizeof *g->t);
+    c->n = dup_array(g->n, (size_t)g->nn, sizeof *g->n);
+    c->sched = dup_array(g->sched, (size_t)g->ns, sizeof *g->sched);
+    c->blocks = dup_array(g->blocks, (size_t)g->nb, sizeof *g->blocks);
+    c->tcap = g->nt;
+    c->ncap = g->nn;
+    c->scap = g->ns;
+    c->bcap = g->nb;
+    if (!c->t || !c->n || !c->sched || !c->blocks) {
+        iabn_graph_free(c);
+        return NULL;
+    }
+    return c;
 }
 
 void iabn_graph_free(iabn_graph *g)

@@ -68,7 +68,8 @@ typedef enum iabn_tkind {
     IABN_T_GRAD,       /* parameter gradient: store, accumulated (+=)        */
     IABN_T_STATE,      /* running statistics: store                           */
     IABN_T_INPUT,      /* fed by the caller each run: io region               */
-    IABN_T_OUTPUT      /* read by the caller after a run (loss): io region    */
+    IABN_T_OUTPUT,     /* read by the caller after a run (loss): io region    */
+    IABN_T_HOST        /* host copy of an offloaded activation: host pool     */
 } iabn_tkind;
 
 typedef enum iabn_policy {
@@ -76,6 +77,7 @@ typedef enum iabn_policy {
     IABN_RECOMPUTE,    /* dies after its last forward reader, rebuilt before    */
                        /* its first backward reader                            */
     IABN_OFFLOAD       /* copied to host after production, prefetched back     */
+                       /* before its first backward reader (finalize)          */
 } iabn_policy;
 
 typedef struct iabn_tensor {
@@ -274,6 +276,34 @@ const char *iabn_graph_block_name(const iabn_graph *g, int b);
  * ops); defined with the other elementwise layers in src/layers. */
 extern const iabn_op_def iabn_op_add;
 extern const iabn_op_def iabn_op_copy;
+/* Ops of the OFFLOAD policy (finalize inserts them; the executor runs them on
+ * the copy stream): offload copies a tensor to its host copy right after its
+ * producer; prefetch copies it back into a new device tensor that the
+ * backward reads. */
+extern const iabn_op_def iabn_op_offload;
+extern const iabn_op_def iabn_op_prefetch;
+
+/* How finalize applies OFFLOAD.  lookahead: the prefetch of a tensor is
+ * issued when the backward reaches the layer `lookahead` layers before the
+ * tensor's first backward reader (0: at that reader's own layer; 1, the
+ * default, the paper's "one layer ahead"). */
+typedef struct iabn_offload_opts {
+    int lookahead;
+} iabn_offload_opts;
+void iabn_graph_set_offload_opts(iabn_graph *g, const iabn_offload_opts *o);
+
+/* The paper's policy (INPLACE_ABN.md section 5): marks OFFLOAD every saved
+ * activation (an arena tensor of the forward that the backward reads) that a
+ * convolution's or pooling's backward reads, except a standard BN's input,
+ * which stays (the in-place layer stores none: it reconstructs it); views
+ * and tensors with views are left alone.  Call after iabn_graph_backward and
+ * before finalize.  Returns the number of tensors marked. */
+int iabn_graph_offload_conv_inputs(iabn_graph *g);
+/* Whether t may be offloaded: a forward arena tensor, not a view nor viewed,
+ * read by the backward. */
+int iabn_graph_offloadable(const iabn_graph *g, int t);
+/* A deep copy sharing the store (strategy search plans clones). */
+iabn_graph *iabn_graph_clone(const iabn_graph *g);
 
 int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e);
 int iabn_graph_finalize(iabn_graph *g, iabn_err *e);
@@ -331,6 +361,9 @@ struct iabn_plan {
     size_t *io_offset;       /* tensor -> io offset                                 */
     size_t *live;            /* per step: bytes live                                */
     size_t saved_bytes;      /* activation bytes alive across the fwd/bwd boundary  */
+    size_t host_bytes;       /* host pool (offloaded copies, reused when disjoint)  */
+    size_t offload_bytes;    /* bytes copied to the host per run (sum of copies)    */
+    size_t *host_offset;     /* tensor -> host pool offset (IABN_T_HOST)           */
     int boundary;            /* first backward step                                 */
     int nnotes;
     iabn_plan_note *notes;

@@ -21,7 +21,11 @@ struct iabn_graph {
     int building_fwd;            /* forward node stamped on new nodes */
     int ncopies;
     int finalized, has_backward;
+    iabn_offload_opts offload;
 };
+
+/* finalize's OFFLOAD step (offload.c). */
+int iabn_graph_apply_offload(iabn_graph *g, iabn_err *e);
 
 /* Moves node to schedule position pos (before the node that is there now). */
 int iabn_graph_insert_before(iabn_graph *g, int node, int pos);

@@ -12,6 +12,9 @@
  *     largest groups first, each at the smallest aligned gap between already
  *     placed groups whose lifetimes intersect, else on top;
  *  4. the lower bound: max over steps of the live bytes.
+ * Host copies of offloaded tensors go to the host pool, placed the same way
+ * over their own lifetimes (copy out .. copy back), so one pinned pool sized
+ * here serves every run.
  * Inputs and outputs go to a separate io region; parameters, gradients,
  * optimizer state and running statistics live in the store.
  */
@@ -51,6 +54,7 @@ void iabn_plan_free(iabn_plan *p)
     free(p->last);
     free(p->gsize);
     free(p->io_offset);
+    free(p->host_offset);
     free(p->live);
     free(p->notes);
     free(p);
@@ -155,12 +159,13 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
     p->last = malloc((size_t)nt * sizeof *p->last);
     p->gsize = calloc((size_t)nt, sizeof *p->gsize);
     p->io_offset = calloc((size_t)nt, sizeof *p->io_offset);
+    p->host_offset = calloc((size_t)nt, sizeof *p->host_offset);
     p->live = calloc((size_t)ns + 1, sizeof *p->live);
     int *lastread = malloc((size_t)nt * sizeof *lastread);
     int *defstep = malloc((size_t)nt * sizeof *defstep);
     int *stepof = malloc((size_t)(g->nn ? g->nn : 1) * sizeof *stepof);
     place_item *items = malloc((size_t)(nt ? nt : 1) * sizeof *items);
-    if (!p->group || !p->offset || !p->first || !p->last || !p->gsize || !p->io_offset ||
+    if (!p->group || !p->offset || !p->first || !p->last || !p->gsize || !p->io_offset || !p->host_offset ||
         !p->live || !lastread || !defstep || !stepof || !items) {
         free(lastread);
         free(defstep);
@@ -215,6 +220,8 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
             if (p->opts.mode != IABN_PLAN_FULL) why = "in-place disabled (IABN_PLAN)";
             else if (p->group[x] < 0 || p->group[o] < 0) why = "input or output is not an arena buffer";
             else if (g->t[o].view_of >= 0) why = "output is a view";
+            else if (g->t[x].policy == IABN_OFFLOAD)
+                why = "input is being copied to the host (offload)";
             else {
                 int r = find(p->group, x);
                 int dup = 0;
@@ -315,6 +322,19 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
     }
     for (int t = 0; t < nt; t++)
         if (g->t[t].view_of >= 0 && p->group[t] < 0) p->io_offset[t] = p->io_offset[g->t[t].view_of];
+    /* host pool: a host copy lives from its offload to its prefetch */
+    nitems = 0;
+    for (int t = 0; t < nt; t++) {
+        if (g->t[t].kind != IABN_T_HOST) continue;
+        int f = defstep[t], l = lastread[t] > f ? lastread[t] : f;
+        p->first[t] = f;
+        p->last[t] = l;
+        p->gsize[t] = align_up(g->t[t].nbytes, align);
+        p->offload_bytes += g->t[t].nbytes;
+        items[nitems++] = (place_item){t, p->gsize[t], f, l};
+    }
+    qsort(items, (size_t)nitems, sizeof *items, cmp_place);
+    p->host_bytes = place(items, nitems, align, p->host_offset);
 done:
     free(glast);
     free(lastread);
@@ -345,6 +365,20 @@ int iabn_plan_validate(const iabn_graph *g, const iabn_plan *p, iabn_err *e)
                                     "%s [%zu,%zu) steps %d-%d overlaps %s [%zu,%zu) steps %d-%d",
                                     g->t[a].name, p->offset[a], ea, p->first[a], p->last[a],
                                     g->t[b].name, p->offset[b], eb, p->first[b], p->last[b]);
+        }
+    }
+    for (int a = 0; a < nt; a++) {
+        if (g->t[a].kind != IABN_T_HOST) continue;
+        size_t ea = p->host_offset[a] + p->gsize[a];
+        if (ea > p->host_bytes)
+            return iabn_err_set(e, IABN_EINVAL, "%s ends past the host pool", g->t[a].name);
+        for (int b = a + 1; b < nt; b++) {
+            if (g->t[b].kind != IABN_T_HOST) continue;
+            if (p->last[a] < p->first[b] || p->last[b] < p->first[a]) continue;
+            size_t eb = p->host_offset[b] + p->gsize[b];
+            if (p->host_offset[a] < eb && p->host_offset[b] < ea)
+                return iabn_err_set(e, IABN_EINVAL, "host copies %s and %s overlap",
+                                    g->t[a].name, g->t[b].name);
         }
     }
     for (int t = 0; t < nt; t++)

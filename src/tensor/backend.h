@@ -173,6 +173,13 @@ typedef struct iabn_backend {
     int (*record)(void *ctx, void *ev);
     int (*wait)(void *ctx, void *ev);
     int (*h2d_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
+    /* Offloaded activations (optional): d2h_async is h2d_async's mirror on
+     * the copy stream; host_alloc / host_free give the pinned host pool
+     * (NULL: plain host memory).  wait returns nonzero when the copy the
+     * event marks failed, so a copy-thread error reaches the executor. */
+    int (*d2h_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
     /* Called by the executor after every node (optional): a device that
      * queues work asynchronously may synchronise here on request
      * (IABN_CUDA_SYNC=1) so that a fault names the node that caused it. */

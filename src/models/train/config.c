@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_F3, K_INTLIST,
+typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_STRAT, K_F3, K_INTLIST,
                      K_SCHED, K_MODE, K_OPT, K_PAIR_I, K_PAIR_F, K_SECTION } ktype;
 
 typedef struct key {
@@ -47,6 +47,7 @@ static const key k_network[] = {
     {"activation_param", K_FLOAT, F(act.param), NULL},
     {"input_3x3", K_BOOL, F(input_3x3), NULL},
     {"bn_mode", K_BN, F(bn_mode), NULL},
+    {"strategy", K_STRAT, F(strategy), NULL},
     {"classes", K_POSINT, F(classes), NULL},
     {"dilation", K_POSINT, F(dilation), NULL},
     {"weight_init", K_STR, F(weight_init), NULL},
@@ -207,10 +208,22 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
             return iabn_err_prefix(e, "%s: ", path);
         return 0;
     case K_BN:
+        /* auto: resolved once the activation is known (iabn_config_parse) */
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) {
+            *(iabn_bn_mode *)base = IABN_BN_INPLACE_II;
+            return 0;
+        }
         if (!cJSON_IsString(v)) return iabn_err_set(e, IABN_EINVAL, "%s must be a string", path);
         if (iabn_bn_mode_parse(v->valuestring, (iabn_bn_mode *)base, e))
             return iabn_err_prefix(e, "%s: ", path);
         return 0;
+    case K_STRAT: {
+        iabn_err se = {0};
+        if (!cJSON_IsString(v) || iabn_storage_parse(v->valuestring, (iabn_storage *)base, &se))
+            return iabn_err_set(e, IABN_EINVAL,
+                                "%s must be one of keep, offload, auto, recompute", path);
+        return 0;
+    }
     case K_F3:
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
             return iabn_err_set(e, IABN_EINVAL, "%s must be a list of 3 numbers", path);
@@ -307,6 +320,13 @@ int iabn_config_parse(iabn_config *c, const char *json, const char *what, iabn_e
                             at ? at : "");
     }
     int rc = walk(c, k_top, root, "", e);
+    const cJSON *bm = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "network"), "bn_mode");
+    if (!rc && cJSON_IsString(bm) && !strcmp(bm->valuestring, "auto")) {
+        /* in-place where the activation can be inverted */
+        c->bn_auto = 1;
+        c->bn_mode = c->act.kind == IABN_ACT_RELU ? IABN_BN_STANDARD : IABN_BN_INPLACE_II;
+    }
     cJSON_Delete(root);
     if (rc) return iabn_err_prefix(e, "%s: ", what);
     return 0;
@@ -432,7 +452,8 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON_AddStringToObject(n, "activation", iabn_act_name(c->act.kind));
     add_float(n, "activation_param", c->act.param);
     cJSON_AddBoolToObject(n, "input_3x3", c->input_3x3);
-    cJSON_AddStringToObject(n, "bn_mode", iabn_bn_mode_name(c->bn_mode));
+    cJSON_AddStringToObject(n, "bn_mode", c->bn_auto ? "auto" : iabn_bn_mode_name(c->bn_mode));
+    cJSON_AddStringToObject(n, "strategy", iabn_storage_name(c->strategy));
     /* 0: taken from the data set, which is how the key's absence reads back */
     if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);

@@ -5,6 +5,7 @@
 #ifndef IABN_MODELS_TRAIN_CONFIG_H
 #define IABN_MODELS_TRAIN_CONFIG_H
 
+#include "graph/strategy.h"
 #include "layers/layers.h"
 
 #define IABN_MAX_MILESTONES 16
@@ -38,7 +39,10 @@ typedef struct iabn_config {
     char arch[64];
     iabn_act act;
     int input_3x3;
-    iabn_bn_mode bn_mode;
+    iabn_bn_mode bn_mode;  /* "auto": inplace_abn_ii with an invertible activation,
+                              standard with relu (bn_auto set) */
+    int bn_auto;
+    iabn_storage strategy; /* saved activations: keep, offload, auto, recompute */
     int classes;           /* 0: from the data set */
     int dilation;
     char weight_init[32];  /* xavier_normal, kaiming_normal */

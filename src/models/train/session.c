@@ -6,6 +6,7 @@
 #include "models/train/session.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tensor/device.h"
@@ -60,6 +61,49 @@ static void measure(iabn_session *s)
     m->staging = iabn_device_staging_bytes(iabn_store_backend(s->store), in_bytes);
     m->total = m->arena + m->io + m->staging + m->param_bytes + m->grad_bytes + m->optim_bytes +
                m->buffer_bytes;
+    m->host = p->host_bytes;
+}
+
+/* The storage strategy of the saved activations (before finalisation). */
+static int apply_storage(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
+{
+    if (c->storage == IABN_STORAGE_KEEP) return 0;
+    iabn_strategy_opts o;
+    if (c->strategy) o = *c->strategy;
+    else {
+        memset(&o, 0, sizeof o);
+        o.allow_offload = o.allow_recompute = 1;
+        o.lookahead = 1;
+    }
+    if (c->budget_bytes) o.budget = c->budget_bytes;
+    if (o.cost.flops_per_s <= 0 && c->storage != IABN_STORAGE_OFFLOAD) {
+        int rc = iabn_cost_calibrate(&o.cost, iabn_store_backend(s->store)->kind, e);
+        if (rc) return rc;
+    }
+    return iabn_graph_apply_storage(s->graph, c->storage, &o, &s->strategy, e);
+}
+
+/* The over-budget message, with the largest batch that would fit. */
+static int over_budget(const iabn_session_cfg *c, const iabn_session *s, iabn_err *e)
+{
+    iabn_session_cfg q = *c;
+    iabn_strategy_opts o;
+    if (c->strategy) o = *c->strategy;
+    else {
+        memset(&o, 0, sizeof o);
+        o.allow_offload = o.allow_recompute = 1;
+        o.lookahead = 1;
+    }
+    o.budget = c->budget_bytes; /* what auto aims at, at every batch tried */
+    q.strategy = &o;
+    int best = 0;
+    iabn_err qe = {0};
+    int rc = iabn_session_largest(&q, IABN_SEARCH_BATCH, c->budget_bytes, &best, &qe);
+    char tail[96] = "";
+    if (!rc) snprintf(tail, sizeof tail, "; the largest batch that fits is %d", best);
+    return iabn_err_set(e, IABN_ENOMEM, "the step needs %.1f MiB, the budget is %.1f MiB%s",
+                        (double)s->mem.total / 1048576.0, (double)c->budget_bytes / 1048576.0,
+                        tail);
 }
 
 static int per_pixel_labels(const iabn_session_cfg *c, const char *arch)
@@ -184,14 +228,13 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
     if (!rc && c->keep_logits) iabn_graph_mark_output(g, s->logits);
     if (!rc && c->train) rc = iabn_graph_backward(g, s->loss, e);
     if (!rc && c->input_grad) s->input_grad = iabn_graph_input_grad(g, s->input);
+    if (!rc && c->train) rc = apply_storage(c, s, e);
     if (!rc) rc = iabn_graph_finalize(g, e);
     if (!rc) rc = iabn_plan_build(g, NULL, &s->plan, e);
     if (!rc) {
         measure(s);
-        if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes)
-            rc = iabn_err_set(e, IABN_ENOMEM, "the step needs %.1f MiB, the budget is %.1f MiB",
-                              (double)s->mem.total / 1048576.0,
-                              (double)c->budget_bytes / 1048576.0);
+        /* refused here, before the executor allocates anything */
+        if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes) rc = over_budget(c, s, e);
     }
     if (!rc && c->bind && !c->plan_only) rc = iabn_exec_new(g, s->plan, &s->exec, e);
     if (rc) iabn_session_free(s);

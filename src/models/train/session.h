@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "graph/graph.h"
+#include "graph/strategy.h"
 #include "layers/layers.h"
 #include "models/models.h"
 
@@ -77,7 +78,14 @@ typedef struct iabn_session_cfg {
     const iabn_backend *backend;
     int plan_only;               /* shapes-only store: planned, nothing allocated   */
     int bind;                    /* allocate the executor (ignored with plan_only) */
-    size_t budget_bytes;         /* > 0: a step needing more is IABN_ENOMEM         */
+    size_t budget_bytes;         /* > 0: a step needing more is IABN_ENOMEM (the
+                                    message names the largest batch that fits)  */
+    /* how saved activations are stored (graph/strategy.h): keep, offload
+     * (conv / pool inputs), auto or recompute (chosen under budget_bytes, or
+     * strategy->budget when budget_bytes is 0); strategy: cost model and
+     * prefetch lookahead (NULL: calibrated defaults, lookahead 1) */
+    iabn_storage storage;
+    const iabn_strategy_opts *strategy;
 } iabn_session_cfg;
 
 /* What the step needs, in bytes (counts for params). */
@@ -88,6 +96,7 @@ typedef struct iabn_session_mem {
     size_t scratch_max, scratch_sum;   /* per-node scratch (cuDNN workspaces)      */
     int copies;                  /* copies inserted before in-place ops            */
     size_t total;                /* arena + io + staging + the store's bytes      */
+    size_t host;                 /* host pool of offloaded activations            */
 } iabn_session_mem;
 
 typedef struct iabn_session {
@@ -99,6 +108,7 @@ typedef struct iabn_session {
     int input_grad;              /* the input's gradient tensor, or -1             */
     int batch, height, width;
     iabn_session_mem mem;
+    iabn_strategy_result strategy;   /* what cfg.storage chose                  */
     int own_store;
 } iabn_session;
 

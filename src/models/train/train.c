@@ -292,6 +292,8 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->batch > 0) tr->cfg.batch_size = o->batch;
     if (o->lr > 0) tr->cfg.learning_rate = o->lr;
     if (o->bn && iabn_bn_mode_parse(o->bn, &tr->cfg.bn_mode, e)) return iabn_err_prefix(e, "--bn: ");
+    tr->storage = tr->cfg.strategy;
+    if (o->strategy && (rc = iabn_storage_parse(o->strategy, &tr->storage, e))) return rc;
     if ((rc = iabn_config_check(&tr->cfg, e))) return rc;
     if (!iabn_model_exists(tr->cfg.arch))
         return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a model (iabn mem --list)",
@@ -311,6 +313,14 @@ static int setup(trainer *tr, iabn_err *e)
     tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
     tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
     if ((rc = iabn_device_open(o->device, &tr->dev, e))) return rc;
+    if (tr->storage != IABN_STORAGE_KEEP) {
+        /* auto / recompute aim at --budget, else at what the device has */
+        tr->sopts.allow_offload = tr->sopts.allow_recompute = 1;
+        tr->sopts.lookahead = 1;
+        tr->sopts.budget = o->budget_bytes > 0 ? (size_t)o->budget_bytes
+                                               : iabn_device_available(&tr->dev);
+        if ((rc = iabn_cost_calibrate(&tr->sopts.cost, tr->dev.be->kind, e))) return rc;
+    }
     tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
     if ((rc = choose_micro_batches(tr, e))) return rc;

@@ -25,6 +25,8 @@ static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_ses
     /* label smoothing shapes the training loss only; evaluation reports the plain one */
     c->label_smoothing = train ? tr->cfg.label_smoothing : 0.f;
     c->keep_logits = !train || tr->task == IABN_TASK_CLASSIFY;
+    c->storage = tr->storage;
+    c->strategy = &tr->sopts;
 }
 
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,

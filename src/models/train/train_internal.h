@@ -16,6 +16,8 @@ typedef struct trainer {
     iabn_task task;
     iabn_config cfg;
     iabn_model_cfg mcfg;
+    iabn_storage storage;     /* --strategy */
+    iabn_strategy_opts sopts; /* its cost model and budget */
     iabn_device dev;          /* where graphs run (--device) */
     iabn_store *s;
     iabn_dataset *dtrain, *dval;

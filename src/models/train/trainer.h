@@ -66,6 +66,8 @@ typedef struct iabn_train_opts {
     int resume_override;         /* resume although the config or data changed */
     int on_nonfinite_skip;       /* a NaN/Inf loss or gradient skips the step (else stops) */
     double budget_bytes;         /* 0: the machine's available memory */
+    const char *strategy;        /* saved activations: keep (NULL), offload, auto or
+                                    recompute (auto / recompute aim at the budget) */
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
     long long checkpoint_every;  /* > 0: checkpoint_last every N steps, mid-epoch too */

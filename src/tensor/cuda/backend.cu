@@ -144,6 +144,38 @@ static int be_h2d_async(void *c, void *dst, const void *src, size_t bytes, void 
                      "cudaEventRecord(copy)");
 }
 
+/* Offloaded activations: the mirror copy on the copy stream, and the pinned
+ * host pool they go to (allocated once per executor, at the planned size). */
+static int be_d2h_async(void *c, void *dst, const void *src, size_t bytes, void *after,
+                        void *done)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    if (after && be_status(ctx, cudaStreamWaitEvent(ctx->copy_stream, (cudaEvent_t)after, 0),
+                           "cudaStreamWaitEvent(copy)"))
+        return -1;
+    if (bytes && be_status(ctx, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                                ctx->copy_stream),
+                           "cudaMemcpyAsync(d2h, copy stream)"))
+        return -1;
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)done, ctx->copy_stream),
+                     "cudaEventRecord(copy)");
+}
+
+static void *be_host_alloc(void *c, size_t bytes)
+{
+    iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
+    void *p = NULL;
+    if (be_status(ctx, cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc"))
+        return NULL;
+    return p;
+}
+
+static void be_host_free(void *c, void *p)
+{
+    (void)c;
+    if (p) (void)cudaFreeHost(p);
+}
+
 /* ---- context ------------------------------------------------------------------ */
 
 /* Builds everything; on failure the caller frees the partial context. */
@@ -293,6 +325,9 @@ int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
     ctx->be.record = be_record;
     ctx->be.wait = be_wait;
     ctx->be.h2d_async = be_h2d_async;
+    ctx->be.d2h_async = be_d2h_async;
+    ctx->be.host_alloc = be_host_alloc;
+    ctx->be.host_free = be_host_free;
     ctx->be.node_done = be_node_done;
     ctx->be.k = &cuda_kernels;
     *out = ctx;
@@ -406,7 +441,8 @@ const iabn_backend *iabn_cuda_backend_planning(void)
 {
     static const iabn_backend virt = {
         IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
-        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, &cuda_kernels};
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        &cuda_kernels};
     return &virt;
 }
 
