@@ -26,6 +26,8 @@ typedef enum iabn_bn_mode {
     IABN_BN_INPLACE,          /* InPlace-ABN I: z over x, backward from z           */
     IABN_BN_INPLACE_II,       /* InPlace-ABN II: dx = A*dy + B*y + C                */
     IABN_BN_INPLACE_SYNC,     /* II with statistics synchronised across workers     */
+    IABN_BN_INPLACE_SYNC_I,   /* I with statistics synchronised across workers      */
+    IABN_BN_STANDARD_SYNC,    /* standard BN synchronised across workers            */
     IABN_BN_NMODES
 } iabn_bn_mode;
 
@@ -34,6 +36,11 @@ const char *iabn_bn_mode_name(iabn_bn_mode m);
  * "checkpoint", "checkpoint_opt", "inplace_abn", "inplace_abn_ii", ...). */
 int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out);
 int iabn_bn_mode_is_inplace(iabn_bn_mode m);
+/* The synchronised modes: the graph's communicator (iabn_graph_set_comm)
+ * combines the statistics and the backward sums of every rank
+ * (INPLACE_ABN.md section 3); with one rank they are the unsynchronised
+ * mode exactly. */
+int iabn_bn_mode_is_sync(iabn_bn_mode m);
 
 typedef struct iabn_norm_act_cfg {
     iabn_bn_mode mode;

@@ -1,7 +1,13 @@
 /* loss.c: softmax cross-entropy over channels with an ignore index and
  * optional online bootstrapping.  The forward writes the mean loss (a graph
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
- * the backward needs the logits and labels only. */
+ * the backward needs the logits and labels only.
+ *
+ * In a data-parallel job (the graph has a communicator of several ranks) the
+ * mean is over every rank's counted pixels: the forward all-reduces (loss sum,
+ * count) and sets the weights to 1/global count, so each rank's gradient is
+ * its share of the global mean's and the gradient all-reduce is a plain sum;
+ * unequal per-rank batches (the last one of an epoch) stay exact. */
 #include "layers/layer_util.h"
 #include "layers/layer_cuda.h"
 
@@ -12,6 +18,24 @@ static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_k
     /* the CUDA forward keeps its keys in the weight output itself */
     if (dev != IABN_DEV_CPU) return 0;
     return iabn_xent_scratch_bytes(P.n, P.hw);
+}
+
+/* Turns the rank's mean loss and weights (1/local count) into the job's. */
+static int global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P, float *loss,
+                       float *weight, iabn_err *e)
+{
+    iabn_comm *comm = iabn_graph_comm(g);
+    if (iabn_comm_size(comm) == 1) return 0;
+    size_t m = (size_t)P->n * (size_t)P->hw, kept = 0;
+    for (size_t i = 0; i < m; i++) kept += weight[i] != 0.f;
+    double d[2] = {(double)*loss * (double)kept, (double)kept};
+    int rc = iabn_comm_allreduce(comm, NULL, d, 2, IABN_COMM_F64, n->name, e);
+    if (rc) return rc;
+    float w = d[1] > 0 ? (float)(1.0 / d[1]) : 0.f;
+    for (size_t i = 0; i < m; i++)
+        if (weight[i] != 0.f) weight[i] = w;
+    *loss = d[1] > 0 ? (float)(d[0] / d[1]) : 0.f;
+    return 0;
 }
 
 /* in: logits, labels   out: loss, weight */
@@ -27,7 +51,7 @@ static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
                             "index %d",
                             bad >= 0 ? lab[bad] : -1, bad, P.k, P.ignore);
     }
-    return 0;
+    return global_mean(g, n, &P, b->out[0], b->out[1], e);
 }
 
 /* in: logits, labels, weight   out: dlogits */

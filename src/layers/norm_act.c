@@ -9,6 +9,10 @@
  *   inplace_abn(_ii) one node writing z over x (MUST); the backward reads z
  *                   and the per-channel statistics only and writes dx over dz.
  *   evaluation / frozen: one node with the running statistics.
+ *   *_sync          the same nodes; the forward all-gathers every rank's
+ *                   (count, mean, var) and combines them, the backward
+ *                   all-reduces (count, sum dy, sum dy*xhat) after taking the
+ *                   local sums for dgamma / dbeta (INPLACE_ABN.md section 3).
  * The scale is |gamma| + eps in every mode (so every mode computes the same
  * function and weights move freely between modes) unless plain_gamma asks for
  * torchvision's gamma, which the in-place modes refuse: they need g > 0 to
@@ -17,13 +21,15 @@
 #include "layers/layer_util.h"
 #include "layers/layer_cuda.h"
 
+#include <stdlib.h>
 #include <strings.h>
 
 const char *iabn_bn_mode_name(iabn_bn_mode m)
 {
     static const char *names[IABN_BN_NMODES] = {"standard", "checkpoint", "checkpoint_opt",
                                                 "inplace_abn", "inplace_abn_ii",
-                                                "inplace_abn_sync"};
+                                                "inplace_abn_sync", "inplace_abn_sync_i",
+                                                "standard_sync"};
     return (int)m >= 0 && m < IABN_BN_NMODES ? names[m] : "?";
 }
 
@@ -37,6 +43,10 @@ int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out)
         {"inplace_abn_i", IABN_BN_INPLACE}, {"inplace_ii", IABN_BN_INPLACE_II},
         {"inplace_abn_ii", IABN_BN_INPLACE_II}, {"iabn_ii", IABN_BN_INPLACE_II},
         {"sync", IABN_BN_INPLACE_SYNC}, {"inplace_abn_sync", IABN_BN_INPLACE_SYNC},
+        {"inplace_abn_sync_ii", IABN_BN_INPLACE_SYNC}, {"inplace_sync", IABN_BN_INPLACE_SYNC},
+        {"inplace_abn_sync_i", IABN_BN_INPLACE_SYNC_I}, {"inplace_sync_i", IABN_BN_INPLACE_SYNC_I},
+        {"standard_sync", IABN_BN_STANDARD_SYNC}, {"sync_bn", IABN_BN_STANDARD_SYNC},
+        {"syncbn", IABN_BN_STANDARD_SYNC},
     };
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
         if (strcasecmp(s, tab[i].name) == 0) {
@@ -48,7 +58,13 @@ int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out)
 
 int iabn_bn_mode_is_inplace(iabn_bn_mode m)
 {
-    return m == IABN_BN_INPLACE || m == IABN_BN_INPLACE_II || m == IABN_BN_INPLACE_SYNC;
+    return m == IABN_BN_INPLACE || m == IABN_BN_INPLACE_II || m == IABN_BN_INPLACE_SYNC ||
+           m == IABN_BN_INPLACE_SYNC_I;
+}
+
+int iabn_bn_mode_is_sync(iabn_bn_mode m)
+{
+    return m == IABN_BN_INPLACE_SYNC || m == IABN_BN_INPLACE_SYNC_I || m == IABN_BN_STANDARD_SYNC;
 }
 
 iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode)
@@ -71,6 +87,81 @@ static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_
     return 2 * (size_t)P.c * sizeof(float);
 }
 
+/* ---- synchronisation (INPLACE_ABN.md section 3) -------------------------------- */
+
+/* Batch statistics of x, over every rank when P->sync: each rank's (count,
+ * mean, var) is all-gathered and combined in double.  *count: the values
+ * behind them.  One rank: the local statistics, untouched. */
+static int batch_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, const float *x,
+                       float *mean, float *var, double *count, iabn_err *e)
+{
+    iabn_bn_stats(P->n, P->c, P->hw, x, mean, var);
+    *count = (double)P->n * P->hw;
+    iabn_comm *comm = iabn_graph_comm(g);
+    int world = iabn_comm_size(comm);
+    if (!P->sync || world == 1) return 0;
+    size_t c = (size_t)P->c, rec = sizeof(double) + 2 * c * sizeof(float);
+    unsigned char *buf = malloc(rec * (size_t)(world + 1));
+    double *counts = malloc((size_t)world * sizeof *counts);
+    float *means = malloc((size_t)world * 2 * c * sizeof *means);
+    if (!buf || !counts || !means) {
+        free(buf);
+        free(counts);
+        free(means);
+        return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory gathering the statistics", n->name);
+    }
+    float *vars = means + (size_t)world * c;
+    memcpy(buf, count, sizeof(double));
+    memcpy(buf + sizeof(double), mean, c * sizeof(float));
+    memcpy(buf + sizeof(double) + c * sizeof(float), var, c * sizeof(float));
+    unsigned char *all = buf + rec;
+    int rc = iabn_comm_allgather(comm, buf, all, rec, n->name, e);
+    if (!rc) {
+        *count = 0;
+        for (int w = 0; w < world; w++) {
+            const unsigned char *r = all + rec * (size_t)w;
+            memcpy(&counts[w], r, sizeof(double));
+            memcpy(means + (size_t)w * c, r + sizeof(double), c * sizeof(float));
+            memcpy(vars + (size_t)w * c, r + sizeof(double) + c * sizeof(float),
+                   c * sizeof(float));
+            *count += counts[w];
+        }
+        iabn_bn_stats_combine(world, P->c, counts, means, vars, mean, var);
+    }
+    free(buf);
+    free(counts);
+    free(means);
+    return rc;
+}
+
+/* Backward sums over every rank when P->sync (after the local ones went into
+ * dgamma / dbeta); *count: the values behind them. */
+static int sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
+                     float *sum_dy_xhat, double *count, iabn_err *e)
+{
+    *count = (double)P->n * P->hw;
+    iabn_comm *comm = iabn_graph_comm(g);
+    if (!P->sync || iabn_comm_size(comm) == 1) return 0;
+    size_t c = (size_t)P->c;
+    double *d = malloc((2 * c + 1) * sizeof *d);
+    if (!d) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory reducing the sums", n->name);
+    for (size_t i = 0; i < c; i++) {
+        d[i] = sum_dy[i];
+        d[c + i] = sum_dy_xhat[i];
+    }
+    d[2 * c] = *count;
+    int rc = iabn_comm_allreduce(comm, NULL, d, 2 * c + 1, IABN_COMM_F64, n->name, e);
+    if (!rc) {
+        for (size_t i = 0; i < c; i++) {
+            sum_dy[i] = (float)d[i];
+            sum_dy_xhat[i] = (float)d[c + i];
+        }
+        *count = d[2 * c];
+    }
+    free(d);
+    return rc;
+}
+
 /* ---- kernels (CPU) --------------------------------------------------------------- */
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
@@ -78,8 +169,9 @@ static int bn_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    iabn_bn_stats(P.n, P.c, P.hw, b->in[0], mean, var);
-    iabn_bn_update_running(P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
+    double m;
+    if (batch_stats(g, n, &P, b->in[0], mean, var, &m, e)) return e->code;
+    iabn_bn_update_running(P.c, m, P.momentum, mean, var, b->in[3], b->in[4]);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
                       P.abs_gamma, id, b->out[0], NULL);
@@ -105,8 +197,10 @@ static int bn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *
                        sum_dy_xhat);
     if (P.grads)
         iabn_bn_param_grads(P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
+    double m;
+    if (sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
     iabn_bn_bwd_apply(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
-                      P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
+                      P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
 }
 
@@ -166,8 +260,9 @@ static int iabn_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    iabn_bn_stats(P.n, P.c, P.hw, b->in[0], mean, var);
-    iabn_bn_update_running(P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
+    double m;
+    if (batch_stats(g, n, &P, b->in[0], mean, var, &m, e)) return e->code;
+    iabn_bn_update_running(P.c, m, P.momentum, mean, var, b->in[3], b->in[4]);
     iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
                       b->out[0], NULL);
     return 0;
@@ -178,15 +273,17 @@ static int iabn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
+    double m = (double)P.n * P.hw;
     if (P.training) {
         iabn_iabn_bwd_reduce(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
                              b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
             iabn_bn_param_grads(P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
                                 b->out[2]);
+        if (sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
     }
     iabn_iabn_bwd_apply(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
+                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,
                         b->out[0]);
     return 0;
 }
@@ -385,7 +482,8 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     P.momentum = cfg->momentum;
     P.abs_gamma = !cfg->plain_gamma;
     P.act = cfg->act;
-    P.variant = cfg->mode == IABN_BN_INPLACE ? 1 : 2;
+    P.variant = cfg->mode == IABN_BN_INPLACE || cfg->mode == IABN_BN_INPLACE_SYNC_I ? 1 : 2;
+    P.sync = iabn_bn_mode_is_sync(cfg->mode);
     int training = iabn_graph_mode(g) == IABN_TRAIN && !cfg->frozen;
     P.training = training;
     if (training && (long)P.n * P.hw <= 1)
@@ -418,6 +516,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     int var = named(g, name, ".var", IABN_F32, 1, cs);
     switch (cfg->mode) {
     case IABN_BN_STANDARD:
+    case IABN_BN_STANDARD_SYNC:
     case IABN_BN_CHECKPOINT: {
         int y = named(g, name, ".y", IABN_F32, xnd, xs);
         int outs[3] = {y, mean, var};
