@@ -194,6 +194,45 @@ static void test_world_one_is_unsynced(void)
     iabn_comm_free(one);
 }
 
+/* The sampler: disjoint shards; with drop_last the ranks' step t together is
+ * the one-process step t of a world-times-larger batch, and every rank runs
+ * the same number of steps; without it every sample is read exactly once. */
+static void test_sampler(void)
+{
+    enum { N = 37, BATCH = 4 };
+    int64_t perm[N], perm2[N], order[N];
+    iabn_sampler_perm(N, 5, 3, 1, perm);
+    iabn_sampler_perm(N, 5, 3, 1, perm2);
+    CHECK(memcmp(perm, perm2, sizeof perm) == 0);
+    iabn_sampler_perm(N, 5, 4, 1, perm2);
+    CHECK(memcmp(perm, perm2, sizeof perm) != 0);
+    for (int world = 1; world <= 3; world++)
+        for (int drop = 0; drop <= 1; drop++) {
+            int seen[N] = {0};
+            int64_t steps = iabn_sampler_batches(N, 0, world, BATCH, drop);
+            for (int r = 0; r < world; r++) {
+                int64_t per = iabn_sampler_shard(perm, N, r, world, drop, order);
+                if (drop) CHECK(iabn_sampler_batches(N, r, world, BATCH, drop) == steps);
+                for (int64_t k = 0; k < per; k++) {
+                    seen[order[k]]++;
+                    /* in step k / BATCH, at a position of the big batch's window */
+                    int64_t pos = r + k * world, step = k / BATCH;
+                    if (drop && step < steps)
+                        CHECK(pos / (BATCH * world) == step);
+                }
+            }
+            int once = 1, covered = 0;
+            for (int i = 0; i < N; i++) {
+                once &= seen[i] <= 1;
+                covered += seen[i];
+            }
+            CHECK(once);
+            CHECK(covered == (drop ? N / world * world : N));
+        }
+    CHECK(iabn_sampler_batches(N, 0, 2, BATCH, 1) * 2 * BATCH ==
+          iabn_sampler_batches(N, 0, 1, 2 * BATCH, 1) * 2 * BATCH);
+}
+
 int main(void)
 {
     iabn_err e = {0};
@@ -201,6 +240,7 @@ int main(void)
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
+    RUN(test_sampler);
     RUN(test_world_one_is_unsynced);
     RUN(test_sync_equals_one_rank);
     RUN(test_unsynced_differs);
