@@ -6,7 +6,7 @@
  * is written past the scratch or the outputs, repeated calls are bitwise
  * equal, and a finite-difference check of all three gradients. */
 #include "tensor/tensor.h"
-#include "tensor/cpu_conv_impl.h"
+#include "tensor/cpu/conv_impl.h"
 #include "test_util.h"
 
 typedef struct tcase {

@@ -18,8 +18,8 @@
  * Without a CUDA device the test prints "SKIP: ..." and exits 77.
  */
 #include "iabn.h"
-#include "tensor/cuda_backend.h"
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/backend.h"
+#include "tensor/cuda/kernels.h"
 #include "test_util.h"
 
 static iabn_cuda_ctx *cu;

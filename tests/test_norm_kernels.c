@@ -1,4 +1,4 @@
-/* test_norm_kernels.c: the batch-norm + activation kernels (cpu_norm.h).
+/* test_norm_kernels.c: the batch-norm + activation kernels (cpu/norm_act.h).
  *
  * A double-precision reference of INPLACE_ABN.md sections 1-2 is checked by
  * finite differences, then every mode (standard, checkpoint_opt, in-place I
@@ -495,7 +495,7 @@ static double ulp_of(double v)
     return (double)nextafterf(a, INFINITY) - a;
 }
 
-/* The branch-free expm1/log1p of iabn_math.h (ELU forward and inverse) stay
+/* The branch-free expm1/log1p of math/act.h (ELU forward and inverse) stay
  * within 1 ulp over their whole domain: a sweep over the float bit patterns
  * (every 101st), the ends, and NaN. */
 static void test_elu_math(void)

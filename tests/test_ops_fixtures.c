@@ -1,4 +1,4 @@
-/* test_ops_fixtures.c: the op kernels of cpu_ops.h against PyTorch 1.13.
+/* test_ops_fixtures.c: the op kernels of cpu/ops.h against PyTorch 1.13.
  *
  * tests/fixtures/make_ops_fixtures.py wrote ops.safetensors (bilinear
  * resize, max pool, global average pool, cross-entropy with ignore index and

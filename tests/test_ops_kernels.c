@@ -1,4 +1,4 @@
-/* test_ops_kernels.c: the CPU op kernels of cpu_ops.h against finite
+/* test_ops_kernels.c: the CPU op kernels of cpu/ops.h against finite
  * differences, hand-computed values and themselves (aliasing, thread counts).
  *
  * Gradient checks use the scalar L = sum(r * y) with a random r, so that one
@@ -8,7 +8,7 @@
  * within the step of the selection threshold.
  */
 #include "tensor/tensor.h"
-#include "tensor/ops_math.h"
+#include "tensor/math/upsample.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -716,7 +716,7 @@ static void test_aliasing(void)
 
 static void test_rng_bits(void)
 {
-    /* The mixer moved to ops_math.h; the values must not have changed. */
+    /* The mixer moved to math/<family>.h; the values must not have changed. */
     for (uint64_t i = 0; i < 100; i++) {
         uint64_t z = 7 + 0x9e3779b97f4a7c15ULL;
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

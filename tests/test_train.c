@@ -21,7 +21,7 @@
 #include "test_util.h"
 #include "iabn_config.h"
 #include "tools/config.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 #include "tools/trainer.h"
 
 #ifndef CONFIG_DIR

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "tensor/tensor.h"
-#include "tensor/cpu_conv_impl.h"
+#include "tensor/cpu/conv_impl.h"
 
 typedef struct bench_case {
     const char *name;

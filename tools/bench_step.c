@@ -15,7 +15,7 @@
 #include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 
 static int cmp_d(const void *a, const void *b)
 {

@@ -9,7 +9,7 @@
 #include <strings.h>
 
 #include "iabn_config.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 
 double iabn_parse_bytes(const char *s)
 {

@@ -17,7 +17,7 @@
 #include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 
 #define MAX_MODES 6
 

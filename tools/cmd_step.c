@@ -14,7 +14,7 @@
 
 #include "iabn.h"
 #include "tools/cli.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 
 typedef struct step_opts {
     const char *arch, *input, *weights, *out, *bn, *act, *device;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "tools/checkpoint.h"
-#include "tools/device.h"
+#include "tensor/device.h"
 #include "tools/tb_events.h"
 #include "tools/trainer.h"
 

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/device.h"
 #include "tensor/tensor.h"
 
 #ifdef __cplusplus
@@ -330,6 +331,9 @@ typedef struct iabn_loader iabn_loader;
 
 void iabn_loader_cfg_defaults(iabn_loader_cfg *cfg, iabn_transform_kind kind);
 /* ds must outlive the loader. */
+/* Points the batch allocation at the device's pinned host memory on a GPU
+ * (the copies to the device then run asynchronously); nothing on the CPU. */
+void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc);
 int iabn_loader_open(const iabn_loader_cfg *cfg, const iabn_dataset *ds, iabn_loader **out,
                      iabn_err *e);
 /* Starts (or restarts) an epoch: batches of a previous one not yet taken are

@@ -218,6 +218,19 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc)
+{
+    void *(*alloc)(size_t, void *);
+    void (*release)(void *, void *);
+    void *user;
+    iabn_device_host_allocator(d, &alloc, &release, &user);
+    if (alloc) {
+        lc->alloc = alloc;
+        lc->free = release;
+        lc->alloc_user = user;
+    }
+}
+
 int iabn_loader_open(const iabn_loader_cfg *cfg, const iabn_dataset *ds, iabn_loader **out,
                      iabn_err *e)
 {

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tensor/backend.h"
 #include "tensor/tensor.h"
 #include "tensor/comm.h"
 
@@ -54,39 +55,6 @@ typedef struct iabn_store iabn_store;
 typedef struct iabn_plan iabn_plan;
 typedef struct iabn_exec iabn_exec;
 typedef struct iabn_node iabn_node;
-
-/* ---- backends ------------------------------------------------------------- */
-
-typedef enum iabn_device_kind { IABN_DEV_CPU = 0, IABN_DEV_CUDA = 1 } iabn_device_kind;
-
-/* Memory operations of a device; kernels are dispatched per op (iabn_op_def). */
-typedef struct iabn_backend {
-    iabn_device_kind kind;
-    const char *name;
-    size_t align;                                   /* arena alignment */
-    void *ctx;                                      /* cuda: iabn_cuda_ctx */
-    void *(*alloc)(void *ctx, size_t bytes);        /* NULL on failure */
-    void (*free)(void *ctx, void *p);
-    int (*h2d)(void *ctx, void *dst, const void *src, size_t bytes);
-    int (*d2h)(void *ctx, void *dst, const void *src, size_t bytes);
-    int (*fill)(void *ctx, void *dst, int byte, size_t bytes);
-    int (*sync)(void *ctx);
-    /* Overlapped input copies (optional: NULL on the CPU, where copies are
-     * plain memcpy).  Events order the compute stream and the copy stream:
-     * h2d_async queues a copy on the copy stream that starts once `after`
-     * (an event of the compute stream, or NULL; one never recorded counts as
-     * passed, as CUDA's do) has passed, and
-     * records `done` when it has landed; wait makes the compute stream wait
-     * for an event; record records one on the compute stream. */
-    void *(*event_new)(void *ctx);
-    void (*event_free)(void *ctx, void *ev);
-    int (*record)(void *ctx, void *ev);
-    int (*wait)(void *ctx, void *ev);
-    int (*h2d_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
-} iabn_backend;
-
-/* The CPU backend: a constant vtable, no state. */
-const iabn_backend *iabn_backend_cpu(void);
 
 /* ---- tensors --------------------------------------------------------------- */
 

@@ -12,7 +12,7 @@
 #include <math.h>
 
 #if IABN_HAVE_CUDA
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/kernels.h"
 #endif
 
 /* The three array operations of a step, on the parameter's backend. */

@@ -1,6 +1,6 @@
 /* conv.c: 2-D convolution (stride, padding, dilation, groups, optional bias).
  * Forward reads x and w; the backward's filter pass reads x (that is what gets
- * saved) and the data pass reads w.  Kernels: src/tensor/cpu_conv.h. */
+ * saved) and the data pass reads w.  Kernels: src/tensor/cpu/conv.h. */
 #include "layers/layer_util.h"
 #include "layers/layer_cuda.h"
 
@@ -8,7 +8,7 @@ static size_t scratch_for(const iabn_node *n, iabn_conv_pass pass, iabn_device_k
 {
     IABN_PARAMS(conv_p, n);
 #if IABN_HAVE_CUDA
-    /* cuDNN's workspace: a budget fixed by the shape (cuda_conv.cu) */
+    /* cuDNN's workspace: a budget fixed by the shape (cuda/conv.cu) */
     if (dev == IABN_DEV_CUDA) return iabn_cuda_conv_workspace_bytes(&P.geom, pass);
 #endif
     if (dev != IABN_DEV_CPU) return 0;

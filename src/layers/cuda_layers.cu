@@ -1,10 +1,10 @@
 /* cuda_layers.cu: CUDA run functions of the remaining layers' ops (conv.c,
  * elementwise.c, pool.c, linear.c, loss.c).  Each mirrors its *_cpu twin:
- * same node inputs and outputs, launchers of tensor/cuda_kernels.h in place
+ * same node inputs and outputs, launchers of tensor/cuda/kernels.h in place
  * of the CPU kernels, then iabn_cuda_node_done() (IABN_CUDA_SYNC=1). */
 #include "layers/layer_cuda.h"
 #include "layers/layer_util.h"
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/kernels.h"
 
 static size_t numel(const iabn_graph *g, int t) { return iabn_graph_t(g, t)->nbytes / 4; }
 

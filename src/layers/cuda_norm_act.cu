@@ -1,11 +1,11 @@
 /* cuda_norm_act.cu: CUDA run functions of the BN + activation ops of
  * norm_act.c.  Each mirrors its *_cpu twin line for line (same inputs, same
  * outputs, same order of kernel calls), with the launchers of
- * tensor/cuda_kernels.h in place of the CPU kernels; norm_act.c documents
+ * tensor/cuda/kernels.h in place of the CPU kernels; norm_act.c documents
  * the nodes' inputs and outputs. */
 #include "layers/layer_cuda.h"
 #include "layers/layer_util.h"
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/kernels.h"
 
 static const iabn_act act_id = {IABN_ACT_IDENTITY, 0.f};
 

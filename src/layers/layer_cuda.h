@@ -4,7 +4,7 @@
  *     static const iabn_op_def op = {.run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_x)}};
  * The functions live in cuda_norm_act.cu and cuda_layers.cu; each unpacks
  * the node's parameters (layer_params.h), calls the launchers of
- * src/tensor/cuda_kernels.h on the context behind b->backend->ctx, and ends
+ * src/tensor/cuda/kernels.h on the context behind b->backend->ctx, and ends
  * with iabn_cuda_node_done() (IABN_CUDA_SYNC=1 support). */
 #ifndef IABN_LAYER_CUDA_H
 #define IABN_LAYER_CUDA_H
@@ -14,7 +14,7 @@
 #include "graph/graph.h"
 
 #if IABN_HAVE_CUDA
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/kernels.h"
 #define IABN_CUDA_RUN(f) f
 #else
 #define IABN_CUDA_RUN(f) NULL

@@ -4,7 +4,7 @@
  * and the configuration hash.  The MPI transport is cpu/comm_mpi.c, NCCL's
  * cuda/comm_nccl.cu. */
 #include "tensor/comm_internal.h"
-#include "graph/graph.h"
+#include "tensor/backend.h"
 #include "iabn_config.h"
 
 #include <stdio.h>

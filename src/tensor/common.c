@@ -1,7 +1,7 @@
 /* common.c: errors, dtypes, activation names, the counter-based RNG, aligned
  * allocation and the thread count.  Nothing here keeps state between calls. */
 #include "tensor/tensor.h"
-#include "tensor/ops_math.h"
+#include "tensor/math/elementwise.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -97,7 +97,7 @@ int iabn_act_parse(const char *s, iabn_act_kind *out)
     return IABN_EINVAL;
 }
 
-/* The mixer lives in ops_math.h so that CUDA kernels draw the identical bits. */
+/* The mixer lives in math/<family>.h so that CUDA kernels draw the identical bits. */
 uint64_t iabn_rng_u64(uint64_t seed, uint64_t stream, uint64_t index)
 {
     return iabn_rng_bits(seed, stream, index);

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor/iabn_math.h"
+#include "tensor/math/act.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +69,7 @@ const char *iabn_dtype_name(iabn_dtype dt);
 
 /* ---- activation ---------------------------------------------------------- */
 
-/* iabn_act_kind / iabn_act are defined in iabn_math.h (shared with CUDA). */
+/* iabn_act_kind / iabn_act are defined in math/act.h (shared with CUDA). */
 
 const char *iabn_act_name(iabn_act_kind k);
 /* Parses "leaky_relu", "elu", "relu", "identity" (also "none"). */
@@ -107,9 +107,9 @@ double iabn_now(void);
 }
 #endif
 
-#include "tensor/cpu_conv.h"
-#include "tensor/cpu_norm.h"
-#include "tensor/cpu_ops.h"
+#include "tensor/cpu/conv.h"
+#include "tensor/cpu/norm_act.h"
+#include "tensor/cpu/ops.h"
 #include "tensor/safetensors.h"
 
 #endif

@@ -10,7 +10,7 @@
  * deadline; past it the NCCL communicator is aborted and the error says which
  * collective stalled on which rank. */
 #include "tensor/comm_internal.h"
-#include "tensor/cuda_internal.h"
+#include "tensor/cuda/internal.h"
 
 #include <nccl.h>
 #include <stdlib.h>

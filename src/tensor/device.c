@@ -1,14 +1,14 @@
 /* device.c: --device for the commands.  Everything CUDA-specific the tools
  * need is here, behind IABN_HAVE_CUDA, so the commands themselves only see
  * an iabn_backend. */
-#include "tools/device.h"
+#include "tensor/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "iabn_config.h"
-#include "tensor/cuda_backend.h"
+#include "tensor/cuda/backend.h"
 
 int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index)
 {
@@ -133,17 +133,20 @@ size_t iabn_device_staging_bytes(const iabn_backend *be, size_t input_bytes)
     return be->kind == IABN_DEV_CUDA ? input_bytes : 0;
 }
 
-void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc)
+void iabn_device_host_allocator(const iabn_device *d, void *(**alloc)(size_t bytes, void *user),
+                                void (**release)(void *ptr, void *user), void **user_out)
 {
+    *alloc = NULL;
+    *release = NULL;
+    *user_out = NULL;
 #if IABN_HAVE_CUDA
     if (d->cuda) {
-        lc->alloc = iabn_cuda_host_alloc;
-        lc->free = iabn_cuda_host_free;
-        lc->alloc_user = d->cuda;
+        *alloc = iabn_cuda_host_alloc;
+        *release = iabn_cuda_host_free;
+        *user_out = d->cuda;
     }
 #else
     (void)d;
-    (void)lc;
 #endif
 }
 

@@ -1,4 +1,4 @@
-/* cuda_internal.h: what the .cu files of the library share (C++ only, never
+/* cuda/internal.h: what the .cu files of the library share (C++ only, never
  * installed): the context's layout, the checking macros and launch helpers.
  *
  * Checking: every runtime, cuBLAS and cuDNN call goes through one of the
@@ -14,7 +14,7 @@
 #define IABN_CUDA_INTERNAL_H
 
 #ifndef __CUDACC__
-#error "cuda_internal.h is for .cu files"
+#error "cuda/internal.h is for .cu files"
 #endif
 
 #include <cublas_v2.h>
@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor/cuda_backend.h"
+#include "tensor/cuda/backend.h"
 
 /* One cached cuDNN convolution setup (descriptors and chosen algorithms),
  * keyed by geometry, pass and workspace budget. */
@@ -93,6 +93,39 @@ static inline unsigned iabn_cuda_grid(size_t count, unsigned block)
     if (b < 1) b = 1;
     if (b > 65535u * 32u) b = 65535u * 32u;
     return (unsigned)b;
+}
+
+/* A grid-stride loop over `count` items, and the launch of such a kernel on
+ * the context's compute stream from a launcher taking (ctx, ..., e). */
+#define IABN_CUDA_GRID_LOOP(i, count)                                                              \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (count);          \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define IABN_CUDA_LAUNCH(kernel, count, ...)                                                       \
+    do {                                                                                 \
+        if ((count) == 0) return 0;                                                      \
+        kernel<<<iabn_cuda_grid((count), IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0,            \
+                 ctx->stream>>>(__VA_ARGS__);                                            \
+        IABN_LAUNCHED(e, #kernel);                                                       \
+        return 0;                                                                        \
+    } while (0)
+
+/* One warp per (n, c) plane, lanes strided (coalesced), sums in double like
+ * the CPU, added in a fixed shuffle tree: deterministic.  MEAN: global
+ * average pool; otherwise the plain sum (iabn_sum_hw). */
+template <bool MEAN>
+__global__ void iabn_cuda_plane_sum_k(size_t planes, int hw, const float *x, float *y)
+{
+    size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+    int lane = (int)(threadIdx.x % 32);
+    size_t nwarps = (size_t)gridDim.x * blockDim.x / 32;
+    for (size_t pl = warp; pl < planes; pl += nwarps) {
+        const float *xp = x + pl * (size_t)hw;
+        double s = 0;
+        for (int i = lane; i < hw; i += 32) s += xp[i];
+        for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffffu, s, o);
+        if (lane == 0) y[pl] = MEAN ? (float)(s / hw) : (float)s;
+    }
 }
 
 #endif

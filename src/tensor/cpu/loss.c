@@ -1,4 +1,4 @@
-/* cpu_loss.c: softmax cross-entropy over channels with an ignore index and
+/* cpu/loss.c: softmax cross-entropy over channels with an ignore index and
  * online bootstrapping, its gradient, and top-1 / top-k accuracy counts.
  *
  * Logits are N,K,HW: a pixel's K logits lie hw apart, so the kernels work on
@@ -12,7 +12,7 @@
  * bits for every thread count.
  */
 #include "tensor/tensor.h"
-#include "tensor/ops_math.h"
+#include "tensor/math/loss.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,10 +1,10 @@
-/* cuda_kernels.h: C-callable launchers of the CUDA kernels, the GPU twins of
- * cpu_norm.h / cpu_ops.h / cpu_conv.h (same arguments, same semantics, same
+/* cuda/kernels.h: C-callable launchers of the CUDA kernels, the GPU twins of
+ * cpu/norm_act.h / cpu/ops.h / cpu/conv.h (same arguments, same semantics, same
  * aliasing rules) plus the context and an error report.
  *
  * Pointers are device pointers; every launcher queues work on the context's
  * compute stream and returns 0 or an IABN_EDEVICE / IABN_EINVAL error.
- * Element formulas come from iabn_math.h / ops_math.h, compiled without FMA
+ * Element formulas come from math/<family>.h, compiled without FMA
  * contraction (meson.build), so elementwise results match the CPU kernels
  * bit for bit except where a libm function differs (expf, logf).
  * Reductions are deterministic (fixed block shapes, fixed tree order, no
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor/cuda_backend.h"
+#include "tensor/cuda/backend.h"
 #include "tensor/tensor.h"
 
 #ifdef __cplusplus
@@ -29,7 +29,7 @@ extern "C" {
 int iabn_cuda_node_done(iabn_cuda_ctx *ctx, iabn_err *e);
 void iabn_cuda_conv_plans_free(iabn_cuda_ctx *ctx);
 
-/* ---- BN + activation (cpu_norm.h) ------------------------------------------- */
+/* ---- BN + activation (cpu/norm_act.h) ------------------------------------------- */
 int iabn_cuda_bn_stats(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *mean,
                        float *var, iabn_err *e);
 int iabn_cuda_bn_update_running(iabn_cuda_ctx *ctx, int c, double m, float momentum,
@@ -73,7 +73,7 @@ int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int 
                              const float *sum_dy_xhat, double count, int training, float *dx,
                              iabn_err *e);
 
-/* ---- elementwise and shape (cpu_ops.h) ------------------------------------- */
+/* ---- elementwise and shape (cpu/ops.h) ------------------------------------- */
 int iabn_cuda_add(iabn_cuda_ctx *ctx, size_t count, const float *a, const float *b, float *y,
                   iabn_err *e);
 int iabn_cuda_axpy(iabn_cuda_ctx *ctx, size_t count, float alpha, const float *x, float *y,
@@ -116,7 +116,7 @@ int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momen
                          int nesterov, int first_step, float *w, const float *grad, float *buf,
                          iabn_err *e);
 
-/* ---- loss (cpu_ops.h semantics; no scratch needed: per-pixel losses live in
+/* ---- loss (cpu/ops.h semantics; no scratch needed: per-pixel losses live in
  * `weight` until it is overwritten).  A bad label returns IABN_EINVAL with
  * *bad set, like the CPU.  The forward synchronises once (label check). */
 int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,

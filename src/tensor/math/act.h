@@ -1,26 +1,15 @@
-/* iabn_math.h: per-element math shared by the CPU kernels and the CUDA kernels.
- *
- * Everything here is `static inline` and, under nvcc, `__host__ __device__`, so
- * the CPU tests exercise the very formulas the GPU runs.  C/C++-clean: no
- * designated initialisers, no compound literals.
+/* math/act.h: the activations, shared by the CPU and CUDA kernels (the
+ * norm_act family applies them after batch norm; the elementwise activation
+ * op alone).  IABN_HD conventions: math/hd.h.
  */
-#ifndef IABN_MATH_H
-#define IABN_MATH_H
+#ifndef IABN_MATH_ACT_H
+#define IABN_MATH_ACT_H
 
-#include <math.h>
-#include <stdint.h>
-#include <string.h>
-
-#ifdef __CUDACC__
-#define IABN_HD __host__ __device__ __forceinline__
-#else
-#define IABN_HD static inline
-#endif
+#include "tensor/math/hd.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
 
 /* The activation descriptor lives here so that CUDA code sees the same type. */
 typedef enum iabn_act_kind {
@@ -40,20 +29,6 @@ typedef struct iabn_act {
  * are calls, which keep ELU ten times slower than leaky_relu), and the same
  * code runs on the GPU.  Both are within 1 ulp of the exact result on their
  * whole domain (tests/test_norm_kernels.c sweeps it); NaN stays NaN. */
-
-IABN_HD float iabn_bits_to_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-IABN_HD uint32_t iabn_float_to_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
 
 /* expm1(y) for y <= 0 (positive y is read as 0, y < -30 as -30, where the
  * float result is -1 already): y = k*ln2 + r with |r| <= ln2/2, expm1(r) by
@@ -133,89 +108,6 @@ IABN_HD float iabn_act_dz(int kind, float p, float z)
     case IABN_ACT_ELU: return z >= 0.f ? 1.f : z + p;
     default: return 1.f;
     }
-}
-
-/* The scale the in-place modes use: |gamma| + eps (always > 0, so y -> xhat
- * is invertible); the plain modes use gamma itself. */
-IABN_HD float iabn_bn_scale(float gamma, float eps, int abs_gamma)
-{
-    return abs_gamma ? fabsf(gamma) + eps : gamma;
-}
-
-IABN_HD float iabn_invstd(float var, float eps)
-{
-    return 1.f / sqrtf(var + eps);
-}
-
-/* d|gamma|/dgamma; 0 at 0 like PyTorch's abs backward. */
-IABN_HD float iabn_sign(float v)
-{
-    return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
-}
-
-/* ---- batch-norm element formulas ------------------------------------------
- * Every mode normalises through xhat with the same two formulas below, so the
- * z of standard, checkpoint and checkpoint_opt are bit-identical and the
- * backward reductions from x and from a kept xhat agree bit for bit. */
-
-IABN_HD float iabn_bn_xhat(float x, float mean, float invstd)
-{
-    return (x - mean) * invstd;
-}
-
-/* y = g * xhat + beta */
-IABN_HD float iabn_bn_affine(float xhat, float g, float beta)
-{
-    return g * xhat + beta;
-}
-
-/* The in-place modes' inverse of the affine step; inv_g = 1/g. */
-IABN_HD float iabn_bn_xhat_from_y(float y, float beta, float inv_g)
-{
-    return (y - beta) * inv_g;
-}
-
-/* dx = a * (dy - mean_dy - xhat * mean_dy_xhat), a = g*invstd,
- * mean_dy = sum_dy/m, mean_dy_xhat = sum_dy_xhat/m (training mode). */
-IABN_HD float iabn_bn_bwd_elem(float dy, float xhat, float a, float mean_dy,
-                               float mean_dy_xhat)
-{
-    return a * (dy - mean_dy - xhat * mean_dy_xhat);
-}
-
-/* In-place ABN II reduces sum(dy*y) instead of sum(dy*xhat); since
- * xhat = (y-beta)/g this converts exactly (in double, to keep the
- * cancellation of beta*sum_dy harmless). */
-IABN_HD double iabn_iabn2_sum_dy_xhat(double sum_dy_y, double sum_dy, double beta, double g)
-{
-    return (sum_dy_y - beta * sum_dy) / g;
-}
-
-/* Per-channel constants of in-place ABN II (INPLACE_ABN.md section 2):
- * dx = A*dy + B*y + C folds the whole BN backward written in y.
- *   A = g*invstd
- *   B = -invstd * sum_dy_xhat / m
- *   C = -g*invstd*sum_dy/m + invstd*beta*sum_dy_xhat/m
- * Evaluation mode has no batch-statistics terms: B = C = 0. */
-IABN_HD void iabn_iabn2_coeffs(float g, float invstd, float beta, double sum_dy,
-                               double sum_dy_xhat, double m, int training,
-                               float *A, float *B, float *C)
-{
-    double gi = (double)g * (double)invstd;
-    *A = (float)gi;
-    if (!training) {
-        *B = 0.f;
-        *C = 0.f;
-        return;
-    }
-    double mdx = sum_dy_xhat / m;
-    *B = (float)(-(double)invstd * mdx);
-    *C = (float)(-gi * (sum_dy / m) + (double)invstd * (double)beta * mdx);
-}
-
-IABN_HD float iabn_iabn2_elem(float A, float B, float C, float dy, float y)
-{
-    return A * dy + B * y + C;
 }
 
 #ifdef __cplusplus

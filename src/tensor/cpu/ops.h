@@ -1,4 +1,4 @@
-/* cpu_ops.h: the remaining CPU primitive kernels (NCHW float32, raw pointers):
+/* cpu/ops.h: the remaining CPU primitive kernels (NCHW float32, raw pointers):
  * elementwise add/copy/scale, max pool with an int32 argmax, global average
  * pool, linear (OpenBLAS), channel dropout, channel concat/slice, bilinear
  * upsampling (align_corners = false), softmax cross-entropy with an ignore

@@ -1,4 +1,4 @@
-/* cpu_pool.c: max pooling with an int32 argmax (the index within the input
+/* cpu/pool.c: max pooling with an int32 argmax (the index within the input
  * plane) and global average pooling, CPU, NCHW.
  *
  * Max pooling follows PyTorch's CPU kernel: padding counts as -inf (windows

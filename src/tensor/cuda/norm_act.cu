@@ -1,10 +1,10 @@
-/* cuda_norm.cu: batch normalisation + activation kernels, every mode, CUDA
- * (the twins of cpu_norm.c; cpu_norm.h documents the semantics).
+/* cuda/norm_act.cu: batch normalisation + activation kernels, every mode, CUDA
+ * (the twins of cpu/norm_act.c; cpu/norm_act.h documents the semantics).
  *
  * Two kernel shapes, as on the CPU:
  *  - per-channel reductions: one block per channel walks the channel's
  *    n*hw values with a block-stride loop, accumulates the pair (f, f*s) of
- *    cpu_norm.c in double per thread, then adds the threads in a fixed tree.
+ *    cpu/norm_act.c in double per thread, then adds the threads in a fixed tree.
  *    The order depends on the shape only: deterministic, no atomics.  (Few
  *    channels with huge planes leave SMs idle; correctness first.)
  *  - elementwise passes: one block per (sample, channel) plane computes the
@@ -12,15 +12,15 @@
  *    the plane.  Every element is read and written by one thread, so z over
  *    x and dx over dz are safe.
  */
-#include "tensor/cuda_internal.h"
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/internal.h"
+#include "tensor/cuda/kernels.h"
 
 namespace {
 
 enum { RED_STATS, RED_BN_X, RED_BN_XHAT, RED_IABN1, RED_IABN2 };
 enum { EW_FWD, EW_FROM_XHAT, EW_BN_X, EW_BN_XHAT, EW_SCALE, EW_IABN1, EW_IABN2, EW_IABN_EVAL };
 
-/* The reduction's per-element pair; see red_pair() in cpu_norm.c. */
+/* The reduction's per-element pair; see red_pair() in cpu/norm_act.c. */
 template <int KIND, int ACT>
 __device__ __forceinline__ void red_pair(float a, float b, float k0, float k1, float p, float *f,
                                          float *s)
@@ -207,7 +207,7 @@ struct ew_args {
     double count;
 };
 
-/* ew_consts() of cpu_norm.c, the same operations in the same order. */
+/* ew_consts() of cpu/norm_act.c, the same operations in the same order. */
 template <int KIND>
 __device__ __forceinline__ void ew_consts(const ew_args &j, int ci, float k[5])
 {

@@ -1,4 +1,4 @@
-/* cpu_conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers
+/* cpu/conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers
  * (PyTorch conv2d semantics: zero padding, dilation, groups).
  *
  * Paths, chosen per geometry and pass (same choice in scratch_bytes and the

@@ -1,7 +1,7 @@
-/* cpu_resize.c: bilinear resize with align_corners = false, forward and
+/* cpu/upsample.c: bilinear resize with align_corners = false, forward and
  * backward, CPU, NCHW.
  *
- * The source index and weights come from iabn_bilinear_src (ops_math.h), the
+ * The source index and weights come from iabn_bilinear_src (math/<family>.h), the
  * formula of PyTorch's F.interpolate, so the CUDA kernel and this one agree
  * bit for bit on the taps.  Column taps are computed once per chunk of
  * output columns and reused down the rows.  The backward scatters each
@@ -9,7 +9,7 @@
  * deterministic without atomics, and independent of the thread count.
  */
 #include "tensor/tensor.h"
-#include "tensor/ops_math.h"
+#include "tensor/math/upsample.h"
 
 #include <string.h>
 

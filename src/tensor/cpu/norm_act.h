@@ -1,7 +1,7 @@
-/* cpu_norm.h: batch normalisation + activation kernels, every mode, CPU.
+/* cpu/norm_act.h: batch normalisation + activation kernels, every mode, CPU.
  *
  * Layout NCHW float32; statistics are per channel over m = N*H*W values.
- * Per-element formulas live in iabn_math.h, shared with the CUDA kernels.
+ * Per-element formulas live in math/norm_act.h, shared with the CUDA kernels.
  *
  * The forward and backward passes are split into a per-channel reduction and
  * an elementwise pass so that the synchronised variant can all-reduce the
@@ -13,7 +13,7 @@
  * Reductions sum each lane of 16 values in float and everything longer in
  * double, in an order fixed by the shape alone: every result is bit-identical
  * for any thread count.  Standard and checkpoint_opt normalise through the
- * same xhat formula (iabn_math.h), so their z, dx and parameter gradients are
+ * same xhat formula (math/norm_act.h), so their z, dx and parameter gradients are
  * bit-identical too; the in-place modes agree with them to float rounding.
  * Empty shapes (n, c or hw <= 0) write nothing, except that the reductions
  * report zero sums and zero statistics.
@@ -22,7 +22,7 @@
 #define IABN_CPU_NORM_H
 
 #include <stddef.h>
-#include "tensor/iabn_math.h"
+#include "tensor/math/norm_act.h"
 
 #ifdef __cplusplus
 extern "C" {

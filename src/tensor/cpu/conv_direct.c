@@ -1,4 +1,4 @@
-/* cpu_conv_direct.c: direct convolution kernels, for grouped convolutions
+/* cpu/conv_direct.c: direct convolution kernels, for grouped convolutions
  * with few channels per group (ResNeXt's 3x3 with 4 channels per group,
  * depthwise), where any GEMM formulation is too thin to run well.
  *
@@ -20,7 +20,7 @@
  * bwd-filter over (group[, output-channel chunk]), each owning its slice of
  * dw, so no reduction and no dependence of the result on the thread count.
  */
-#include "tensor/cpu_conv_impl.h"
+#include "tensor/cpu/conv_impl.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* cpu_conv.c: the CPU convolution entry points, the choice of path for a
+/* cpu/conv.c: the CPU convolution entry points, the choice of path for a
  * geometry (the plan, which also sizes the scratch), and the im2col + sgemm
  * path used for dense convolutions and grouped ones with many channels per
  * group.
@@ -11,7 +11,7 @@
  * uses a static schedule and a fixed reduction order, so results depend only
  * on the thread count.
  */
-#include "tensor/cpu_conv_impl.h"
+#include "tensor/cpu/conv_impl.h"
 
 #include <cblas.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* cuda_loss.cu: softmax cross-entropy with an ignore index and online
- * bootstrapping on CUDA (twin of cpu_loss.c; cpu_ops.h has the semantics).
+/* cuda/loss.cu: softmax cross-entropy with an ignore index and online
+ * bootstrapping on CUDA (twin of cpu/loss.c; cpu/ops.h has the semantics).
  *
  * Forward, three steps:
  *  1. one thread per pixel: log-sum-exp and the pixel's loss, written into
@@ -21,9 +21,9 @@
 #include <float.h>
 #include <math.h>
 
-#include "tensor/cuda_internal.h"
-#include "tensor/cuda_kernels.h"
-#include "tensor/ops_math.h"
+#include "tensor/cuda/internal.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/math/loss.h"
 
 namespace {
 
@@ -63,7 +63,7 @@ __device__ __forceinline__ uint32_t key_of(const float *w, const int32_t *lab, i
     return lab[i] == ignore ? 0u : iabn_float_key(w[i]);
 }
 
-/* kept_count() of cpu_loss.c */
+/* kept_count() of cpu/loss.c */
 __device__ unsigned long long kept_count(float top_frac, unsigned long long valid)
 {
     if (!(top_frac > 0.f && top_frac < 1.f)) return valid;

@@ -1,4 +1,4 @@
-/* cpu_conv_taps.c: convolution as one GEMM per kernel tap, each over the
+/* cpu/conv_taps.c: convolution as one GEMM per kernel tap, each over the
  * window of outputs for which that tap reads inside the image.
  *
  * Used for dilated convs on small maps (DeepLab's ASPP: dilation 12/24/36 on
@@ -10,7 +10,7 @@
  * the GEMM reads x and writes y in place; otherwise the window is gathered.
  * The sgemm calls run threaded; gathers and scatters use OpenMP over channels.
  */
-#include "tensor/cpu_conv_impl.h"
+#include "tensor/cpu/conv_impl.h"
 
 #include <cblas.h>
 #include <string.h>

@@ -1,13 +1,20 @@
-/* device.h: the device a command runs on (--device cpu | cuda | cuda:N):
- * its backend for stores, the memory it offers, pinned batch buffers for
- * the loader, and the backend the planner uses for reports. */
-#ifndef IABN_TOOLS_DEVICE_H
-#define IABN_TOOLS_DEVICE_H
+/* device.h: opening a device by name (cpu | cuda | cuda:N): its backend
+ * for stores, the memory it offers, pinned host memory for batch buffers,
+ * and the backend the planner uses for reports. */
+#ifndef IABN_TENSOR_DEVICE_H
+#define IABN_TENSOR_DEVICE_H
 
 #include <stddef.h>
 
-#include "data/data.h"
-#include "graph/graph.h"
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#ifdef __cplusplus
+}
+#endif
+#endif
 
 typedef struct iabn_device {
     const iabn_backend *be;
@@ -34,10 +41,15 @@ int iabn_device_tf32(const iabn_device *d);
  * allocates: the CUDA backend and its planning twin copy on a copy stream;
  * the CPU stages in place. */
 size_t iabn_device_staging_bytes(const iabn_backend *be, size_t input_bytes);
-/* Points the loader's batch allocation at pinned host memory on a GPU (the
- * copies to the device then run asynchronously); nothing on the CPU. */
-void iabn_device_loader_cfg(const iabn_device *d, iabn_loader_cfg *lc);
+/* Pinned host memory on a GPU (copies from it to the device run
+ * asynchronously), in the data loader's allocator signature with `user` set
+ * to *user_out; on the CPU all three are set to NULL (plain host memory). */
+void iabn_device_host_allocator(const iabn_device *d, void *(**alloc)(size_t bytes, void *user),
+                                void (**release)(void *ptr, void *user), void **user_out);
 /* The backend to plan with for a spec, with no device needed (iabn mem). */
 int iabn_device_planning_backend(const char *spec, const iabn_backend **be, iabn_err *e);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,4 +1,4 @@
-/* cpu_norm.c: batch normalisation + activation kernels, every mode (cpu_norm.h).
+/* cpu/norm_act.c: batch normalisation + activation kernels, every mode (cpu/norm_act.h).
  *
  * Two kernel shapes cover everything:
  *  - per-channel reductions (statistics, backward sums).  A channel's data is
@@ -10,7 +10,7 @@
  *  - elementwise passes, in blocks of LANES values computed into a local array
  *    before any is stored: an output equal to an input is then safe without
  *    runtime alias checks, and the block loops vectorise.
- * Every per-element formula comes from iabn_math.h, shared with CUDA.
+ * Every per-element formula comes from math/norm_act.h, shared with CUDA.
  */
 
 /* The activations' selects (z >= 0 ? z : z/a) only become vector blends when
@@ -40,7 +40,7 @@ enum {
 #endif
 
 /* Instantiates fn with the activation as a constant, so that the per-element
- * switch of iabn_math.h folds away and the block loops vectorise. */
+ * switch of math/norm_act.h folds away and the block loops vectorise. */
 #define WITH_ACT(act, fn, kind, ...)                                                     \
     do {                                                                                 \
         switch (act) {                                                                   \

@@ -1,4 +1,4 @@
-/* cpu_conv_impl.h: what the convolution files share internally (not
+/* cpu/conv_impl.h: what the convolution files share internally (not
  * installed): the path a geometry takes, its scratch layout, and the direct
  * grouped kernels.
  *
@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "tensor/cpu_conv.h"
+#include "tensor/cpu/conv.h"
 
 /* Largest channels-per-group (in and out) of grouped convs routed to the
  * direct kernels, the largest kernel area they accept (tap offsets live on
@@ -49,7 +49,7 @@ typedef struct iabn_conv_plan {
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                          iabn_conv_plan *p);
 
-/* Direct kernels (cpu_conv_direct.c).  Scratch in floats for `threads`. */
+/* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`. */
 size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,
                           const float *w, const float *bias, float *y, float *scratch);
@@ -72,7 +72,7 @@ typedef struct iabn_conv_gd {
 void iabn_conv_tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo,
                          int *hi);
 
-/* Per-tap GEMM path (cpu_conv_taps.c). */
+/* Per-tap GEMM path (cpu/conv_taps.c). */
 void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
                         const float *w, const float *bias, float *y, float *scratch);
 void iabn_conv_taps_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,

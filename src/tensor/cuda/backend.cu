@@ -1,4 +1,4 @@
-/* cuda_backend.cu: the CUDA context (device, streams, library handles) and
+/* cuda/backend.cu: the CUDA context (device, streams, library handles) and
  * the backend vtable the store and the executor allocate and copy through.
  *
  * The vtable's calls return 0 / -1 (graph.h fixes that shape); their error
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/cuda_internal.h"
-#include "tensor/cuda_kernels.h"
+#include "tensor/cuda/internal.h"
+#include "tensor/cuda/kernels.h"
 
 int iabn_cuda_fail(iabn_err *e, const char *call, const char *what, const char *file, int line)
 {

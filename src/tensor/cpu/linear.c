@@ -1,4 +1,4 @@
-/* cpu_linear.c: the fully connected layer y = x w^T + b on OpenBLAS (the
+/* cpu/linear.c: the fully connected layer y = x w^T + b on OpenBLAS (the
  * OpenMP build, which shares libgomp's threads with our own loops).
  * Row-major throughout: x N x I, w O x I, y N x O.  OpenBLAS splits its work
  * over the output, never over the reduction, so a fixed thread count gives

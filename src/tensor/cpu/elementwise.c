@@ -1,7 +1,7 @@
-/* cpu_ops.c: the memory-bound CPU kernels of cpu_ops.h: elementwise add /
- * axpy / copy / fill / scale, the broadcast add of a 1x1 map and its
- * reduction, the finite check, channel dropout, channel concat / slice, the
- * SGD update and the sum of squares.
+/* cpu/elementwise.c: the memory-bound CPU kernels of cpu/ops.h: elementwise
+ * add / axpy / copy / fill / scale, the broadcast add of a 1x1 map and its
+ * reduction, the finite check, channel dropout, channel concat / slice and
+ * the sum of squares.
  *
  * Every loop is elementwise or reads each input element before writing the
  * same output element, so the aliasing the header allows is safe; reductions
@@ -9,7 +9,7 @@
  * thread count at all.
  */
 #include "tensor/tensor.h"
-#include "tensor/ops_math.h"
+#include "tensor/math/elementwise.h"
 
 #include <string.h>
 
@@ -148,17 +148,6 @@ void iabn_slice_channels(int n, int cx, int cy, int c_off, int hw, const float *
 {
     copy_blocks(n, (size_t)cx * hw, y + (size_t)c_off * hw, (size_t)cy * hw, x,
                 (size_t)cx * hw);
-}
-
-void iabn_sgd_update(size_t count, float lr, float momentum, float wd, int nesterov,
-                     int first_step, float *w, const float *grad, float *buf)
-{
-#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
-    for (size_t i = 0; i < count; i++) {
-        float dummy = 0.f;
-        iabn_sgd_elem(lr, momentum, wd, nesterov, first_step, &w[i], grad[i],
-                      momentum != 0.f ? &buf[i] : &dummy);
-    }
 }
 
 double iabn_sumsq(size_t count, const float *x)

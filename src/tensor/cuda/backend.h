@@ -1,4 +1,4 @@
-/* cuda_backend.h: the CUDA device context and its iabn_backend (C-callable).
+/* cuda/backend.h: the CUDA device context and its iabn_backend (C-callable).
  *
  * Everything the GPU side needs lives in one iabn_cuda_ctx: the device id,
  * a compute stream and a copy stream, cuBLAS and cuDNN handles bound to the
@@ -27,7 +27,8 @@
 
 #include <stddef.h>
 
-#include "graph/graph.h"
+#include "tensor/backend.h"
+#include "tensor/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

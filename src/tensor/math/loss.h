@@ -1,0 +1,39 @@
+/* math/loss.h: the softmax cross-entropy gradient per logit and the
+ * order-preserving float key of the bootstrapping selection, shared by
+ * cpu/loss.c and cuda/loss.cu.  IABN_HD conventions: math/hd.h.
+ */
+#ifndef IABN_MATH_LOSS_H
+#define IABN_MATH_LOSS_H
+
+#include "tensor/math/hd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- softmax cross-entropy --------------------------------------------------
+ * d loss / d logit for one logit of one pixel: w * (softmax - onehot), where
+ * the softmax is exp(logit - max) * inv_sum (max and inv_sum = 1/sum exp of
+ * the pixel, from the forward's log-sum-exp) and w already holds the pixel
+ * weight times the loss scale.  w == 0 (ignored or not bootstrapped) gives an
+ * exact 0 whatever the logits. */
+IABN_HD float iabn_xent_grad(float logit, float max, float inv_sum, int is_label, float w)
+{
+    if (w == 0.f) return 0.f;
+    float p = expf(logit - max) * inv_sum;
+    return w * (p - (is_label ? 1.f : 0.f));
+}
+
+/* Order-preserving map of a float to an unsigned key (larger float, larger
+ * key); the bootstrapping selection ranks per-pixel losses on it. */
+IABN_HD uint32_t iabn_float_key(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
