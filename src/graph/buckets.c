@@ -36,8 +36,34 @@ static int grad_ptrs_ok(const iabn_graph *g, const iabn_grad_bucket *bk, iabn_er
     return 0;
 }
 
+/* Where the bucket's values travel: the arena buffer itself (CPU; CUDA with
+ * NCCL, packed by device copies) or a host staging buffer (CUDA over MPI). */
+static int use_host(const iabn_graph *g, const iabn_bind *b)
+{
+    return b->backend->kind != IABN_DEV_CPU && !iabn_comm_nccl_attached(g->comm);
+}
+
+/* Copies member i of the bucket between its gradient and the bucket (to_bucket) */
+static int move(const iabn_graph *g, const iabn_bind *b, float *buf, const iabn_param *p,
+                size_t off, int to_bucket, int host, iabn_err *e)
+{
+    size_t bytes = p->count * sizeof(float);
+    const iabn_backend *be = b->backend;
+    if (be->kind == IABN_DEV_CPU) {
+        if (to_bucket) memcpy(buf + off, p->grad, bytes);
+        else memcpy(p->grad, buf + off, bytes);
+        return 0;
+    }
+    if (!host)
+        return to_bucket ? iabn_comm_device_copy(g->comm, buf + off, p->grad, bytes, e)
+                         : iabn_comm_device_copy(g->comm, p->grad, buf + off, bytes, e);
+    int rc = to_bucket ? be->d2h(be->ctx, buf + off, p->grad, bytes)
+                       : be->h2d(be->ctx, p->grad, buf + off, bytes);
+    return rc ? iabn_err_set(e, IABN_EDEVICE, "copying the gradient of %s failed", p->name) : 0;
+}
+
 /* out: bucket buffer */
-static int start_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int start_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     bucket_p P;
     memcpy(&P, n->params, sizeof P);
@@ -45,18 +71,21 @@ static int start_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
     if (iabn_comm_size(c) == 1 || g->grad_sync_off) return 0;
     const iabn_grad_bucket *bk = &g->buckets[P.bucket];
     if (grad_ptrs_ok(g, bk, e)) return e->code;
-    float *buf = b->out[0];
+    int host = use_host(g, b);
+    float *buf = host ? iabn_comm_staging(c, P.key, bk->elems * sizeof(float)) : b->out[0];
+    if (!buf) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory staging", n->name);
     size_t off = 0;
     for (int i = 0; i < bk->count; i++) {
         const iabn_param *p = iabn_store_get(g->store, g->bucket_members[bk->first + i]);
-        memcpy(buf + off, p->grad, p->count * sizeof(float));
+        if (move(g, b, buf, p, off, 1, host, e)) return e->code;
         off += p->count;
     }
-    return iabn_comm_iallreduce(c, P.key, NULL, buf, off, IABN_COMM_F32, n->name, e);
+    return iabn_comm_iallreduce(c, P.key, host ? NULL : b->backend, buf, off, IABN_COMM_F32,
+                                n->name, e);
 }
 
 /* in: bucket buffer */
-static int wait_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int wait_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     bucket_p P;
     memcpy(&P, n->params, sizeof P);
@@ -65,18 +94,21 @@ static int wait_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
     int rc = iabn_comm_wait(c, P.key, e);
     if (rc) return rc;
     const iabn_grad_bucket *bk = &g->buckets[P.bucket];
-    const float *buf = b->in[0];
+    int host = use_host(g, b);
+    float *buf = host ? iabn_comm_staging(c, P.key, bk->elems * sizeof(float)) : b->in[0];
     size_t off = 0;
     for (int i = 0; i < bk->count; i++) {
         iabn_param *p = iabn_store_get(g->store, g->bucket_members[bk->first + i]);
-        memcpy(p->grad, buf + off, p->count * sizeof(float));
+        if (move(g, b, buf, p, off, 0, host, e)) return e->code;
         off += p->count;
     }
     return 0;
 }
 
-static const iabn_op_def op_start = {.name = "allreduce_start", .run = {start_cpu, NULL}};
-static const iabn_op_def op_wait = {.name = "allreduce_wait", .run = {wait_cpu, NULL}};
+/* One C function per node serves both backends: it moves bytes through the
+ * backend's vtable and the communicator only. */
+static const iabn_op_def op_start = {.name = "allreduce_start", .run = {start_run, start_run}};
+static const iabn_op_def op_wait = {.name = "allreduce_wait", .run = {wait_run, wait_run}};
 
 typedef struct grad_pos {
     int sid, step;

@@ -222,6 +222,22 @@ int iabn_cuda_run_xent_fwd(const iabn_graph *g, const iabn_node *n, const iabn_b
                             "index %d",
                             lab, bad, P.k, P.ignore);
     TRY(rc);
+    if (iabn_comm_size(iabn_graph_comm(g)) > 1) {
+        /* the job's mean (loss.c): through the host, weights and loss */
+        const iabn_backend *be = b->backend;
+        size_t m = (size_t)P.n * (size_t)P.hw;
+        float *h = (float *)malloc((m + 1) * sizeof(float));
+        if (!h) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory", n->name);
+        rc = be->d2h(be->ctx, h, b->out[0], sizeof(float)) ||
+                     be->d2h(be->ctx, h + 1, b->out[1], m * sizeof(float))
+                 ? iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights failed", n->name)
+                 : iabn_xent_global_mean(g, n, &P, h, h + 1, e);
+        if (!rc && (be->h2d(be->ctx, b->out[0], h, sizeof(float)) ||
+                    be->h2d(be->ctx, b->out[1], h + 1, m * sizeof(float))))
+            rc = iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights back failed", n->name);
+        free(h);
+        TRY(rc);
+    }
     return iabn_cuda_node_done(CTX, e);
 }
 

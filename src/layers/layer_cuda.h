@@ -37,6 +37,19 @@
 extern "C" {
 #endif
 
+/* norm_act.c: the synchronised BN's exchanges on host arrays (the CUDA run
+ * functions copy the per-channel arrays over): local statistics / backward
+ * sums and count in, the job's out; nothing happens unless P->sync and the
+ * graph's communicator has several ranks. */
+int iabn_na_sync_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, float *mean,
+                       float *var, double *count, iabn_err *e);
+int iabn_na_sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
+                      float *sum_dy_xhat, double *count, iabn_err *e);
+
+/* loss.c: a rank's mean loss and weights (host arrays) -> the job's. */
+int iabn_xent_global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P, float *loss,
+                          float *weight, iabn_err *e);
+
 #define IABN_CUDA_RUN_DECL(f) \
     int f(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 

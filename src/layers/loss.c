@@ -21,8 +21,8 @@ static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_k
 }
 
 /* Turns the rank's mean loss and weights (1/local count) into the job's. */
-static int global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P, float *loss,
-                       float *weight, iabn_err *e)
+int iabn_xent_global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P, float *loss,
+                          float *weight, iabn_err *e)
 {
     iabn_comm *comm = iabn_graph_comm(g);
     if (iabn_comm_size(comm) == 1) return 0;
@@ -51,7 +51,7 @@ static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
                             "index %d",
                             bad >= 0 ? lab[bad] : -1, bad, P.k, P.ignore);
     }
-    return global_mean(g, n, &P, b->out[0], b->out[1], e);
+    return iabn_xent_global_mean(g, n, &P, b->out[0], b->out[1], e);
 }
 
 /* in: logits, labels, weight   out: dlogits */

@@ -89,14 +89,12 @@ static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_
 
 /* ---- synchronisation (INPLACE_ABN.md section 3) -------------------------------- */
 
-/* Batch statistics of x, over every rank when P->sync: each rank's (count,
- * mean, var) is all-gathered and combined in double.  *count: the values
- * behind them.  One rank: the local statistics, untouched. */
-static int batch_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, const float *x,
-                       float *mean, float *var, double *count, iabn_err *e)
+/* Local statistics (host arrays) -> the job's, when P->sync: each rank's
+ * (count, mean, var) is all-gathered and combined in double.  *count: in the
+ * local count, out the job's.  One rank: untouched. */
+int iabn_na_sync_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, float *mean,
+                       float *var, double *count, iabn_err *e)
 {
-    iabn_bn_stats(P->n, P->c, P->hw, x, mean, var);
-    *count = (double)P->n * P->hw;
     iabn_comm *comm = iabn_graph_comm(g);
     int world = iabn_comm_size(comm);
     if (!P->sync || world == 1) return 0;
@@ -134,10 +132,19 @@ static int batch_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, c
     return rc;
 }
 
-/* Backward sums over every rank when P->sync (after the local ones went into
- * dgamma / dbeta); *count: the values behind them. */
-static int sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
-                     float *sum_dy_xhat, double *count, iabn_err *e)
+/* Batch statistics of x, over every rank when P->sync. */
+static int batch_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, const float *x,
+                       float *mean, float *var, double *count, iabn_err *e)
+{
+    iabn_bn_stats(P->n, P->c, P->hw, x, mean, var);
+    *count = (double)P->n * P->hw;
+    return iabn_na_sync_stats(g, n, P, mean, var, count, e);
+}
+
+/* Backward sums (host arrays) over every rank when P->sync (after the local
+ * ones went into dgamma / dbeta); *count: the values behind them. */
+int iabn_na_sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
+                      float *sum_dy_xhat, double *count, iabn_err *e)
 {
     *count = (double)P->n * P->hw;
     iabn_comm *comm = iabn_graph_comm(g);
@@ -198,7 +205,7 @@ static int bn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     if (P.grads)
         iabn_bn_param_grads(P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     double m;
-    if (sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
+    if (iabn_na_sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
     iabn_bn_bwd_apply(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
                       P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
@@ -280,7 +287,7 @@ static int iabn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind
         if (P.grads)
             iabn_bn_param_grads(P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
                                 b->out[2]);
-        if (sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
+        if (iabn_na_sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
     }
     iabn_iabn_bwd_apply(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
                         b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,

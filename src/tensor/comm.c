@@ -67,7 +67,10 @@ void iabn_comm_free(iabn_comm *c)
 #if IABN_HAVE_NCCL
     if (c->nccl) iabn_comm_nccl_fini(c);
 #endif
-    for (int k = 0; k < IABN_COMM_MAX_PENDING; k++) free(c->pend[k].host);
+    for (int k = 0; k < IABN_COMM_MAX_PENDING; k++) {
+        free(c->pend[k].host);
+        free(c->pend[k].staging);
+    }
 #if IABN_HAVE_MPI
     if (c->mpi) iabn_comm_mpi_fini(c);
 #endif
@@ -99,6 +102,33 @@ int iabn_comm_nccl_attach(iabn_comm *c, void *cuda_ctx, iabn_err *e)
     return iabn_err_set(e, IABN_EINVAL, "this build has no NCCL (reconfigure with -Dnccl=enabled "
                                         "where NCCL is installed)");
 #endif
+}
+
+int iabn_comm_nccl_attached(const iabn_comm *c) { return c && c->nccl; }
+
+int iabn_comm_device_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e)
+{
+#if IABN_HAVE_NCCL
+    if (c && c->nccl) return iabn_comm_nccl_copy(c, dst, src, bytes, e);
+#endif
+    (void)c;
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    return iabn_err_set(e, IABN_EINVAL, "device copies need an attached NCCL communicator");
+}
+
+void *iabn_comm_staging(iabn_comm *c, int key, size_t bytes)
+{
+    if (!c || key < 0 || key >= IABN_COMM_MAX_PENDING) return NULL;
+    iabn_comm_pending *p = &c->pend[key];
+    if (p->staging_bytes < bytes) {
+        free(p->staging);
+        p->staging_bytes = 0;
+        if (!(p->staging = malloc(bytes))) return NULL;
+        p->staging_bytes = bytes;
+    }
+    return p->staging;
 }
 
 void iabn_comm_times(const iabn_comm *c, double *busy_s, double *blocked_s)

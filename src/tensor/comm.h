@@ -113,6 +113,13 @@ void iabn_comm_reset_times(iabn_comm *c);
  * stream, ordered after the compute stream with events. */
 int iabn_comm_have_nccl(void);
 int iabn_comm_nccl_attach(iabn_comm *c, void *cuda_ctx, iabn_err *e);
+int iabn_comm_nccl_attached(const iabn_comm *c);
+/* With NCCL attached: a device-to-device copy on the compute stream (packing
+ * gradient buckets in device memory). */
+int iabn_comm_device_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e);
+/* A host buffer of at least `bytes` owned by request `key` (packing device
+ * gradients for MPI when NCCL is not attached); NULL when out of memory. */
+void *iabn_comm_staging(iabn_comm *c, int key, size_t bytes);
 
 #ifdef __cplusplus
 }

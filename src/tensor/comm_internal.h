@@ -33,6 +33,8 @@ typedef struct iabn_comm_pending {
     const struct iabn_backend *be;   /* device pointer staged through `host` */
     void *dev, *host;
     size_t bytes;
+    void *staging;                   /* iabn_comm_staging */
+    size_t staging_bytes;
     int nccl;                        /* issued on NCCL */
 } iabn_comm_pending;
 
@@ -66,6 +68,7 @@ int iabn_comm_nccl_allreduce_start(iabn_comm *c, void *buf, size_t count, int dt
 /* The compute stream waits for every NCCL collective started so far; the host
  * polls NCCL's asynchronous error state against the deadline meanwhile. */
 int iabn_comm_nccl_wait(iabn_comm *c, const char *what, iabn_err *e);
+int iabn_comm_nccl_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e);
 
 #ifdef __cplusplus
 }

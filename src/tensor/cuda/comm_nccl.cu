@@ -126,4 +126,11 @@ int iabn_comm_nccl_wait(iabn_comm *c, const char *what, iabn_err *e)
     return 0;
 }
 
+int iabn_comm_nccl_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e)
+{
+    IABN_CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                       c->nccl->ctx->stream));
+    return 0;
+}
+
 } /* extern "C" */
