@@ -17,5 +17,7 @@ int iabn_cmd_data(int argc, char **argv);
 int iabn_bench_conv(int argc, char **argv);
 int iabn_bench_block(int argc, char **argv);
 int iabn_bench_step(int argc, char **argv);
+/* mpirun -np N iabn bench allreduce [--json] [--repeat N] [--max BYTES] */
+int iabn_bench_allreduce(int argc, char **argv);
 
 #endif
