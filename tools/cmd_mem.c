@@ -39,6 +39,8 @@ typedef struct report {
     size_t *live;
     int nsteps, boundary;
     long max_batch, max_crop;
+    int buckets;            /* --world N > 1: gradient all-reduce buckets */
+    size_t bucket_bytes;
 } report;
 
 typedef struct mem_args {
@@ -47,6 +49,7 @@ typedef struct mem_args {
     double budget;
     const iabn_backend *be;     /* planning backend of --device */
     const char *device;
+    int world, global_batch;    /* --world: ranks sharing --batch */
 } mem_args;
 
 /* Plans one training step; fills r (rows and live when full). */
@@ -81,10 +84,14 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
         rc = iabn_graph_backward(g, loss, e);
     }
     if (!rc) rc = iabn_graph_finalize(g, e);
+    /* a data-parallel rank also holds its gradient buckets (planned in the arena) */
+    if (!rc && a->world > 1) rc = iabn_graph_grad_buckets(g, IABN_BUCKET_BYTES_DEFAULT, e);
     if (!rc) rc = iabn_plan_build(g, NULL, &p, e);
     if (!rc) {
         memset(r, 0, sizeof *r);
         r->mode = mode;
+        r->buckets = iabn_graph_nbuckets(g);
+        for (int k = 0; k < r->buckets; k++) r->bucket_bytes += iabn_graph_bucket_bytes(g, k);
         iabn_store_totals(s, &r->params, &r->pbytes, &r->gbytes, &r->obytes, &r->bbytes);
         r->arena = p->arena_bytes;
         r->lower = p->lower_bound;
@@ -196,8 +203,12 @@ static double mib(size_t b) { return (double)b / 1048576.0; }
 
 static void print_table(const mem_args *a, report *r, int n)
 {
-    printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n\n",
+    printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n",
            a->arch, a->batch, a->h, a->w, a->be->name);
+    if (a->world > 1)
+        printf("per rank of %d: global batch %d split %d per rank (the largest share)\n",
+               a->world, a->global_batch, a->batch);
+    printf("\n");
     printf("%-34s", "");
     for (int i = 0; i < n; i++) printf(" %16s", iabn_bn_mode_name(r[i].mode));
     printf("\n");
@@ -223,6 +234,10 @@ static void print_table(const mem_args *a, report *r, int n)
          mib(r[i].ws_max), "%16.1f");
     LINE("without reuse MiB", mib(r[i].naive), "%16.1f");
     LINE("copies for in-place", (double)r[i].copies, "%16.0f");
+    if (a->world > 1) {
+        LINE("all-reduce buckets (25 MiB)", (double)r[i].buckets, "%16.0f");
+        LINE("  bucket buffers MiB (in arena)", mib(r[i].bucket_bytes), "%16.1f");
+    }
     LINE("total step MiB", mib(total_of(&r[i])), "%16.1f");
     if (n > 1) { LINE("kept / first mode", (double)r[i].saved / (double)r[0].saved, "%16.3f"); }
     if (a->budget > 0) {
@@ -261,6 +276,12 @@ static void print_json(const mem_args *a, report *r, int n)
         cJSON_AddStringToObject(o, "model", a->arch);
         cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(r[i].mode));
         cJSON_AddNumberToObject(o, "batch", a->batch);
+        if (a->world > 1) {
+            cJSON_AddNumberToObject(o, "world", a->world);
+            cJSON_AddNumberToObject(o, "global_batch", a->global_batch);
+            cJSON_AddNumberToObject(o, "allreduce_buckets", r[i].buckets);
+            cJSON_AddNumberToObject(o, "bucket_bytes", (double)r[i].bucket_bytes);
+        }
         cJSON_AddNumberToObject(o, "height", a->h);
         cJSON_AddNumberToObject(o, "width", a->w);
         cJSON_AddNumberToObject(o, "params", (double)r[i].params);
@@ -342,6 +363,7 @@ static void usage(void)
     printf("usage: iabn mem MODEL [--batch N] [--size HxW] [--bn MODE[,MODE...]] [--classes N]\n"
            "                [--budget 12GiB] [--blocks] [--steps] [--json] [--plot FILE.svg]\n"
            "                [--device cpu|cuda]   (cuda: the CUDA plan; no GPU needed)\n"
+           "                [--world N]   (per rank of N: --batch split, gradient buckets)\n"
            "       iabn mem --list\n"
            "  Plans a training step without allocating and reports its memory per BN mode.\n"
            "  Defaults: batch 32, 224x224 (segmentation nets 512x512), modes standard,inplace_abn_ii.\n");
@@ -349,7 +371,7 @@ static void usage(void)
 
 int iabn_cmd_mem(int argc, char **argv)
 {
-    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu"};
+    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", 1, 32};
     const char *modes_s = "standard,inplace_abn_ii", *plot = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -367,7 +389,14 @@ int iabn_cmd_mem(int argc, char **argv)
         } else if (!strcmp(s, "--json")) json = 1;
         else if (!strcmp(s, "--blocks")) a.blocks = 1;
         else if (!strcmp(s, "--steps")) a.steps = 1;
-        else if (!strcmp(s, "--batch") || !strcmp(s, "--classes")) {
+        else if (!strcmp(s, "--world")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
+            if (iabn_parse_int(v, &n) || n < 1 || n > 65536) {
+                fprintf(stderr, "iabn mem: --world %s (a number of ranks, 1 to 65536)\n", v);
+                return 2;
+            }
+            a.world = (int)n;
+        } else if (!strcmp(s, "--batch") || !strcmp(s, "--classes")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "mem"))) return 2;
             if (iabn_parse_int(v, &n) || n < 1) { fprintf(stderr, "iabn mem: %s %s\n", s, v); return 2; }
             if (s[2] == 'b') a.batch = (int)n;
@@ -402,6 +431,15 @@ int iabn_cmd_mem(int argc, char **argv)
         return 2;
     }
     if (!a.h) a.h = a.w = iabn_model_is_segmentation(a.arch) ? 512 : 224;
+    a.global_batch = a.batch;
+    if (a.world > 1) {
+        if (a.batch < a.world) {
+            fprintf(stderr, "iabn mem: --batch %d cannot be split over --world %d ranks\n",
+                    a.batch, a.world);
+            return 2;
+        }
+        a.batch = (a.batch + a.world - 1) / a.world;
+    }
     iabn_bn_mode modes[MAX_MODES];
     int nm = 0;
     char buf[256];
