@@ -6,4 +6,10 @@
 #include "layers/layers.h"
 #include "data/data.h"
 #include "models/models.h"
+#include "models/train/session.h"
+#include "models/train/config.h"
+#include "models/train/checkpoint.h"
+#include "models/train/segmetrics.h"
+#include "models/train/tb_events.h"
+#include "models/train/trainer.h"
 #endif

@@ -17,8 +17,8 @@
 #include "data/data.h"
 #include "test_util.h"
 #include "tools/commands.h"
-#include "tools/segmetrics.h"
-#include "tools/trainer.h"
+#include "models/train/segmetrics.h"
+#include "models/train/trainer.h"
 
 static char tmpdir[256];
 

@@ -6,7 +6,7 @@
  * and, when /usr/bin/python3 exists, through the independent reader
  * tests/fixtures/read_tb_events.py, which must also reject a corrupted copy.
  */
-#include "tb_events.h"
+#include "models/train/tb_events.h"
 #include "tensor/tensor.h"
 #include "test_util.h"
 

@@ -20,9 +20,9 @@
 #include "data/data.h"
 #include "test_util.h"
 #include "iabn_config.h"
-#include "tools/config.h"
+#include "models/train/config.h"
 #include "tensor/device.h"
-#include "tools/trainer.h"
+#include "models/train/trainer.h"
 
 #ifndef CONFIG_DIR
 #define CONFIG_DIR "configs"

@@ -40,73 +40,77 @@ typedef struct result {
 
 /* One mode's graph for one shape, planned and bound. */
 typedef struct bench_graph {
-    iabn_store *s;
-    iabn_graph *g;
-    iabn_plan *p;
-    iabn_exec *ex;
+    iabn_session ss;
     double *t;
 } bench_graph;
 
 static void bench_free(bench_graph *b)
 {
-    iabn_exec_free(b->ex);
-    iabn_plan_free(b->p);
-    iabn_graph_free(b->g);
-    iabn_store_free(b->s);
+    iabn_session_free(&b->ss);
     free(b->t);
     memset(b, 0, sizeof *b);
+}
+
+typedef struct block_spec {
+    const shape *sh;
+    iabn_norm_act_cfg cfg;
+    int groups;
+} block_spec;
+
+/* The session's graph builder: the block under test, fed by a producer. */
+static int build_block(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
+{
+    const block_spec *b = user;
+    /* the block's input must be an activation the in-place modes may
+     * overwrite, as in a network: a cheap depthwise conv produces it */
+    int act = iabn_conv2d(g, "pre", x, b->sh->c, 1, 1, 0, 1, b->sh->c, 0);
+    iabn_graph_begin_block(g, "block");
+    int z = iabn_norm_act(g, "bn", act, &b->cfg);
+    *out = iabn_conv2d(g, "conv", z, b->sh->c, 3, 1, 1, 1, b->groups, 0);
+    return 0;
 }
 
 static int bench_setup(const shape *sh, iabn_bn_mode mode, int batch, int groups, int repeat,
                        bench_graph *b, result *r, iabn_err *e)
 {
     memset(b, 0, sizeof *b);
-    b->s = iabn_store_new(iabn_backend_cpu(), e);
-    if (!b->s) return e->code;
-    iabn_graph *g = b->g = iabn_graph_new(b->s, IABN_TRAIN);
-    int in_shape[4] = {batch, sh->c, sh->hw, sh->hw};
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, in_shape);
-    int lab_shape[3] = {batch, sh->hw, sh->hw};
-    int lab = iabn_graph_input(g, "labels", IABN_I32, 3, lab_shape);
-    /* the block's input must be an activation the in-place modes may
-     * overwrite, as in a network: a cheap depthwise conv produces it */
-    int act = iabn_conv2d(g, "pre", x, sh->c, 1, 1, 0, 1, sh->c, 0);
-    iabn_graph_begin_block(g, "block");
-    iabn_norm_act_cfg cfg = iabn_norm_act_defaults(mode);
-    int z = iabn_norm_act(g, "bn", act, &cfg);
-    int y = iabn_conv2d(g, "conv", z, sh->c, 3, 1, 1, 1, groups, 0);
-    iabn_graph_begin_block(g, "loss");
-    int loss = iabn_softmax_xent(g, "loss", y, lab, 255, 1.f);
-    int rc = iabn_graph_backward(g, loss, e);
-    if (!rc) rc = iabn_graph_finalize(g, e);
-    if (!rc) rc = iabn_plan_build(g, NULL, &b->p, e);
-    if (!rc) rc = iabn_exec_new(g, b->p, &b->ex, e);
-    if (!rc) rc = iabn_init_params(b->s, IABN_INIT_XAVIER_NORMAL, cfg.act, 1, e);
+    block_spec spec = {sh, iabn_norm_act_defaults(mode), groups};
+    iabn_session_cfg c;
+    iabn_session_cfg_defaults(&c);
+    c.build = build_block;
+    c.build_user = &spec;
+    c.batch = batch;
+    c.channels = sh->c;
+    c.height = c.width = sh->hw;
+    c.labels = IABN_LABELS_PER_PIXEL;
+    int rc = iabn_session_build(&c, &b->ss, e);
+    if (!rc) rc = iabn_init_params(b->ss.store, IABN_INIT_XAVIER_NORMAL, spec.cfg.act, 1, e);
     if (rc) return rc;
-    float *xp = iabn_exec_ptr(b->ex, x);
+    float *xp = iabn_exec_ptr(b->ss.exec, b->ss.input);
     for (size_t i = 0; i < (size_t)batch * sh->c * sh->hw * sh->hw; i++)
         xp[i] = iabn_rng_normal(7, 0, i);
-    int32_t *lp = iabn_exec_ptr(b->ex, lab);
+    int32_t *lp = iabn_exec_ptr(b->ss.exec, b->ss.labels);
     for (int i = 0; i < batch * sh->hw * sh->hw; i++) lp[i] = i % sh->c;
-    iabn_exec_profile(b->ex, 1);
+    iabn_exec_profile(b->ss.exec, 1);
     b->t = calloc((size_t)repeat, sizeof *b->t);
     iabn_block_mem rows[2];
-    iabn_plan_blocks(g, b->p, rows);
+    iabn_plan_blocks(b->ss.graph, b->ss.plan, rows);
     r->kept = rows[0].kept_bytes; /* block 0: the BN+ACT+CONV block */
     r->buffers = rows[0].kept_buffers;
-    return b->t ? iabn_exec_run(b->ex, e) /* warm-up */ : IABN_ENOMEM;
+    return b->t ? iabn_session_run(&b->ss, e) /* warm-up */ : IABN_ENOMEM;
 }
 
 /* One timed run: the seconds of the block's own nodes. */
 static int bench_run(bench_graph *b, double *sec, iabn_err *e)
 {
-    int rc = iabn_exec_run(b->ex, e);
+    int rc = iabn_session_run(&b->ss, e);
     if (rc) return rc;
-    const double *st = iabn_exec_step_times(b->ex);
-    const int *sched = iabn_graph_schedule(b->g);
+    const iabn_graph *g = b->ss.graph;
+    const double *st = iabn_exec_step_times(b->ss.exec);
+    const int *sched = iabn_graph_schedule(g);
     double sum = 0;
-    for (int i = 0; i < iabn_graph_schedule_len(b->g); i++)
-        if (iabn_graph_n(b->g, sched[i])->block == 0) sum += st[i];
+    for (int i = 0; i < iabn_graph_schedule_len(g); i++)
+        if (iabn_graph_n(g, sched[i])->block == 0) sum += st[i];
     *sec = sum;
     return 0;
 }

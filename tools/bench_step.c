@@ -79,23 +79,19 @@ int iabn_bench_step(int argc, char **argv)
     const iabn_backend *be = dev.be;
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
     int gpu = be->kind == IABN_DEV_CUDA, profile = by_op || !gpu;
-    iabn_store *s = iabn_store_new(be, &e);
-    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
-    int xs[4] = {batch, 3, h, w}, ls3[3] = {batch, h, w}, ls1[1] = {batch};
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
-    int lab = seg ? iabn_graph_input(g, "labels", IABN_I32, 3, ls3) : iabn_graph_input(g, "labels", IABN_I32, 1, ls1);
-    int logits = -1, loss = -1;
-    iabn_plan *p = NULL;
-    iabn_exec *ex = NULL;
-    int rc = iabn_model_build(g, &mc, x, &logits);
-    if (rc) e = *iabn_graph_error(g);
-    if (!rc) {
-        loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
-        rc = iabn_graph_backward(g, loss, &e);
-    }
-    if (!rc) rc = iabn_graph_finalize(g, &e);
-    if (!rc) rc = iabn_plan_build(g, NULL, &p, &e);
-    if (!rc) rc = iabn_exec_new(g, p, &ex, &e);
+    iabn_session_cfg sc;
+    iabn_session_cfg_defaults(&sc);
+    sc.model_cfg = &mc;
+    sc.batch = batch;
+    sc.height = h;
+    sc.width = w;
+    sc.backend = be;
+    iabn_session ss;
+    int rc = iabn_session_build(&sc, &ss, &e);
+    iabn_store *s = ss.store;
+    iabn_graph *g = ss.graph;
+    iabn_plan *p = ss.plan;
+    iabn_exec *ex = ss.exec;
     if (!rc) rc = iabn_model_init(s, &mc, 1, &e);
     double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
            *bw = calloc((size_t)repeat, sizeof *bw), *up = calloc((size_t)repeat, sizeof *up);
@@ -107,8 +103,7 @@ int iabn_bench_step(int argc, char **argv)
         if (!xp || !lp) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for the inputs");
         for (size_t i = 0; !rc && i < nx; i++) xp[i] = iabn_rng_normal(3, 0, i);
         for (size_t i = 0; !rc && i < nl; i++) lp[i] = (int32_t)(i % (size_t)mc.classes);
-        if (!rc) rc = iabn_exec_set(ex, x, xp, nx * sizeof *xp, &e);
-        if (!rc) rc = iabn_exec_set(ex, lab, lp, nl * sizeof *lp, &e);
+        if (!rc) rc = iabn_session_set_inputs(&ss, xp, lp, &e);
         free(xp);
         free(lp);
     }
@@ -121,7 +116,7 @@ int iabn_bench_step(int argc, char **argv)
                             .nesterov = 1, .grad_scale = 1.f};
         for (int k = 0; k <= repeat && !rc; k++) {
             double t0 = iabn_now();
-            rc = iabn_exec_run(ex, &e);
+            rc = iabn_session_run(&ss, &e);
             if (!rc && be->sync(be->ctx)) /* a GPU run is only queued so far */
                 rc = iabn_err_set(&e, IABN_EDEVICE, "synchronising after the step failed");
             double t1 = iabn_now();
@@ -219,10 +214,7 @@ int iabn_bench_step(int argc, char **argv)
     free(fw);
     free(bw);
     free(up);
-    iabn_exec_free(ex);
-    iabn_plan_free(p);
-    iabn_graph_free(g);
-    iabn_store_free(s);
+    iabn_session_free(&ss);
     iabn_device_close(&dev);
     return rc ? 1 : 0;
 }

@@ -11,7 +11,7 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/trainer.h"
+#include "models/train/trainer.h"
 
 #define DEMO_ARCH "resnext_tiny"
 #define DEMO_CLASSES 10

@@ -29,18 +29,12 @@ typedef struct row {
 
 typedef struct report {
     iabn_bn_mode mode;
-    size_t params, pbytes, gbytes, obytes, bbytes;
-    size_t arena, lower, saved, io, naive;
-    size_t ws_max, ws_sum;      /* scratch (cuDNN workspace on cuda) in the arena */
-    size_t staging;             /* second input buffers (copy stream) */
-    int copies;
+    iabn_session_mem m;         /* scratch: cuDNN's workspace on cuda */
     row *rows;
     int nrows;
     size_t *live;
     int nsteps, boundary;
     long max_batch, max_crop;
-    int buckets;            /* --world N > 1: gradient all-reduce buckets */
-    size_t bucket_bytes;
 } report;
 
 typedef struct mem_args {
@@ -52,63 +46,42 @@ typedef struct mem_args {
     int world, global_batch;    /* --world: ranks sharing --batch */
 } mem_args;
 
+/* The session description of --device's step for mode at batch x h x w. */
+static void step_cfg(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w,
+                     iabn_model_cfg *mc, iabn_session_cfg *c)
+{
+    *mc = iabn_model_defaults(a->arch);
+    mc->bn = mode;
+    if (a->classes > 0) mc->classes = a->classes;
+    if (iabn_bn_mode_is_inplace(mode) && mc->act.kind == IABN_ACT_RELU) {
+        mc->act.kind = IABN_ACT_LEAKY_RELU;
+        mc->act.param = 0.01f;
+    }
+    iabn_session_cfg_defaults(c);
+    c->model_cfg = mc;
+    c->batch = batch;
+    c->height = h;
+    c->width = w;
+    c->backend = a->be;
+    c->plan_only = 1;
+    if (a->world > 1) c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
+}
+
 /* Plans one training step; fills r (rows and live when full). */
 static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int full,
                      report *r, iabn_err *e)
 {
-    iabn_store *s = iabn_store_new_virtual(a->be, e);
-    if (!s) return e->code;
-    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
-    iabn_model_cfg mc = iabn_model_defaults(a->arch);
-    mc.bn = mode;
-    if (a->classes > 0) mc.classes = a->classes;
-    if (iabn_bn_mode_is_inplace(mode) && mc.act.kind == IABN_ACT_RELU) {
-        mc.act.kind = IABN_ACT_LEAKY_RELU;
-        mc.act.param = 0.01f;
-    }
-    int xs[4] = {batch, 3, h, w};
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs), logits = -1, lab;
-    if (iabn_model_is_segmentation(a->arch)) {
-        int ls[3] = {batch, h, w};
-        lab = iabn_graph_input(g, "labels", IABN_I32, 3, ls);
-    } else {
-        int ls[1] = {batch};
-        lab = iabn_graph_input(g, "labels", IABN_I32, 1, ls);
-    }
-    iabn_plan *p = NULL;
-    int rc = iabn_model_build(g, &mc, x, &logits);
-    if (rc) *e = *iabn_graph_error(g);
+    iabn_model_cfg mc;
+    iabn_session_cfg c;
+    step_cfg(a, mode, batch, h, w, &mc, &c);
+    iabn_session ss;
+    int rc = iabn_session_build(&c, &ss, e);
     if (!rc) {
-        iabn_graph_begin_block(g, "loss");
-        int loss = iabn_softmax_xent(g, "loss", logits, lab, 255, 1.f);
-        rc = iabn_graph_backward(g, loss, e);
-    }
-    if (!rc) rc = iabn_graph_finalize(g, e);
-    /* a data-parallel rank also holds its gradient buckets (planned in the arena) */
-    if (!rc && a->world > 1) rc = iabn_graph_grad_buckets(g, IABN_BUCKET_BYTES_DEFAULT, e);
-    if (!rc) rc = iabn_plan_build(g, NULL, &p, e);
-    if (!rc) {
+        iabn_graph *g = ss.graph;
+        const iabn_plan *p = ss.plan;
         memset(r, 0, sizeof *r);
         r->mode = mode;
-        r->buckets = iabn_graph_nbuckets(g);
-        for (int k = 0; k < r->buckets; k++) r->bucket_bytes += iabn_graph_bucket_bytes(g, k);
-        iabn_store_totals(s, &r->params, &r->pbytes, &r->gbytes, &r->obytes, &r->bbytes);
-        r->arena = p->arena_bytes;
-        r->lower = p->lower_bound;
-        r->saved = p->saved_bytes;
-        r->io = p->io_bytes;
-        r->naive = p->naive_bytes;
-        r->copies = iabn_graph_copies(g);
-        for (int k = 0; k < iabn_graph_nnodes(g); k++) {
-            int sc = iabn_graph_n(g, k)->scratch;
-            if (sc < 0) continue;
-            size_t nb = iabn_graph_t(g, sc)->nbytes;
-            r->ws_sum += nb;
-            if (nb > r->ws_max) r->ws_max = nb;
-        }
-        /* the trainer double-buffers its inputs where there is a copy stream */
-        r->staging = iabn_device_staging_bytes(
-            a->be, iabn_graph_t(g, x)->nbytes + iabn_graph_t(g, lab)->nbytes);
+        r->m = ss.mem;
         if (full) {
             int nb = iabn_graph_block_count(g);
             iabn_block_mem *bm = calloc((size_t)nb + 1, sizeof *bm);
@@ -143,60 +116,21 @@ static int plan_step(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
             free(mb);
         }
     }
-    iabn_plan_free(p);
-    iabn_graph_free(g);
-    iabn_store_free(s);
+    iabn_session_free(&ss);
     return rc;
 }
 
-static size_t total_of(const report *r)
-{
-    return r->arena + r->io + r->staging + r->pbytes + r->gbytes + r->obytes + r->bbytes;
-}
-
-static int fits(const mem_args *a, iabn_bn_mode mode, int batch, int h, int w, int *ok, iabn_err *e)
-{
-    report r;
-    int rc = plan_step(a, mode, batch, h, w, 0, &r, e);
-    if (!rc) *ok = (double)total_of(&r) <= a->budget;
-    return rc;
-}
-
-/* The largest value in [1, cap] for which fit(v) holds (0 if none); fit is
- * monotone.  mul scales the candidate (crops move in steps of 8). */
+/* The largest batch, or square crop at --batch, whose step fits --budget. */
 static int search(const mem_args *a, iabn_bn_mode mode, int crop, long *out, iabn_err *e)
 {
-    /* segmentation heads batch-normalise a 1x1 pooled map: training needs two
-     * samples, so batch searches start at 2 */
-    long lo = 0, hi = !crop && iabn_model_is_segmentation(a->arch) ? 2 : 1;
-    long cap = crop ? 1024 : 1 << 16;
-    int ok = 0, rc;
-    for (;;) {
-        int v = (int)hi;
-        rc = crop ? fits(a, mode, a->batch, 8 * v, 8 * v, &ok, e) : fits(a, mode, v, a->h, a->w, &ok, e);
-        if (rc) return rc;
-        if (!ok) break;
-        lo = hi;
-        if (hi >= cap) {
-            *out = crop ? 8 * lo : lo;
-            return 0;
-        }
-        hi *= 2;
-    }
-    if (lo == 0) {
-        *out = 0;
-        return 0;
-    }
-    while (hi - lo > 1) {
-        long mid = lo + (hi - lo) / 2;
-        rc = crop ? fits(a, mode, a->batch, 8 * (int)mid, 8 * (int)mid, &ok, e)
-                  : fits(a, mode, (int)mid, a->h, a->w, &ok, e);
-        if (rc) return rc;
-        if (ok) lo = mid;
-        else hi = mid;
-    }
-    *out = crop ? 8 * lo : lo;
-    return 0;
+    iabn_model_cfg mc;
+    iabn_session_cfg c;
+    step_cfg(a, mode, a->batch, a->h, a->w, &mc, &c);
+    int v = 0;
+    int rc = iabn_session_largest(&c, crop ? IABN_SEARCH_SIDE : IABN_SEARCH_BATCH,
+                                  (size_t)a->budget, &v, e);
+    *out = v;
+    return rc;
 }
 
 static double mib(size_t b) { return (double)b / 1048576.0; }
@@ -216,30 +150,30 @@ static void print_table(const mem_args *a, report *r, int n)
     printf("%-34s", label);                                            \
     for (int i = 0; i < n; i++) printf(" " fmt, expr);                 \
     printf("\n")
-    LINE("parameters (count)", (double)r[i].params, "%16.0f");
-    LINE("parameters MiB", mib(r[i].pbytes), "%16.1f");
-    LINE("gradients MiB", mib(r[i].gbytes), "%16.1f");
-    LINE("optimizer state MiB (momentum)", mib(r[i].obytes), "%16.1f");
-    LINE("running statistics MiB", mib(r[i].bbytes), "%16.2f");
-    LINE("inputs / outputs MiB", mib(r[i].io), "%16.1f");
+    LINE("parameters (count)", (double)r[i].m.params, "%16.0f");
+    LINE("parameters MiB", mib(r[i].m.param_bytes), "%16.1f");
+    LINE("gradients MiB", mib(r[i].m.grad_bytes), "%16.1f");
+    LINE("optimizer state MiB (momentum)", mib(r[i].m.optim_bytes), "%16.1f");
+    LINE("running statistics MiB", mib(r[i].m.buffer_bytes), "%16.2f");
+    LINE("inputs / outputs MiB", mib(r[i].m.io), "%16.1f");
     if (a->be->kind == IABN_DEV_CUDA) {
-        LINE("  staged next inputs MiB", mib(r[i].staging), "%16.1f");
+        LINE("  staged next inputs MiB", mib(r[i].m.staging), "%16.1f");
     }
-    LINE("activations kept for backward MiB", mib(r[i].saved), "%16.1f");
-    LINE("  per sample MiB", mib(r[i].saved) / a->batch, "%16.2f");
-    LINE("arena peak MiB (planned)", mib(r[i].arena), "%16.1f");
-    LINE("lower bound MiB (max live)", mib(r[i].lower), "%16.1f");
-    LINE("arena / lower bound", (double)r[i].arena / (double)r[i].lower, "%16.3f");
+    LINE("activations kept for backward MiB", mib(r[i].m.saved), "%16.1f");
+    LINE("  per sample MiB", mib(r[i].m.saved) / a->batch, "%16.2f");
+    LINE("arena peak MiB (planned)", mib(r[i].m.arena), "%16.1f");
+    LINE("lower bound MiB (max live)", mib(r[i].m.lower_bound), "%16.1f");
+    LINE("arena / lower bound", (double)r[i].m.arena / (double)r[i].m.lower_bound, "%16.3f");
     LINE(a->be->kind == IABN_DEV_CUDA ? "  largest cuDNN workspace MiB" : "  largest kernel scratch MiB",
-         mib(r[i].ws_max), "%16.1f");
-    LINE("without reuse MiB", mib(r[i].naive), "%16.1f");
-    LINE("copies for in-place", (double)r[i].copies, "%16.0f");
+         mib(r[i].m.scratch_max), "%16.1f");
+    LINE("without reuse MiB", mib(r[i].m.naive), "%16.1f");
+    LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
     if (a->world > 1) {
-        LINE("all-reduce buckets (25 MiB)", (double)r[i].buckets, "%16.0f");
-        LINE("  bucket buffers MiB (in arena)", mib(r[i].bucket_bytes), "%16.1f");
+        LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, "%16.0f");
+        LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), "%16.1f");
     }
-    LINE("total step MiB", mib(total_of(&r[i])), "%16.1f");
-    if (n > 1) { LINE("kept / first mode", (double)r[i].saved / (double)r[0].saved, "%16.3f"); }
+    LINE("total step MiB", mib(r[i].m.total), "%16.1f");
+    if (n > 1) { LINE("kept / first mode", (double)r[i].m.saved / (double)r[0].m.saved, "%16.3f"); }
     if (a->budget > 0) {
         char lab[64];
         snprintf(lab, sizeof lab, "largest batch in %.1f GiB", a->budget / 1073741824.0);
@@ -279,26 +213,26 @@ static void print_json(const mem_args *a, report *r, int n)
         if (a->world > 1) {
             cJSON_AddNumberToObject(o, "world", a->world);
             cJSON_AddNumberToObject(o, "global_batch", a->global_batch);
-            cJSON_AddNumberToObject(o, "allreduce_buckets", r[i].buckets);
-            cJSON_AddNumberToObject(o, "bucket_bytes", (double)r[i].bucket_bytes);
+            cJSON_AddNumberToObject(o, "allreduce_buckets", r[i].m.buckets);
+            cJSON_AddNumberToObject(o, "bucket_bytes", (double)r[i].m.bucket_bytes);
         }
         cJSON_AddNumberToObject(o, "height", a->h);
         cJSON_AddNumberToObject(o, "width", a->w);
-        cJSON_AddNumberToObject(o, "params", (double)r[i].params);
-        cJSON_AddNumberToObject(o, "param_bytes", (double)r[i].pbytes);
-        cJSON_AddNumberToObject(o, "grad_bytes", (double)r[i].gbytes);
-        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)r[i].obytes);
-        cJSON_AddNumberToObject(o, "buffer_bytes", (double)r[i].bbytes);
-        cJSON_AddNumberToObject(o, "io_bytes", (double)r[i].io);
+        cJSON_AddNumberToObject(o, "params", (double)r[i].m.params);
+        cJSON_AddNumberToObject(o, "param_bytes", (double)r[i].m.param_bytes);
+        cJSON_AddNumberToObject(o, "grad_bytes", (double)r[i].m.grad_bytes);
+        cJSON_AddNumberToObject(o, "optimizer_bytes", (double)r[i].m.optim_bytes);
+        cJSON_AddNumberToObject(o, "buffer_bytes", (double)r[i].m.buffer_bytes);
+        cJSON_AddNumberToObject(o, "io_bytes", (double)r[i].m.io);
         cJSON_AddStringToObject(o, "device", a->be->name);
-        cJSON_AddNumberToObject(o, "staging_bytes", (double)r[i].staging);
-        cJSON_AddNumberToObject(o, "workspace_max_bytes", (double)r[i].ws_max);
-        cJSON_AddNumberToObject(o, "workspace_sum_bytes", (double)r[i].ws_sum);
-        cJSON_AddNumberToObject(o, "arena_bytes", (double)r[i].arena);
-        cJSON_AddNumberToObject(o, "lower_bound_bytes", (double)r[i].lower);
-        cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)r[i].saved);
-        cJSON_AddNumberToObject(o, "copies", r[i].copies);
-        cJSON_AddNumberToObject(o, "total_bytes", (double)total_of(&r[i]));
+        cJSON_AddNumberToObject(o, "staging_bytes", (double)r[i].m.staging);
+        cJSON_AddNumberToObject(o, "workspace_max_bytes", (double)r[i].m.scratch_max);
+        cJSON_AddNumberToObject(o, "workspace_sum_bytes", (double)r[i].m.scratch_sum);
+        cJSON_AddNumberToObject(o, "arena_bytes", (double)r[i].m.arena);
+        cJSON_AddNumberToObject(o, "lower_bound_bytes", (double)r[i].m.lower_bound);
+        cJSON_AddNumberToObject(o, "saved_activation_bytes", (double)r[i].m.saved);
+        cJSON_AddNumberToObject(o, "copies", r[i].m.copies);
+        cJSON_AddNumberToObject(o, "total_bytes", (double)r[i].m.total);
         if (a->budget > 0) {
             cJSON_AddNumberToObject(o, "budget_bytes", a->budget);
             cJSON_AddNumberToObject(o, "max_batch", (double)r[i].max_batch);
@@ -350,7 +284,7 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n)
             fprintf(f, "%.1f,%.1f ", L + PW * s / (double)r[i].nsteps,
                     T + PH - PH * (double)r[i].live[s] / (double)peak);
         fprintf(f, "'/>\n<text x='%.0f' y='%.0f' fill='%s'>%s: peak %.1f MiB</text>\n", L + 10 + 200.0 * i,
-                H - 20, colors[i % 6], iabn_bn_mode_name(r[i].mode), mib(r[i].arena));
+                H - 20, colors[i % 6], iabn_bn_mode_name(r[i].mode), mib(r[i].m.arena));
     }
     fprintf(f, "<text x='%.0f' y='%.0f'>schedule step (forward, then backward; dashed: first backward step)</text>\n",
             L, T + PH + 18);

@@ -15,8 +15,8 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/segmetrics.h"
-#include "tools/train_internal.h"
+#include "models/train/segmetrics.h"
+#include "models/train/train_internal.h"
 
 /* Cityscapes colours of the 19 train ids, and their labelIds. */
 static const uint8_t cs_palette[19][3] = {
@@ -150,7 +150,7 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    for (int i = 0; i < 2; i++) gset_free(&tr.evals[i]);
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr.evals[i]);
     iabn_store_free(tr.s);
     free(tr.host);
     iabn_device_close(&tr.dev);

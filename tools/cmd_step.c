@@ -234,10 +234,7 @@ static int run(const step_opts *o, iabn_err *e)
     int rc = config(o, &cfg, e);
     if (rc) return rc;
     iabn_st_file *in = NULL;
-    iabn_store *s = NULL;
-    iabn_graph *g = NULL;
-    iabn_plan *p = NULL;
-    iabn_exec *ex = NULL;
+    iabn_session ss = {0};
     float *xbuf = NULL;
     int32_t *lbuf = NULL;
     iabn_device dev = {0};
@@ -253,42 +250,32 @@ static int run(const step_opts *o, iabn_err *e)
         goto done;
     }
     int xs[4] = {(int)xt->shape[0], 3, (int)xt->shape[2], (int)xt->shape[3]};
-    s = iabn_store_new(dev.be, e);
-    g = s ? iabn_graph_new(s, o->train ? IABN_TRAIN : IABN_EVAL) : NULL;
-    if (!g) {
-        rc = iabn_err_set(e, IABN_ENOMEM, "out of memory creating the graph");
-        goto done;
-    }
-    int x = iabn_graph_input(g, "input", IABN_F32, 4, xs);
-    int logits = -1, labels = -1, loss = -1;
-    if (iabn_model_build(g, &cfg, x, &logits) == 0) {
-        if (tt) {
-            int seg = iabn_model_is_segmentation(o->arch);
-            int want = seg ? 3 : 1, ls[3] = {xs[0], xs[2], xs[3]};
-            int ok = tt->ndim == want && tt->shape[0] == xs[0] &&
-                     (!seg || (tt->shape[1] == xs[2] && tt->shape[2] == xs[3]));
-            if (!ok) {
-                rc = iabn_err_set(e, IABN_EINVAL, "%s: `target` must be %s", o->input,
-                                  seg ? "N,H,W like the input" : "N (one label per image)");
-                goto done;
-            }
-            labels = iabn_graph_input(g, "target", IABN_I32, want, ls);
-            loss = iabn_softmax_xent(g, "loss", logits, labels, 255, 1.f);
+    int seg = iabn_model_is_segmentation(o->arch);
+    if (tt) {
+        int ok = tt->ndim == (seg ? 3 : 1) && tt->shape[0] == xs[0] &&
+                 (!seg || (tt->shape[1] == xs[2] && tt->shape[2] == xs[3]));
+        if (!ok) {
+            rc = iabn_err_set(e, IABN_EINVAL, "%s: `target` must be %s", o->input,
+                              seg ? "N,H,W like the input" : "N (one label per image)");
+            goto done;
         }
-        iabn_graph_mark_output(g, logits);
     }
-    if (!iabn_graph_ok(g)) {
-        *e = *iabn_graph_error(g);
+    iabn_session_cfg sc;
+    iabn_session_cfg_defaults(&sc);
+    sc.model_cfg = &cfg;
+    sc.train = o->train;
+    sc.batch = xs[0];
+    sc.height = xs[2];
+    sc.width = xs[3];
+    sc.loss = tt ? IABN_LOSS_SOFTMAX_XENT : IABN_LOSS_NONE;
+    sc.keep_logits = 1;
+    sc.backend = dev.be;
+    if ((rc = iabn_session_build(&sc, &ss, e))) {
         iabn_err_prefix(e, "%s: ", o->arch);
-        rc = e->code;
         goto done;
     }
-    if (o->train && (rc = iabn_graph_backward(g, loss, e))) goto done;
-    if ((rc = iabn_graph_finalize(g, e)) || (rc = iabn_plan_build(g, NULL, &p, e)) ||
-        (rc = iabn_exec_new(g, p, &ex, e)))
-        goto done;
-    if (o->weights) rc = iabn_weights_load(s, o->weights, 1, e);
-    else rc = iabn_model_init(s, &cfg, o->init_seed, e);
+    if (o->weights) rc = iabn_weights_load(ss.store, o->weights, 1, e);
+    else rc = iabn_model_init(ss.store, &cfg, o->init_seed, e);
     if (rc) goto done;
     size_t nx = (size_t)xs[0] * 3 * (size_t)xs[2] * (size_t)xs[3];
     xbuf = malloc(nx * sizeof *xbuf);
@@ -297,32 +284,29 @@ static int run(const step_opts *o, iabn_err *e)
         goto done;
     }
     if ((rc = iabn_st_read_f32(xt, xbuf, nx, e)) ||
-        (rc = iabn_exec_set(ex, x, xbuf, nx * sizeof *xbuf, e)))
+        (rc = iabn_session_set_inputs(&ss, xbuf, NULL, e)))
         goto done;
-    if (labels >= 0) {
-        size_t nl = iabn_graph_t(g, labels)->nbytes / sizeof(int32_t);
+    if (ss.labels >= 0) {
+        size_t nl = iabn_graph_t(ss.graph, ss.labels)->nbytes / sizeof(int32_t);
         lbuf = malloc(nl * sizeof *lbuf);
         if (!lbuf) {
             rc = iabn_err_set(e, IABN_ENOMEM, "out of memory reading the target");
             goto done;
         }
         if ((rc = read_target(tt, cfg.classes, lbuf, nl, e)) ||
-            (rc = iabn_exec_set(ex, labels, lbuf, nl * sizeof *lbuf, e))) {
+            (rc = iabn_session_set_inputs(&ss, NULL, lbuf, e))) {
             iabn_err_prefix(e, "%s: ", o->input);
             goto done;
         }
     }
-    iabn_exec_set_seed(ex, o->seed);
-    iabn_exec_set_check(ex, o->check);
-    if ((rc = iabn_store_zero_grads(s, e)) || (rc = iabn_exec_run(ex, e))) goto done;
-    rc = write_out(o, g, ex, logits, loss, &cfg, e);
+    iabn_exec_set_seed(ss.exec, o->seed);
+    iabn_exec_set_check(ss.exec, o->check);
+    if ((rc = iabn_store_zero_grads(ss.store, e)) || (rc = iabn_session_run(&ss, e))) goto done;
+    rc = write_out(o, ss.graph, ss.exec, ss.logits, ss.loss, &cfg, e);
 done:
     free(xbuf);
     free(lbuf);
-    iabn_exec_free(ex);
-    iabn_plan_free(p);
-    iabn_graph_free(g);
-    iabn_store_free(s);
+    iabn_session_free(&ss);
     iabn_st_free(in);
     iabn_device_close(&dev);
     return rc;

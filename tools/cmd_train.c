@@ -6,7 +6,7 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/trainer.h"
+#include "models/train/trainer.h"
 
 static void usage_train(int seg)
 {

@@ -88,7 +88,7 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
         for (int k = 0; k < n.nin; k++) {
             if (din[k] < 0) continue;
             iabn_tkind kind = g->t[n.in[k]].kind;
-            if (kind == IABN_T_ACT || kind == IABN_T_OUTPUT) {
+            if (kind == IABN_T_ACT || kind == IABN_T_OUTPUT || kind == IABN_T_INPUT) {
                 if ((rc = accumulate(g, grad, n.in[k], din[k]))) break;
             } else if (g->t[n.in[k]].kind == IABN_T_PARAM) {
                 /* a parameter used as data (tests, adversarial inputs): its
@@ -99,6 +99,22 @@ int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e)
                     break;
             }
         }
+    }
+    /* gradients of the inputs that asked for one: graph outputs, so that they
+     * live to the end of the run; a view or a tensor already output is
+     * copied out first (its storage belongs to another tensor) */
+    for (int t = 0; t < nt0 && !rc && !g->err.code; t++) {
+        if (g->t[t].kind != IABN_T_INPUT || !g->t[t].requires_grad || grad[t] < 0) continue;
+        int d = grad[t];
+        if (g->t[d].kind != IABN_T_ACT || g->t[d].view_of >= 0) {
+            char name[IABN_NAME_LEN];
+            snprintf(name, sizeof name, "d.%.80s", g->t[t].name);
+            int c = iabn_graph_tensor(g, name, IABN_F32, g->t[t].nd, g->t[t].shape);
+            if (iabn_graph_node(g, &iabn_op_copy, name, 1, &d, 1, &c, NULL, 0) < 0) break;
+            d = c;
+        }
+        iabn_graph_mark_output(g, d);
+        g->t[t].grad = d;
     }
     g->building_phase = IABN_PHASE_FWD;
     g->building_fwd = -1;

@@ -90,6 +90,7 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
     t->producer = -1;
     t->store_id = -1;
     t->view_of = -1;
+    t->grad = -1;
     t->block = g->building_fwd >= 0 ? g->n[g->building_fwd].block : g->cur_block;
     snprintf(t->name, sizeof t->name, "%s", name);
     return g->nt++;
@@ -98,6 +99,32 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
 int iabn_graph_input(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape)
 {
     return add_tensor(g, name, dt, nd, shape, IABN_T_INPUT);
+}
+
+int iabn_graph_input_requires_grad(iabn_graph *g, int t, iabn_err *e)
+{
+    if (g->err.code) {
+        *e = g->err;
+        return e->code;
+    }
+    if (t < 0 || t >= g->nt || g->t[t].kind != IABN_T_INPUT || g->t[t].dtype != IABN_F32)
+        return iabn_err_set(e, IABN_EINVAL, "tensor %d is not a float graph input", t);
+    if (g->mode != IABN_TRAIN)
+        return iabn_err_set(e, IABN_EINVAL, "input %s: gradients need a training graph",
+                            g->t[t].name);
+    for (int i = 0; i < g->nn; i++)
+        for (int k = 0; k < g->n[i].nin; k++)
+            if (g->n[i].in[k] == t)
+                return iabn_err_set(e, IABN_EINVAL,
+                                    "input %s: ask for its gradient before node %s reads it",
+                                    g->t[t].name, g->n[i].name);
+    g->t[t].requires_grad = 1;
+    return 0;
+}
+
+int iabn_graph_input_grad(const iabn_graph *g, int t)
+{
+    return t >= 0 && t < g->nt ? g->t[t].grad : -1;
 }
 
 int iabn_graph_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape)

@@ -87,6 +87,8 @@ typedef struct iabn_tensor {
     int requires_grad;
     int scratch;         /* per-node scratch: lives only during its producer   */
     int block;           /* report row (module / block) this tensor belongs to */
+    int grad;            /* an INPUT that asked for its gradient: the tensor    */
+                         /* holding it once the backward is built, else -1      */
     char name[IABN_NAME_LEN];
 } iabn_tensor;
 
@@ -228,6 +230,13 @@ int iabn_graph_fail(iabn_graph *g, int code, const char *fmt, ...)
 int iabn_graph_ok(const iabn_graph *g);
 
 int iabn_graph_input(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape);
+/* Asks for the gradient of the loss with respect to float input t (a
+ * training graph; before the layers that read t are added).  After
+ * iabn_graph_backward, iabn_graph_input_grad(g, t) is the tensor holding it
+ * (a graph output, overwritten by every run: read it with iabn_exec_get), or
+ * -1 when no gradient reaches t. */
+int iabn_graph_input_requires_grad(iabn_graph *g, int t, iabn_err *e);
+int iabn_graph_input_grad(const iabn_graph *g, int t);
 /* A new arena tensor (layers use this for outputs). */
 int iabn_graph_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd, const int *shape);
 /* A graph tensor bound to store entry `name` (created if absent). */

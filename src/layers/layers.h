@@ -83,6 +83,11 @@ int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w)
  * Returns the scalar loss tensor (a graph output). */
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac);
+/* Mean absolute error / mean squared error of pred against a float32 target
+ * of the same shape, over all elements; the gradient flows to pred (the
+ * target is data).  CPU backend.  Return the scalar loss (a graph output). */
+int iabn_l1_loss(iabn_graph *g, const char *name, int pred, int target);
+int iabn_mse_loss(iabn_graph *g, const char *name, int pred, int target);
 
 /* ---- weight initialisation ----------------------------------------------------- */
 

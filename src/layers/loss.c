@@ -1,7 +1,9 @@
 /* loss.c: softmax cross-entropy over channels with an ignore index and
  * optional online bootstrapping.  The forward writes the mean loss (a graph
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
- * the backward needs the logits and labels only.
+ * the backward needs the logits and labels only.  Also the regression
+ * losses L1 and MSE (mean over all elements), CPU only for now: on another
+ * backend the executor's error names the op.
  *
  * In a data-parallel job (the graph has a communicator of several ranks) the
  * mean is over every rank's counted pixels: the forward all-reduces (loss sum,
@@ -10,6 +12,8 @@
  * unequal per-rank batches (the last one of an epoch) stay exact. */
 #include "layers/layer_util.h"
 #include "layers/layer_cuda.h"
+
+#include <math.h>
 
 static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
 {
@@ -114,4 +118,92 @@ int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
     if (iabn_graph_node(g, &op_xent, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
     iabn_graph_mark_output(g, loss);
     return loss;
+}
+
+/* ---- L1 and MSE ------------------------------------------------------------- */
+
+typedef struct reg_p {
+    size_t count;
+    int mse;                 /* 0: L1, 1: MSE */
+} reg_p;
+
+/* in: pred, target   out: loss.  Summed in double: the mean does not depend
+ * on the thread count. */
+static int reg_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    IABN_PARAMS(reg_p, n);
+    const float *y = b->in[0], *t = b->in[1];
+    double sum = 0;
+    for (size_t i = 0; i < P.count; i++) {
+        double d = (double)y[i] - (double)t[i];
+        sum += P.mse ? d * d : fabs(d);
+    }
+    *(float *)b->out[0] = (float)(sum / (double)P.count);
+    return 0;
+}
+
+/* in: pred, target   out: dpred = sign(y - t) / count (L1; 0 where equal) or
+ * 2 (y - t) / count (MSE); written whether or not dpred is pred's storage */
+static int reg_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+{
+    IABN_PARAMS(reg_p, n);
+    const float *y = b->in[0], *t = b->in[1];
+    float *dy = b->out[0];
+    float inv = 1.f / (float)P.count;
+#pragma omp parallel for if (P.count > 65536)
+    for (size_t i = 0; i < P.count; i++) {
+        float d = y[i] - t[i];
+        dy[i] = P.mse ? 2.f * d * inv : (d > 0.f ? inv : d < 0.f ? -inv : 0.f);
+    }
+    return 0;
+}
+
+static const iabn_op_def op_reg_bwd = {.name = "regression_loss_bwd", .run = {reg_bwd_cpu, NULL}};
+
+static int reg_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    const iabn_node fw = *iabn_graph_n(g, node);
+    (void)e;
+    if (dout[0] != IABN_GRAD_ONE)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward",
+                               fw.name);
+    if (!needs_grad(g, fw.in[0])) return 0;
+    int ins[2] = {fw.in[0], fw.in[1]};
+    return grad_node(g, &fw, &op_reg_bwd, 2, ins, fw.params, sizeof(reg_p), -1, din);
+}
+
+static const iabn_op_def op_l1 = {
+    .name = "l1_loss", .backward = reg_backward, .run = {reg_fwd_cpu, NULL},
+};
+static const iabn_op_def op_mse = {
+    .name = "mse_loss", .backward = reg_backward, .run = {reg_fwd_cpu, NULL},
+};
+
+static int regression(iabn_graph *g, const char *name, int pred, int target, int mse)
+{
+    if (pred < 0 || target < 0 || !iabn_graph_ok(g)) return -1;
+    const iabn_tensor *y = lt(g, pred), *t = lt(g, target);
+    int same = y->dtype == IABN_F32 && t->dtype == IABN_F32 && y->nd == t->nd;
+    for (int d = 0; same && d < y->nd; d++) same = y->shape[d] == t->shape[d];
+    if (!same)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: target %s must be float32 shaped like %s",
+                               name, t->name, y->name);
+    reg_p P = {y->nbytes / sizeof(float), mse};
+    int one[1] = {1};
+    int loss = named(g, name, "", IABN_F32, 1, one);
+    int ins[2] = {pred, target};
+    if (iabn_graph_node(g, mse ? &op_mse : &op_l1, name, 2, ins, 1, &loss, &P, sizeof P) < 0)
+        return -1;
+    iabn_graph_mark_output(g, loss);
+    return loss;
+}
+
+int iabn_l1_loss(iabn_graph *g, const char *name, int pred, int target)
+{
+    return regression(g, name, pred, target, 0);
+}
+
+int iabn_mse_loss(iabn_graph *g, const char *name, int pred, int target)
+{
+    return regression(g, name, pred, target, 1);
 }

@@ -2,10 +2,10 @@
  * its reference name (parameters and running statistics, loadable as plain
  * weights), the SGD momentum under "optimizer.momentum.<name>", and the
  * training position in the metadata.  Written atomically. */
-#ifndef IABN_TOOLS_CHECKPOINT_H
-#define IABN_TOOLS_CHECKPOINT_H
+#ifndef IABN_MODELS_TRAIN_CHECKPOINT_H
+#define IABN_MODELS_TRAIN_CHECKPOINT_H
 
-#include "iabn.h"
+#include "graph/graph.h"
 
 typedef struct iabn_ckpt_pos {
     long long epoch;          /* epoch to continue in                  */

@@ -1,7 +1,7 @@
 /* config.c: the experiment JSON (reference schema), table-driven: each section
  * lists its keys with a type and the field they set, so an unknown key, a
  * wrong type or an impossible value is reported with its full path. */
-#include "tools/config.h"
+#include "models/train/config.h"
 
 #include <math.h>
 #include <stddef.h>

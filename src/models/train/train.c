@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "tools/train_internal.h"
+#include "models/train/train_internal.h"
 
 /* The one piece of process state: set by the signal handler, read between
  * steps.  Tools may keep it; the library never does. */
@@ -325,12 +325,12 @@ static double lr_factor(const trainer *tr, long long steps_per_epoch)
  * the copy runs on the copy stream while the graph computes). */
 static int stage_micro(trainer *tr, const iabn_batch *b, int k, iabn_err *e)
 {
-    gset *gs = &tr->train;
+    iabn_session *gs = &tr->train;
     size_t img = (size_t)3 * tr->in_h * tr->in_w;
     size_t lab = tr->task == IABN_TASK_SEGMENT ? (size_t)tr->in_h * tr->in_w : 1;
     size_t m = (size_t)tr->micro;
-    int rc = iabn_exec_stage(gs->ex, gs->x, b->images + (size_t)k * m * img, m * img * 4, e);
-    if (!rc) rc = iabn_exec_stage(gs->ex, gs->labels, b->labels + (size_t)k * m * lab, m * lab * 4, e);
+    int rc = iabn_exec_stage(gs->exec, gs->input, b->images + (size_t)k * m * img, m * img * 4, e);
+    if (!rc) rc = iabn_exec_stage(gs->exec, gs->labels, b->labels + (size_t)k * m * lab, m * lab * 4, e);
     return rc;
 }
 
@@ -353,11 +353,11 @@ static int fetch_batch(trainer *tr, iabn_batch **out, double *wait, iabn_err *e)
 static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch **next,
                        double *next_wait, int *epoch_end, double *loss, long *correct, iabn_err *e)
 {
-    gset *gs = &tr->train;
+    iabn_session *gs = &tr->train;
     double sum = 0;
     *next = NULL;
     for (int k = 0; k < tr->nmicro; k++) {
-        int rc = iabn_exec_run(gs->ex, e);
+        int rc = iabn_exec_run(gs->exec, e);
         if (!rc && k + 1 < tr->nmicro) rc = stage_micro(tr, b, k + 1, e);
         if (!rc && k + 1 == tr->nmicro && ahead) {
             rc = fetch_batch(tr, next, next_wait, e);
@@ -365,7 +365,7 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
             if (!rc && *next) rc = stage_micro(tr, *next, 0, e);
         }
         float l = 0;
-        if (!rc) rc = iabn_exec_get(gs->ex, gs->loss, &l, sizeof l, e);
+        if (!rc) rc = iabn_exec_get(gs->exec, gs->loss, &l, sizeof l, e);
         if (!rc && tr->task == IABN_TASK_CLASSIFY &&
             !(rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e))) {
             long c1 = 0, ck = 0;
@@ -398,7 +398,7 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
-    tr->pos.runs = (long long)iabn_exec_step(tr->train.ex);
+    tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
@@ -420,8 +420,8 @@ static int open_outputs(trainer *tr, iabn_err *e)
 
 static void teardown(trainer *tr)
 {
-    gset_free(&tr->train);
-    for (int i = 0; i < 2; i++) gset_free(&tr->evals[i]);
+    iabn_session_free(&tr->train);
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr->evals[i]);
     if (tr->ltrain) iabn_loader_close(tr->ltrain);
     if (tr->lval) iabn_loader_close(tr->lval);
     iabn_dataset_free(tr->dtrain);
@@ -501,8 +501,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     int epochs = tr->cfg.schedule.epochs;
     double t_start = iabn_now();
     long long steps_this_run = 0, total_steps = spe * epochs;
-    iabn_exec_set_seed(tr->train.ex, (uint64_t)o->seed);
-    iabn_exec_set_step(tr->train.ex, (uint64_t)tr->pos.runs);
+    iabn_exec_set_seed(tr->train.exec, (uint64_t)o->seed);
+    iabn_exec_set_step(tr->train.exec, (uint64_t)tr->pos.runs);
     int rc = 0;
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
         if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
@@ -575,13 +575,13 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                         printf("  top1 %.1f%%", 100.0 * (double)ep_correct / (double)ep_seen);
                     printf("  lr %.5f  img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB\n", lr_now,
                            ips, data_wait, eta,
-                           (double)tr->train.p->arena_bytes / 1048576.0);
+                           (double)tr->train.plan->arena_bytes / 1048576.0);
                     fflush(stdout);
                 }
                 snprintf(line, sizeof line,
                          "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
                          "\"img_s\": %.2f, \"arena_bytes\": %zu}",
-                         tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.p->arena_bytes);
+                         tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.plan->arena_bytes);
                 log_metric(tr, line);
                 tb_scalar(tr, "train/loss", tr->pos.global_step, loss);
                 tb_scalar(tr, "train/lr", tr->pos.global_step, lr_now);
@@ -631,8 +631,8 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
     snprintf(tr.outdir, sizeof tr.outdir, "%s", o->output_dir ? o->output_dir : "runs/train");
     int rc = setup(&tr, e);
     if (!rc) {
-        res->arena_bytes = tr.train.p->arena_bytes;
-        res->lower_bound = tr.train.p->lower_bound;
+        res->arena_bytes = tr.train.plan->arena_bytes;
+        res->lower_bound = tr.train.plan->lower_bound;
         res->micro_batches = tr.nmicro;
         res->step_bytes = tr.need_bytes;
         if (!o->quiet) {
@@ -644,8 +644,8 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
                    tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
                    tr.dev.name, params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
                    tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
-                   (double)tr.train.p->arena_bytes / 1048576.0,
-                   (double)tr.train.p->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
+                   (double)tr.train.plan->arena_bytes / 1048576.0,
+                   (double)tr.train.plan->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
             if (tr.nmicro > 1)
                 printf("the batch of %d does not fit: %d micro-batches of %d, gradients "
                        "accumulated\n", tr.batch, tr.nmicro, tr.micro);

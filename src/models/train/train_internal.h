@@ -1,22 +1,15 @@
 /* train_internal.h: the trainer's private state, shared by train.c,
  * train_graphs.c and train_eval.c. */
-#ifndef IABN_TOOLS_TRAIN_INTERNAL_H
-#define IABN_TOOLS_TRAIN_INTERNAL_H
+#ifndef IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
+#define IABN_MODELS_TRAIN_TRAIN_INTERNAL_H
 
 #include <stdio.h>
 
-#include "tools/checkpoint.h"
+#include "models/train/checkpoint.h"
+#include "models/train/session.h"
 #include "tensor/device.h"
-#include "tools/tb_events.h"
-#include "tools/trainer.h"
-
-typedef struct gset {
-    iabn_graph *g;
-    iabn_plan *p;
-    iabn_exec *ex;
-    int n, h, w;
-    int x, labels, logits, loss;
-} gset;
+#include "models/train/tb_events.h"
+#include "models/train/trainer.h"
 
 typedef struct trainer {
     const iabn_train_opts *o;
@@ -32,8 +25,8 @@ typedef struct trainer {
     int batch;                /* per step (this rank) */
     int micro, nmicro;        /* micro-batch size and count */
     size_t need_bytes;
-    gset train;
-    gset evals[2];            /* evaluation graphs, by batch size */
+    iabn_session train;
+    iabn_session evals[2];            /* evaluation graphs, by batch size */
     int evals_ten;            /* images per sample in evaluation (10: ten-crop) */
     char *config_json;
     iabn_ckpt_pos pos;
@@ -50,14 +43,14 @@ void trainer_model_cfg(trainer *tr);
 /* A new store holding the model's tensors, filled from a checkpoint's weights
  * (eval, predict); side: the square input the model is probed at. */
 int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e);
-void gset_free(gset *gs);
-int gset_build(trainer *tr, int train, int n, int h, int w, int bind, gset *gs, iabn_err *e);
-size_t gset_bytes(const trainer *tr, const gset *gs);
+/* The trainer's step for a batch of n at h x w: training (with its loss,
+ * OHEM for segmentation) or evaluation, on tr->s, bound when asked. */
+int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,
+               iabn_err *e);
 int memory_for(trainer *tr, int n, size_t *bytes, iabn_err *e);
 /* Host copy of a graph's output (the logits, the loss): on a GPU the bytes
  * come back from the device; *buf grows as needed (owned by the caller). */
-int gset_fetch(gset *gs, int t, float **buf, size_t *cap, iabn_err *e);
-int largest_fitting_batch(trainer *tr, size_t budget, int *out, iabn_err *e);
+int gset_fetch(iabn_session *gs, int t, float **buf, size_t *cap, iabn_err *e);
 int choose_micro_batches(trainer *tr, iabn_err *e);
 void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 

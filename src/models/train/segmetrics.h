@@ -3,8 +3,8 @@
  * excluded), per-class IoU = TP / (TP + FP + FN), mean IoU over the classes
  * present in the ground truth or the prediction (classes absent from both are
  * skipped), and pixel accuracy. */
-#ifndef IABN_TOOLS_SEGMETRICS_H
-#define IABN_TOOLS_SEGMETRICS_H
+#ifndef IABN_MODELS_TRAIN_SEGMETRICS_H
+#define IABN_MODELS_TRAIN_SEGMETRICS_H
 
 #include <stddef.h>
 #include <stdint.h>

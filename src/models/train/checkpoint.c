@@ -1,5 +1,5 @@
 /* checkpoint.c: see checkpoint.h. */
-#include "tools/checkpoint.h"
+#include "models/train/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>

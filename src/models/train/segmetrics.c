@@ -1,5 +1,5 @@
 /* segmetrics.c: see segmetrics.h. */
-#include "tools/segmetrics.h"
+#include "models/train/segmetrics.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,23 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tools/segmetrics.h"
-#include "tools/train_internal.h"
+#include "models/train/segmetrics.h"
+#include "models/train/train_internal.h"
 
 /* An evaluation graph for (n, h, w), reusing one of two cached ones. */
-static int eval_graph(trainer *tr, int n, int h, int w, gset **out, iabn_err *e)
+static int eval_graph(trainer *tr, int n, int h, int w, iabn_session **out, iabn_err *e)
 {
     for (int i = 0; i < 2; i++)
-        if (tr->evals[i].g && tr->evals[i].n == n && tr->evals[i].h == h && tr->evals[i].w == w) {
+        if (tr->evals[i].graph && tr->evals[i].batch == n && tr->evals[i].height == h && tr->evals[i].width == w) {
             *out = &tr->evals[i];
             return 0;
         }
-    gset_free(&tr->evals[1]);
+    iabn_session_free(&tr->evals[1]);
     tr->evals[1] = tr->evals[0];
     memset(&tr->evals[0], 0, sizeof tr->evals[0]);
     int rc = gset_build(tr, 0, n, h, w, 1, &tr->evals[0], e);
     if (rc) {
-        gset_free(&tr->evals[0]);
+        iabn_session_free(&tr->evals[0]);
         return rc;
     }
     *out = &tr->evals[0];
@@ -52,18 +52,18 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
         }
         if (rc) break;
         int ipc = b->images_per_sample, n = b->n * ipc;
-        gset *gs = NULL;
+        iabn_session *gs = NULL;
         rc = eval_graph(tr, n, b->height, b->width, &gs, e);
-        if (!rc) rc = iabn_exec_set(gs->ex, gs->x, b->images, (size_t)n * 3 * b->height * b->width * 4, e);
+        if (!rc) rc = iabn_exec_set(gs->exec, gs->input, b->images, (size_t)n * 3 * b->height * b->width * 4, e);
         free(labs);
         labs = malloc((size_t)n * sizeof *labs);
         if (!labs) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating");
         for (int i = 0; !rc && i < n; i++) labs[i] = b->labels[i / ipc];
-        if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, labs, (size_t)n * 4, e);
-        if (!rc) rc = iabn_exec_run(gs->ex, e);
+        if (!rc) rc = iabn_exec_set(gs->exec, gs->labels, labs, (size_t)n * 4, e);
+        if (!rc) rc = iabn_exec_run(gs->exec, e);
         float lossv = 0;
         if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
-        if (!rc) rc = iabn_exec_get(gs->ex, gs->loss, &lossv, sizeof lossv, e);
+        if (!rc) rc = iabn_exec_get(gs->exec, gs->loss, &lossv, sizeof lossv, e);
         if (!rc) {
             const float *lg = tr->host;
             int k = tr->classes;
@@ -126,11 +126,11 @@ int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales,
             if (hs == h && ws == w) memcpy(in, img, (size_t)3 * hw * sizeof *in);
             else iabn_bilinear_fwd(1, 3, h, w, hs, ws, img, in);
             if (f) flip_w(3, hs, ws, in);
-            gset *gs = NULL;
+            iabn_session *gs = NULL;
             rc = eval_graph(tr, 1, hs, ws, &gs, e);
-            if (!rc) rc = iabn_exec_set(gs->ex, gs->x, in, (size_t)3 * hs * ws * 4, e);
-            if (!rc) rc = iabn_exec_set(gs->ex, gs->labels, lab, (size_t)hs * ws * 4, e);
-            if (!rc) rc = iabn_exec_run(gs->ex, e);
+            if (!rc) rc = iabn_exec_set(gs->exec, gs->input, in, (size_t)3 * hs * ws * 4, e);
+            if (!rc) rc = iabn_exec_set(gs->exec, gs->labels, lab, (size_t)hs * ws * 4, e);
+            if (!rc) rc = iabn_exec_run(gs->exec, e);
             if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
             if (rc) break;
             float *out = tr->host;
@@ -295,7 +295,7 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     }
     eval_result_free(&r);
 out:
-    for (int i = 0; i < 2; i++) gset_free(&tr.evals[i]);
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr.evals[i]);
     if (tr.lval) iabn_loader_close(tr.lval);
     iabn_dataset_free(tr.dval);
     iabn_store_free(tr.s);

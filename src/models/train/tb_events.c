@@ -6,7 +6,7 @@
  * wall_time (1, double), step (2, varint), file_version (3, string),
  * summary (5) -> value (1) -> { tag (1, string), simple_value (2, float) }.
  */
-#include "tb_events.h"
+#include "models/train/tb_events.h"
 
 #include "tensor/tensor.h"
 

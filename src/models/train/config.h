@@ -2,10 +2,10 @@
  * schema (network / optimizer / input), plus our `segmentation` section.
  * Unknown keys, wrong types and impossible values are errors naming the key
  * ("optimizer.schedule.params.step_size must be a positive integer"). */
-#ifndef IABN_TOOLS_CONFIG_H
-#define IABN_TOOLS_CONFIG_H
+#ifndef IABN_MODELS_TRAIN_CONFIG_H
+#define IABN_MODELS_TRAIN_CONFIG_H
 
-#include "iabn.h"
+#include "layers/layers.h"
 
 #define IABN_MAX_MILESTONES 16
 

@@ -3,12 +3,12 @@
  * when the batch does not fit, SGD with the config's schedule, validation,
  * progress / metrics / TensorBoard, atomic checkpoints, exact resume, a clean
  * stop on SIGINT / SIGTERM and on a non-finite loss. */
-#ifndef IABN_TOOLS_TRAINER_H
-#define IABN_TOOLS_TRAINER_H
+#ifndef IABN_MODELS_TRAIN_TRAINER_H
+#define IABN_MODELS_TRAIN_TRAINER_H
 
 #include "data/data.h"
 #include "models/models.h"
-#include "tools/config.h"
+#include "models/train/config.h"
 
 typedef enum iabn_task { IABN_TASK_CLASSIFY = 0, IABN_TASK_SEGMENT = 1 } iabn_task;
 
