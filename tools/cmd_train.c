@@ -34,6 +34,36 @@ static void usage_train(int seg)
            "  -q, --quiet / -v, --verbose\n");
 }
 
+/* Under mpirun / srun: the job's communicator (MPI_Init), and on GPUs the
+ * local rank's device when --device names none; one process otherwise. */
+static int job_open(const char *cmd, iabn_comm **comm, const char **device, char *dev, size_t n)
+{
+    iabn_err e = {0};
+    if (iabn_comm_new(NULL, comm, &e)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
+        return 1;
+    }
+    if (iabn_comm_size(*comm) > 1 && *device && !strcmp(*device, "cuda")) {
+        snprintf(dev, n, "cuda:%d", iabn_comm_local_rank(*comm));
+        *device = dev;
+    }
+    return 0;
+}
+
+/* Reports a failure naming the rank, and ends the job's communicator. */
+static int job_close(const char *cmd, iabn_comm *comm, int rc, const iabn_err *e)
+{
+    if (rc && iabn_comm_size(comm) > 1)
+        fprintf(stderr, "iabn %s (rank %d of %d): %s\n", cmd, iabn_comm_rank(comm),
+                iabn_comm_size(comm), e->msg);
+    else if (rc)
+        fprintf(stderr, "iabn %s: %s\n", cmd, e->msg);
+    /* after a failure the communicator skips MPI_Finalize, and the launcher
+     * ends the other ranks when this one exits non-zero */
+    iabn_comm_free(comm);
+    return rc ? 1 : 0;
+}
+
 int run_train_like(int argc, char **argv, int seg)
 {
     const char *cmd = seg ? "segtrain" : "train";
@@ -106,12 +136,10 @@ int run_train_like(int argc, char **argv, int seg)
     iabn_train_install_signals();
     iabn_train_result res;
     iabn_err e = {0};
+    char dev[32];
+    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
     int rc = iabn_train(&o, &res, &e);
-    if (rc) {
-        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
-        return 1;
-    }
-    return 0;
+    return job_close(cmd, o.comm, rc, &e);
 }
 
 int iabn_cmd_train(int argc, char **argv) { return run_train_like(argc, argv, 0); }
@@ -188,11 +216,10 @@ int run_eval_like(int argc, char **argv, int seg)
     iabn_train_result res;
     iabn_err e = {0};
     o.verbose = verbose;
-    if (iabn_evaluate(&o, &res, &e)) {
-        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
-        return 1;
-    }
-    return 0;
+    char dev[32];
+    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    int rc = iabn_evaluate(&o, &res, &e);
+    return job_close(cmd, o.comm, rc, &e);
 }
 
 int iabn_cmd_eval(int argc, char **argv) { return run_eval_like(argc, argv, 0); }

@@ -52,6 +52,8 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
     META("runs", "%lld", pos->runs);
     META("best", "%.17g", pos->best);
     META("best_epoch", "%lld", pos->best_epoch);
+    META("world_size", "%lld", pos->world_size > 0 ? pos->world_size : 1);
+    META("global_batch", "%lld", pos->global_batch);
 #undef META
     if (!rc && config_json) rc = iabn_st_writer_meta(w, "config", config_json, e);
     if (!rc) rc = iabn_st_writer_save(w, path, e);
@@ -119,6 +121,8 @@ int iabn_ckpt_load(iabn_store *s, const char *path, int optimizer, iabn_ckpt_pos
         const char *b = iabn_st_meta(f, "best");
         pos->best = b ? atof(b) : 0;
         pos->best_epoch = meta_ll(f, "best_epoch");
+        pos->world_size = meta_ll(f, "world_size");
+        pos->global_batch = meta_ll(f, "global_batch");
     }
     iabn_st_free(f);
     return rc;

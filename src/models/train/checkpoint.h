@@ -14,6 +14,8 @@ typedef struct iabn_ckpt_pos {
     long long runs;           /* executor runs (dropout stream)        */
     double best;              /* best validation metric so far         */
     long long best_epoch;
+    long long world_size;     /* ranks of the job that wrote it (0: one) */
+    long long global_batch;   /* its batch over all ranks (0: unknown)   */
 } iabn_ckpt_pos;
 
 int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,

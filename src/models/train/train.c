@@ -155,8 +155,10 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.workers = tr->o->workers > 0 ? tr->o->workers : 2;
     lc.seed = (uint64_t)tr->o->seed;
     lc.shuffle = 1;
-    lc.drop_last = 1;
+    lc.drop_last = 1; /* every rank the same number of steps */
     lc.strict = tr->o->strict_data;
+    lc.rank = tr->rank;
+    lc.world_size = tr->world;
     iabn_device_loader_cfg(&tr->dev, &lc);
     int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
     if (rc) return rc;
@@ -271,13 +273,14 @@ static int setup(trainer *tr, iabn_err *e)
     trainer_model_cfg(tr);
     tr->cfg.classes = tr->classes;
     tr->config_json = iabn_config_to_json(&tr->cfg);
-    tr->batch = tr->cfg.batch_size;
+    if (!tr->config_json) return iabn_err_set(e, IABN_ENOMEM, "out of memory");
+    if ((rc = dist_setup(tr, e))) return rc; /* tr->batch: this rank's share */
     tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
     tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
-    if ((rc = iabn_device_open(o->device, &tr->dev, e))) return rc;
+    if ((rc = iabn_device_open(o->device, &tr->dev, e)) || (rc = dist_device(tr, e))) return rc;
     tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
-    if ((rc = choose_micro_batches(tr, e))) return rc;
+    if ((rc = choose_micro_batches(tr, e)) || (rc = dist_check_micro(tr, e))) return rc;
     if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
     for (int i = 0; i < iabn_store_count(tr->s); i++) {
         iabn_param *p = iabn_store_get(tr->s, i);
@@ -289,6 +292,7 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
+        dist_resume_note(tr);
     } else {
         tr->pos.best = -1;
     }
@@ -357,6 +361,8 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
     double sum = 0;
     *next = NULL;
     for (int k = 0; k < tr->nmicro; k++) {
+        /* ranks sum their gradients once per step, after the last micro-batch */
+        iabn_graph_set_grad_sync(gs->graph, k + 1 == tr->nmicro);
         int rc = iabn_exec_run(gs->exec, e);
         if (!rc && k + 1 < tr->nmicro) rc = stage_micro(tr, b, k + 1, e);
         if (!rc && k + 1 == tr->nmicro && ahead) {
@@ -397,13 +403,17 @@ static void tb_scalar(trainer *tr, const char *tag, long long step, double v)
 static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 {
     char path[1100];
+    if (tr->rank > 0) return 0; /* rank 0 writes */
     snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
     tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
+    tr->pos.world_size = tr->world;
+    tr->pos.global_batch = tr->cfg.batch_size;
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
 static int open_outputs(trainer *tr, iabn_err *e)
 {
+    if (tr->rank > 0) return 0; /* rank 0 writes */
     int rc = mkdirs(tr->outdir, e);
     if (rc) return rc;
     char path[1100];
@@ -469,7 +479,7 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
         }
     }
     res->best_metric = tr->pos.best;
-    if (!tr->o->quiet) {
+    if (!tr->quiet) {
         if (tr->task == IABN_TASK_SEGMENT)
             printf("  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)\n", r.miou,
                    r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
@@ -501,7 +511,9 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     int epochs = tr->cfg.schedule.epochs;
     double t_start = iabn_now();
     long long steps_this_run = 0, total_steps = spe * epochs;
-    iabn_exec_set_seed(tr->train.exec, (uint64_t)o->seed);
+    /* dropout: each rank its own masks (its own samples); rank 0 keeps the
+     * single process's */
+    iabn_exec_set_seed(tr->train.exec, (uint64_t)o->seed + (uint64_t)tr->rank * 0x9E3779B97F4A7C15ull);
     iabn_exec_set_step(tr->train.exec, (uint64_t)tr->pos.runs);
     int rc = 0;
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
@@ -516,9 +528,16 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         double wait = 0, t_prev = iabn_now();
         int epoch_end = 0;
         for (;;) {
-            if (stop_requested) break;
+            /* a stop asked of one rank stops the job after the same step everywhere */
+            int stop[2] = {stop_requested != 0,
+                           o->time_limit > 0 && iabn_now() - t_start > o->time_limit};
+            if ((rc = dist_agree_stop(tr, stop, 2, e))) break;
+            if (stop[0]) {
+                stop_requested = 1;
+                break;
+            }
             if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
-            if (o->time_limit > 0 && iabn_now() - t_start > o->time_limit) {
+            if (stop[1]) {
                 res->stopped_by_time = 1;
                 break;
             }
@@ -568,7 +587,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 char eta[32], line[512];
                 fmt_eta(per * (double)left, eta, sizeof eta);
                 double ips = (double)tr->batch / dt;
-                if (!o->quiet) {
+                if (!tr->quiet) {
                     printf("epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)", epoch + 1, epochs,
                            tr->pos.step_in_epoch, spe, loss, avg_loss);
                     if (tr->task == IABN_TASK_CLASSIFY)
@@ -595,7 +614,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             tr->pos.epoch = epoch + 1;
             tr->pos.step_in_epoch = 0;
         }
-        if (!o->quiet && ep_steps) {
+        if (!tr->quiet && ep_steps) {
             printf("epoch %d/%d %s in %.1fs: train loss %.4f", epoch + 1, epochs,
                    finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss);
             if (tr->task == IABN_TASK_CLASSIFY)
@@ -610,7 +629,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         if (!finished) {
             if (stop_requested) {
                 res->stopped_by_signal = 1;
-                if (!o->quiet)
+                if (!tr->quiet)
                     printf("stopped by a signal after step %lld; checkpoint written to "
                            "%s/checkpoint_last.safetensors (continue with --resume)\n",
                            tr->pos.global_step, tr->outdir);
@@ -635,7 +654,7 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
         res->lower_bound = tr.train.plan->lower_bound;
         res->micro_batches = tr.nmicro;
         res->step_bytes = tr.need_bytes;
-        if (!o->quiet) {
+        if (!tr.quiet) {
             size_t params;
             iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
             printf("%s (%s, %s) on %s, %zu parameters, %d classes; %zu train / %zu val images\n"

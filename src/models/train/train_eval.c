@@ -85,6 +85,13 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
     free(avg);
     free(labs);
     if (rc) return rc;
+    /* every rank evaluated its shard: the job's counts */
+    double v[4] = {(double)c1, (double)c5, (double)seen, loss_sum};
+    if ((rc = dist_sum(tr, v, 4, e))) return rc;
+    c1 = (long)v[0];
+    c5 = (long)v[1];
+    seen = (long)v[2];
+    loss_sum = v[3];
     r->samples = seen;
     r->top1 = seen ? 100.0 * (double)c1 / (double)seen : 0;
     r->top5 = seen ? 100.0 * (double)c5 / (double)seen : 0;
@@ -203,6 +210,19 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
     free(acc);
     free(pred);
     free(gt);
+    if (!rc && tr->world > 1) {
+        /* every rank evaluated its shard: the job's confusion matrix (exact in
+         * double up to 2^53 pixels per cell) */
+        size_t kk = (size_t)tr->classes * (size_t)tr->classes;
+        double *v = malloc((kk + 1) * sizeof *v);
+        if (!v) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < kk; i++) v[i] = (double)cm.m[i];
+        if (!rc) v[kk] = (double)seen;
+        if (!rc) rc = dist_sum(tr, v, kk + 1, e);
+        for (size_t i = 0; !rc && i < kk; i++) cm.m[i] = (uint64_t)v[i];
+        if (!rc) seen = (long)v[kk];
+        free(v);
+    }
     if (!rc) {
         r->iou = malloc((size_t)tr->classes * sizeof *r->iou);
         double pa = 0;
@@ -220,7 +240,7 @@ int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float 
     memset(r, 0, sizeof *r);
     if (tr->task == IABN_TASK_CLASSIFY) return eval_classify(tr, ld, ten, r, e);
     int rc = eval_segment(tr, ld, flip, scales, nscales, r, e);
-    if (!rc && verbose && r->iou) {
+    if (!rc && verbose && r->iou && !tr->quiet) {
         const iabn_dataset *ds = tr->dval;
         printf("  %-28s %8s\n", "class", "IoU %");
         for (int c = 0; c < tr->classes; c++) {
@@ -238,6 +258,10 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
     tr.task = o->task;
+    tr.comm = o->comm;
+    tr.rank = iabn_comm_rank(o->comm);
+    tr.world = iabn_comm_size(o->comm);
+    tr.quiet = tr.rank > 0;
     iabn_config_defaults(&tr.cfg);
     int rc = o->config_path ? iabn_config_load(&tr.cfg, o->config_path, e) : 0;
     if (!rc) rc = iabn_config_check(&tr.cfg, e);
@@ -275,12 +299,16 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     lc.workers = o->workers > 0 ? o->workers : 2;
     lc.shuffle = 0;
     lc.drop_last = 0;
+    lc.rank = tr.rank; /* sharded; the counts are summed over the ranks */
+    lc.world_size = tr.world;
     iabn_device_loader_cfg(&tr.dev, &lc);
     if ((rc = iabn_loader_open(&lc, tr.dval, &tr.lval, e))) goto out;
     eval_result r;
     rc = run_evaluation(&tr, tr.lval, o->ten_crops, o->flip, o->scales, o->nscales, o->verbose, &r, e);
     if (!rc) {
-        if (o->task == IABN_TASK_CLASSIFY) {
+        if (tr.quiet) {
+            /* rank 0 reports */
+        } else if (o->task == IABN_TASK_CLASSIFY) {
             printf("%s on %s (%ld images%s): top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n",
                    o->checkpoint, o->data_dir, r.samples, o->ten_crops ? ", ten crops" : "",
                    r.top1, r.top5, r.loss);

@@ -22,6 +22,12 @@ static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_ses
     c->ignore_index = IABN_IGNORE_LABEL;
     c->keep_fraction = tr->task == IABN_TASK_SEGMENT && train ? tr->cfg.bootstrap : 1.f;
     c->keep_logits = !train || tr->task == IABN_TASK_CLASSIFY;
+    /* data parallel: only the training step talks to the other ranks (the
+     * evaluation of a shard runs alone; its counts are summed at the end) */
+    if (train && tr->world > 1) {
+        c->comm = tr->comm;
+        c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
+    }
 }
 
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,

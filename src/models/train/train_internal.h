@@ -35,6 +35,9 @@ typedef struct trainer {
     char outdir[1024];
     float *host;              /* host copy of the logits (gset_fetch) */
     size_t host_cap;
+    iabn_comm *comm;          /* data parallel (train_dist.c); NULL: one process */
+    int rank, world;
+    int quiet;                /* nothing printed: --quiet, or a rank other than 0 */
 } trainer;
 
 /* tr->mcfg from tr->cfg and tr->classes: the one translation from the
@@ -68,5 +71,15 @@ void eval_result_free(eval_result *r);
  * horizontal flip, at the image's size: acc (K,h,w). */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
+
+/* train_dist.c: the data-parallel steps (one process: no-ops). */
+int dist_setup(trainer *tr, iabn_err *e);
+/* On CUDA with NCCL built in: NCCL over the ranks' devices. */
+int dist_device(trainer *tr, iabn_err *e);
+int dist_check_micro(trainer *tr, iabn_err *e);
+/* flags[0..n): a rank's stop reasons in, the job's (any rank's) out. */
+int dist_agree_stop(trainer *tr, int *flags, int n, iabn_err *e);
+int dist_sum(trainer *tr, double *v, size_t n, iabn_err *e);
+void dist_resume_note(trainer *tr);
 
 #endif

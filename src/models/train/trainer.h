@@ -31,6 +31,10 @@ typedef struct iabn_train_opts {
     long long max_steps;         /* 0: none */
     int threads;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
+    /* data parallel: the job's communicator (NULL or size 1: one process);
+     * batch is then the global batch, split over the ranks; rank 0 alone
+     * prints and writes */
+    iabn_comm *comm;
 } iabn_train_opts;
 
 void iabn_train_opts_defaults(iabn_train_opts *o);
@@ -62,6 +66,7 @@ typedef struct iabn_eval_opts {
     int nscales;
     int threads, verbose;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
+    iabn_comm *comm;             /* sharded evaluation, counts summed; rank 0 prints */
 } iabn_eval_opts;
 
 int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
