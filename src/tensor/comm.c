@@ -156,11 +156,8 @@ static int is_device(const iabn_backend *be) { return be && be->kind != IABN_DEV
 static int run_op(iabn_comm *c, iabn_comm_op *op, iabn_err *e)
 {
 #if IABN_HAVE_MPI
-    double t0 = iabn_now();
     iabn_comm_mpi_submit(c, op);
-    int rc = iabn_comm_mpi_wait(c, op, e);
-    c->blocked += iabn_now() - t0;
-    return rc;
+    return iabn_comm_mpi_wait(c, op, e);
 #else
     (void)c;
     (void)op;
@@ -182,11 +179,8 @@ int iabn_comm_allreduce(iabn_comm *c, const iabn_backend *be, void *buf, size_t 
     if (c->broken) return broken(c, e);
     if (is_device(be) && c->nccl) {
 #if IABN_HAVE_NCCL
-        double t0 = iabn_now();
         int rc = iabn_comm_nccl_allreduce_start(c, buf, count, (int)dt, what, e);
-        if (!rc) rc = iabn_comm_nccl_wait(c, what, e);
-        c->blocked += iabn_now() - t0;
-        return rc;
+        return rc ? rc : iabn_comm_nccl_wait(c, what, e);
 #endif
     }
     size_t bytes = count * dtype_bytes(dt);
@@ -338,6 +332,7 @@ int iabn_comm_iallreduce(iabn_comm *c, int key, const iabn_backend *be, void *bu
     p->op.buf = host;
     p->op.count = count;
     p->op.dtype = (int)dt;
+    p->op.async = 1;
 #if IABN_HAVE_MPI
     iabn_comm_mpi_submit(c, &p->op);
 #endif

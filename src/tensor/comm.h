@@ -100,9 +100,12 @@ int iabn_comm_iallreduce(iabn_comm *c, int key, const struct iabn_backend *be, v
                          size_t count, iabn_comm_dtype dt, const char *what, iabn_err *e);
 int iabn_comm_wait(iabn_comm *c, int key, iabn_err *e);
 
-/* Time accounting for the overlap figure of `iabn bench step`: seconds the
- * communicator thread spent executing collectives, and seconds callers spent
- * blocked in iabn_comm_wait / the blocking collectives, since the last reset. */
+/* Time accounting for the overlap figure of `iabn bench step`, over the
+ * non-blocking all-reduces (the gradient buckets) since the last reset:
+ * busy_s, the seconds the communicator thread spent executing them (from the
+ * start of each until the sum is complete, waiting for slower peers
+ * included); blocked_s, the seconds callers spent waiting for them in
+ * iabn_comm_wait.  1 - blocked / busy is the fraction hidden behind compute. */
 void iabn_comm_times(const iabn_comm *c, double *busy_s, double *blocked_s);
 void iabn_comm_reset_times(iabn_comm *c);
 

@@ -21,6 +21,7 @@ typedef struct iabn_comm_op {
     size_t count;         /* allreduce: elements; others: bytes */
     int dtype, root;
     char what[96];
+    int async;            /* started by iabn_comm_iallreduce (time accounting) */
     int done, rc;         /* under the transport's lock */
     char msg[1024];
     struct iabn_comm_op *next;

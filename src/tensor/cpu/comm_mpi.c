@@ -259,7 +259,7 @@ static void *thread_main(void *arg)
         }
         double dt = iabn_now() - t0;
         pthread_mutex_lock(&m->mu);
-        c->busy += dt;
+        if (op->async) c->busy += dt;
         if (rc && !m->failed) {
             m->failed = 1;
             c->fail.code = rc;
