@@ -69,7 +69,7 @@ static int run_train(iabn_config *c, iabn_task task, const char *data, const cha
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s", work, out);
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
     o.task = task;
     o.dataset = IABN_DATASET_CITYSCAPES;
     o.config = c;
@@ -85,7 +85,7 @@ static int run_train(iabn_config *c, iabn_task task, const char *data, const cha
     o.comm = job ? comm : NULL;
     iabn_train_result r;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &r, &e);
+    int rc = iabn_trainer_run(&o, &r, &e);
     if (rc) fprintf(stderr, "train %s: %s\n", out, e.msg);
     return rc;
 }
@@ -105,7 +105,7 @@ static double run_eval(iabn_task task, const char *data, const char *ckpt, const
     o.comm = job ? comm : NULL;
     iabn_train_result r;
     iabn_err e = {0};
-    if (iabn_evaluate(&o, &r, &e)) {
+    if (iabn_trainer_evaluate(&o, &r, &e)) {
         fprintf(stderr, "eval: %s\n", e.msg);
         return -1;
     }

@@ -287,6 +287,94 @@ static void test_xent(void)
     xent_case("xent bootstrapped 25%", &seg, &c);
 }
 
+/* ---- L1 / MSE: the target is a graph input, the prediction the parameter ---- */
+
+static int b_regression(iabn_graph *g, int x, const void *ctx)
+{
+    const iabn_tensor *xt = iabn_graph_t(g, x);
+    int nd = xt->nd, shape[4];
+    memcpy(shape, xt->shape, sizeof shape);
+    int t = iabn_graph_input(g, "target", IABN_F32, nd, shape);
+    return *(const int *)ctx ? iabn_mse_loss(g, "mse", x, t) : iabn_l1_loss(g, "l1", x, t);
+}
+
+static void test_regression(void)
+{
+    case_cfg c = {4, {2, 3, 4, 5}, 2e-2};
+    int l1 = 0, mse = 1;
+    gradcheck("l1 loss", &c, b_regression, &l1, 1);
+    gradcheck("mse loss", &c, b_regression, &mse, 1);
+    /* a target of another shape is refused, naming it */
+    iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+    int a = iabn_graph_input(g, "pred", IABN_F32, 4, (int[]){2, 3, 4, 5});
+    int b = iabn_graph_input(g, "target", IABN_F32, 4, (int[]){2, 3, 4, 4});
+    CHECK(iabn_l1_loss(g, "l1", a, b) < 0);
+    CHECK(strstr(iabn_graph_error(g)->msg, "target") != NULL);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+}
+
+/* ---- the gradient of a graph input (requires_grad on an input) ---------------- */
+
+static void test_input_grad(void)
+{
+    t_run t = {0};
+    iabn_err e = {0};
+    t.s = iabn_store_new(iabn_backend_cpu(), NULL);
+    t.g = iabn_graph_new(t.s, IABN_TRAIN);
+    int x = iabn_graph_input(t.g, "x", IABN_F32, 4, (int[]){2, 3, 5, 5});
+    CHECK_MSG(iabn_graph_input_requires_grad(t.g, x, &e) == 0, "%s", e.msg);
+    int c = iabn_conv2d(t.g, "conv", x, 3, 3, 1, 1, 1, 1, 0);
+    int y = iabn_add_layer(t.g, "res", c, x); /* x read twice: its gradients add up */
+    t.loss = t_wsum(t.g, y, NULL);
+    /* too late now that a node reads x */
+    CHECK(iabn_graph_input_requires_grad(t.g, x, &e) == IABN_EINVAL);
+    if (t_prepare(&t, NULL)) {
+        CHECK_MSG(0, "input grad: build");
+        t_free(&t);
+        return;
+    }
+    int dx = iabn_graph_input_grad(t.g, x);
+    CHECK(dx >= 0 && iabn_graph_t(t.g, dx)->nbytes == iabn_graph_t(t.g, x)->nbytes);
+    t_set_params_random(t.s, 3);
+    t_set_inputs_random(&t, 5);
+    iabn_store_zero_grads(t.s, NULL);
+    run_loss(&t);
+    size_t n = iabn_graph_t(t.g, x)->nbytes / 4;
+    float *an = malloc(n * sizeof *an), *xp = iabn_exec_ptr(t.ex, x);
+    CHECK(iabn_exec_get(t.ex, dx, an, n * 4, &e) == 0);
+    int ok = 1;
+    for (size_t k = 0; k < n; k += 7) {
+        float v = xp[k];
+        xp[k] = v + 1e-2f;
+        double lp = run_loss(&t);
+        xp[k] = v - 1e-2f;
+        double lm = run_loss(&t);
+        xp[k] = v;
+        double fd = (lp - lm) / 2e-2;
+        if (!(fabs(fd - an[k]) <= 1e-2 + 1e-2 * fabs(fd))) {
+            if (ok) fprintf(stderr, "input grad: x[%zu] analytic %g fd %g\n", k, an[k], fd);
+            ok = 0;
+        }
+    }
+    /* every run overwrites it (it does not accumulate) */
+    float *again = malloc(n * sizeof *again);
+    run_loss(&t);
+    CHECK(iabn_exec_get(t.ex, dx, again, n * 4, &e) == 0 && !memcmp(again, an, n * 4));
+    free(again);
+    CHECK_MSG(ok, "input gradient disagrees with finite differences");
+    free(an);
+    t_free(&t);
+    /* an evaluation graph has no gradients to give */
+    iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+    iabn_graph *g = iabn_graph_new(s, IABN_EVAL);
+    int xe = iabn_graph_input(g, "x", IABN_F32, 4, (int[]){1, 1, 2, 2});
+    CHECK(iabn_graph_input_requires_grad(g, xe, &e) == IABN_EINVAL);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
@@ -295,5 +383,7 @@ int main(void)
     RUN(test_pool_linear);
     RUN(test_elementwise);
     RUN(test_xent);
+    RUN(test_regression);
+    RUN(test_input_grad);
     return TEST_END();
 }

@@ -146,7 +146,7 @@ static void train_layout(const char *data, iabn_dataset_kind kind, int epochs, d
     iabn_config c;
     seg_config(&c, epochs);
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
     o.task = IABN_TASK_SEGMENT;
     o.dataset = kind;
     o.config = &c;
@@ -155,7 +155,7 @@ static void train_layout(const char *data, iabn_dataset_kind kind, int epochs, d
     o.quiet = 1;
     iabn_train_result r;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &r, &e);
+    int rc = iabn_trainer_run(&o, &r, &e);
     CHECK_MSG(rc == 0, "segtrain %s: %s", data, e.msg);
     *miou_out = r.last_metric;
 }
@@ -188,7 +188,7 @@ static void test_cityscapes(void)
     eo.checkpoint = ckpt;
     eo.data_dir = data;
     iabn_train_result er;
-    CHECK_MSG(iabn_evaluate(&eo, &er, &e) == 0, "segeval: %s", e.msg);
+    CHECK_MSG(iabn_trainer_evaluate(&eo, &er, &e) == 0, "segeval: %s", e.msg);
     snprintf(pred, sizeof pred, "%s/pred", tmpdir);
     iabn_dataset *ds = NULL;
     CHECK(iabn_dataset_open_cityscapes(data, "val", &ds, &e) == 0);

@@ -21,6 +21,7 @@
 #include "test_util.h"
 #include "iabn_config.h"
 #include "models/train/config.h"
+#include "tools/cli.h"
 #include "tensor/device.h"
 #include "models/train/trainer.h"
 
@@ -133,7 +134,7 @@ static void opts_for(iabn_train_opts *o, const iabn_config *c, const char *out)
 {
     static char data[300];
     snprintf(data, sizeof data, "%s/data", tmpdir);
-    iabn_train_opts_defaults(o);
+    iabn_trainer_opts_defaults(o);
     o->config = c;
     o->data_dir = data;
     o->output_dir = out;
@@ -152,7 +153,7 @@ static void test_learns(void)
     opts_for(&o, &c, out);
     iabn_train_result r;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &r, &e);
+    int rc = iabn_trainer_run(&o, &r, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     fprintf(stderr, "  validation top-1 %.1f%% after %d epochs (chance 25%%)\n", r.last_metric, r.epochs_done);
     CHECK_MSG(r.last_metric >= 60.0, "top-1 %.1f%% < 60%%", r.last_metric);
@@ -178,7 +179,7 @@ static void test_learns(void)
     eo.dataset = IABN_DATASET_IMAGEFOLDER;
     eo.batch = 16;
     iabn_train_result er;
-    rc = iabn_evaluate(&eo, &er, &e);
+    rc = iabn_trainer_evaluate(&eo, &er, &e);
     CHECK_MSG(rc == 0, "eval: %s", e.msg);
     CHECK_CLOSE(er.last_metric, r.best_metric, 1e-6, 0);
 }
@@ -213,15 +214,15 @@ static void test_resume_exact(void)
     iabn_train_result r;
     iabn_err e = {0};
     opts_for(&o, &c, full);
-    CHECK_MSG(iabn_train(&o, &r, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s", e.msg);
     opts_for(&o, &c, part);
     o.max_steps = 13; /* stops mid-epoch 2 (12 steps per epoch) */
-    CHECK_MSG(iabn_train(&o, &r, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s", e.msg);
     char ck[400];
     snprintf(ck, sizeof ck, "%s/checkpoint_last.safetensors", part);
     opts_for(&o, &c, part);
     o.resume = ck;
-    CHECK_MSG(iabn_train(&o, &r, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s", e.msg);
     static char a[256][64], b[256][64];
     int na = read_losses(full, a, 256), nb = read_losses(part, b, 256);
     CHECK_MSG(na == nb && na > 13, "%d vs %d loss lines", na, nb);
@@ -246,21 +247,21 @@ static void test_budget_and_nan(void)
     o.budget_bytes = 1024 * 1024; /* far too small */
     iabn_train_result r;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &r, &e);
+    int rc = iabn_trainer_run(&o, &r, &e);
     CHECK(rc == IABN_ENOMEM);
     CHECK_MSG(strstr(e.msg, "largest batch that fits is 0") != NULL, "%s", e.msg);
 
     /* just below what the batch of 16 needs: two micro-batches of 8 */
     o.budget_bytes = 0;
     o.max_steps = 1;
-    CHECK(iabn_train(&o, &r, &e) == 0);
+    CHECK(iabn_trainer_run(&o, &r, &e) == 0);
     CHECK(r.micro_batches == 1);
     o.budget_bytes = (double)r.step_bytes - 1;
-    CHECK_MSG(iabn_train(&o, &r, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s", e.msg);
     CHECK_MSG(r.micro_batches == 2, "%d micro-batches", r.micro_batches);
     CHECK(r.steps_done == 1 && isfinite(r.final_loss));
     o.no_accumulate = 1;
-    CHECK(iabn_train(&o, &r, &e) == IABN_ENOMEM);
+    CHECK(iabn_trainer_run(&o, &r, &e) == IABN_ENOMEM);
     CHECK_MSG(strstr(e.msg, "largest batch that fits is 15") || strstr(e.msg, "largest batch that fits is 1"),
               "%s", e.msg);
     o.no_accumulate = 0;
@@ -271,7 +272,7 @@ static void test_budget_and_nan(void)
     c.schedule.epochs = 2;
     snprintf(out, sizeof out, "%s/run_nan", tmpdir);
     opts_for(&o, &c, out);
-    rc = iabn_train(&o, &r, &e);
+    rc = iabn_trainer_run(&o, &r, &e);
     CHECK_MSG(rc == IABN_ENUM && r.stopped_by_nan, "rc %d: %s", rc, e.msg);
     CHECK(strstr(e.msg, "NaN") || strstr(e.msg, "infinite"));
 }
@@ -301,12 +302,12 @@ static void test_sigint(void)
     iabn_train_opts o;
     opts_for(&o, &c, out);
     o.time_limit = 120; /* a lost signal fails the test instead of hanging it */
-    iabn_train_install_signals();
+    o.stop = iabn_cli_stop_on_signals();
     pthread_t th;
     CHECK(pthread_create(&th, NULL, send_sigint, metrics) == 0);
     iabn_train_result r;
     iabn_err e = {0};
-    int rc = iabn_train(&o, &r, &e);
+    int rc = iabn_trainer_run(&o, &r, &e);
     pthread_join(th, NULL);
     CHECK_MSG(rc == 0 && r.stopped_by_signal, "rc %d, stopped_by_signal %d: %s", rc,
               r.stopped_by_signal, e.msg);
@@ -316,9 +317,9 @@ static void test_sigint(void)
     opts_for(&o, &c, out);
     o.resume = ck;
     o.max_steps = 2;
-    iabn_train_install_signals(); /* a new run: the old request is served */
+    o.stop = iabn_cli_stop_on_signals(); /* a new run: the old request is served */
     iabn_train_result r2;
-    CHECK_MSG(iabn_train(&o, &r2, &e) == 0 && r2.steps_done == 2, "resume after SIGINT: %s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &r2, &e) == 0 && r2.steps_done == 2, "resume after SIGINT: %s", e.msg);
     signal(SIGINT, SIG_DFL);
 }
 
@@ -381,10 +382,10 @@ static void test_cuda_matches_cpu(void)
     snprintf(gpu, sizeof gpu, "%s/run_gpu", tmpdir);
     iabn_train_result rc_cpu, rc_gpu;
     opts_for(&o, &c, cpu);
-    CHECK_MSG(iabn_train(&o, &rc_cpu, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &rc_cpu, &e) == 0, "%s", e.msg);
     opts_for(&o, &c, gpu);
     o.device = "cuda";
-    CHECK_MSG(iabn_train(&o, &rc_gpu, &e) == 0, "cuda: %s", e.msg);
+    CHECK_MSG(iabn_trainer_run(&o, &rc_gpu, &e) == 0, "cuda: %s", e.msg);
     static char a[256][64], b[256][64];
     int na = read_losses(cpu, a, 256), nb = read_losses(gpu, b, 256);
     CHECK_MSG(na == nb && na > 0, "%d vs %d loss lines", na, nb);

@@ -2,6 +2,7 @@
 #include "tools/cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <strings.h>
 
 #include "iabn_config.h"
+#include "models/train/trainer.h"
 #include "tensor/device.h"
 
 double iabn_parse_bytes(const char *s)
@@ -104,4 +106,31 @@ int iabn_check_device(const char *dev, const char *cmd)
         return -1;
     }
     return 0;
+}
+
+static iabn_trainer_stop stop_request;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    iabn_trainer_request_stop(&stop_request);
+}
+
+iabn_trainer_stop *iabn_cli_stop_on_signals(void)
+{
+    stop_request.requested = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    return &stop_request;
+}
+
+void iabn_cli_log(void *user, const char *line)
+{
+    (void)user;
+    printf("%s\n", line);
+    fflush(stdout);
 }

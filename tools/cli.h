@@ -17,4 +17,12 @@ const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd);
  * device itself is opened, and may be missing, later). */
 int iabn_check_device(const char *dev, const char *cmd);
 
+struct iabn_trainer_stop;
+/* SIGINT / SIGTERM ask the trainer to stop after the current step: installs
+ * the handlers and returns the request they set, cleared (the program's one
+ * piece of signal state lives here, never in the library). */
+struct iabn_trainer_stop *iabn_cli_stop_on_signals(void);
+/* The trainer's log callback of the commands: the line on stdout, flushed. */
+void iabn_cli_log(void *user, const char *line);
+
 #endif

@@ -77,16 +77,17 @@ int iabn_cmd_demo(int argc, char **argv)
     cfg.scale_train = -1;
     cfg.scale_val = DEMO_SIZE;
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
+    o.log = iabn_cli_log;
     o.config = &cfg;
     o.data_dir = data;
     o.output_dir = out;
     o.time_limit = seconds;
     o.print_freq = 20;
     o.threads = threads;
-    iabn_train_install_signals();
+    o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
-    if (iabn_train(&o, &res, &e)) {
+    if (iabn_trainer_run(&o, &res, &e)) {
         fprintf(stderr, "iabn demo: %s\n", e.msg);
         return 1;
     }

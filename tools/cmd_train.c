@@ -8,32 +8,6 @@
 #include "tools/commands.h"
 #include "models/train/trainer.h"
 
-static void usage_train(int seg)
-{
-    if (seg)
-        printf("usage: iabn segtrain CONFIG.json DATA_DIR --dataset cityscapes|vistas "
-               "[--init BODY.safetensors] [flags]\n");
-    else
-        printf("usage: iabn train CONFIG.json DATA_DIR [flags]   (DATA_DIR holds train/ and val/)\n");
-    printf("  --epochs N          epochs (optimizer.schedule.epochs)\n"
-           "  -b, --batch-size N  global batch (optimizer.batch_size)\n"
-           "  --lr F              learning rate (optimizer.learning_rate)\n"
-           "  -j, --workers N     data loading threads (2)\n"
-           "  --bn MODE           standard, checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii\n"
-           "  --resume CKPT       continue exactly where CKPT left off\n"
-           "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
-           "  --print-freq N      progress line every N steps (10)\n"
-           "  --seed N            data order, augmentation, init and dropout (1)\n"
-           "  --device DEV        cpu, cuda or cuda:N (cpu)\n"
-           "  --evaluate          only evaluate (with --resume CKPT)\n"
-           "  --budget BYTES      memory for the step, e.g. 12GiB (default: available memory)\n"
-           "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
-           "  --threads T         CPU threads\n"
-           "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
-           "  --strict            an undecodable image is an error, not a skipped file\n"
-           "  -q, --quiet / -v, --verbose\n");
-}
-
 /* Under mpirun / srun: the job's communicator (MPI_Init), and on GPUs the
  * local rank's device when --device names none; one process otherwise. */
 static int job_open(const char *cmd, iabn_comm **comm, const char **device, char *dev, size_t n)
@@ -64,11 +38,38 @@ static int job_close(const char *cmd, iabn_comm *comm, int rc, const iabn_err *e
     return rc ? 1 : 0;
 }
 
+static void usage_train(int seg)
+{
+    if (seg)
+        printf("usage: iabn segtrain CONFIG.json DATA_DIR --dataset cityscapes|vistas "
+               "[--init BODY.safetensors] [flags]\n");
+    else
+        printf("usage: iabn train CONFIG.json DATA_DIR [flags]   (DATA_DIR holds train/ and val/)\n");
+    printf("  --epochs N          epochs (optimizer.schedule.epochs)\n"
+           "  -b, --batch-size N  global batch (optimizer.batch_size)\n"
+           "  --lr F              learning rate (optimizer.learning_rate)\n"
+           "  -j, --workers N     data loading threads (2)\n"
+           "  --bn MODE           standard, checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii\n"
+           "  --resume CKPT       continue exactly where CKPT left off\n"
+           "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
+           "  --print-freq N      progress line every N steps (10)\n"
+           "  --seed N            data order, augmentation, init and dropout (1)\n"
+           "  --device DEV        cpu, cuda or cuda:N (cpu)\n"
+           "  --evaluate          only evaluate (with --resume CKPT)\n"
+           "  --budget BYTES      memory for the step, e.g. 12GiB (default: available memory)\n"
+           "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
+           "  --threads T         CPU threads\n"
+           "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
+           "  --strict            an undecodable image is an error, not a skipped file\n"
+           "  -q, --quiet / -v, --verbose\n");
+}
+
 int run_train_like(int argc, char **argv, int seg)
 {
     const char *cmd = seg ? "segtrain" : "train";
     iabn_train_opts o;
-    iabn_train_opts_defaults(&o);
+    iabn_trainer_opts_defaults(&o);
+    o.log = iabn_cli_log;
     o.task = seg ? IABN_TASK_SEGMENT : IABN_TASK_CLASSIFY;
     o.dataset = IABN_DATASET_CITYSCAPES;
     const char *pos[2] = {NULL, NULL};
@@ -133,12 +134,12 @@ int run_train_like(int argc, char **argv, int seg)
     }
     o.config_path = pos[0];
     o.data_dir = pos[1];
-    iabn_train_install_signals();
+    o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
     iabn_err e = {0};
     char dev[32];
     if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
-    int rc = iabn_train(&o, &res, &e);
+    int rc = iabn_trainer_run(&o, &res, &e);
     return job_close(cmd, o.comm, rc, &e);
 }
 
@@ -216,9 +217,10 @@ int run_eval_like(int argc, char **argv, int seg)
     iabn_train_result res;
     iabn_err e = {0};
     o.verbose = verbose;
+    o.log = iabn_cli_log;
     char dev[32];
     if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
-    int rc = iabn_evaluate(&o, &res, &e);
+    int rc = iabn_trainer_evaluate(&o, &res, &e);
     return job_close(cmd, o.comm, rc, &e);
 }
 

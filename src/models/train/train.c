@@ -8,7 +8,6 @@
  * the same losses as a run that never stopped. */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +15,17 @@
 
 #include "models/train/train_internal.h"
 
-/* The one piece of process state: set by the signal handler, read between
- * steps.  Tools may keep it; the library never does. */
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
+void iabn_trainer_request_stop(iabn_trainer_stop *s)
 {
-    (void)sig;
-    stop_requested = 1;
+    s->requested = 1;
 }
 
-void iabn_train_install_signals(void)
+static int stop_requested(const trainer *tr)
 {
-    stop_requested = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    return tr->stop_agreed || (tr->o->stop && tr->o->stop->requested);
 }
 
-void iabn_train_opts_defaults(iabn_train_opts *o)
+void iabn_trainer_opts_defaults(iabn_train_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->workers = 2;
@@ -156,9 +144,9 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.seed = (uint64_t)tr->o->seed;
     lc.shuffle = 1;
     lc.drop_last = 1; /* every rank the same number of steps */
-    lc.strict = tr->o->strict_data;
-    lc.rank = tr->rank;
+    lc.rank = tr->rank; /* the validation loader below shards the same way */
     lc.world_size = tr->world;
+    lc.strict = tr->o->strict_data;
     iabn_device_loader_cfg(&tr->dev, &lc);
     int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
     if (rc) return rc;
@@ -404,10 +392,10 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 {
     char path[1100];
     if (tr->rank > 0) return 0; /* rank 0 writes */
-    snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
-    tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
     tr->pos.world_size = tr->world;
     tr->pos.global_batch = tr->cfg.batch_size;
+    snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
+    tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
 }
 
@@ -479,15 +467,12 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
         }
     }
     res->best_metric = tr->pos.best;
-    if (!tr->quiet) {
-        if (tr->task == IABN_TASK_SEGMENT)
-            printf("  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)\n", r.miou,
-                   r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
-        else
-            printf("  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)\n", r.loss,
-                   r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
-        fflush(stdout);
-    }
+    if (tr->task == IABN_TASK_SEGMENT)
+        trainer_say(tr, "  val: mIoU %.2f%%  pixel acc %.2f%%  (best %.2f%%, epoch %lld)", r.miou,
+            r.pixel_acc, tr->pos.best, tr->pos.best_epoch + 1);
+    else
+        trainer_say(tr, "  val: loss %.4f  top1 %.2f%%  top5 %.2f%%  (best %.2f%%, epoch %lld)", r.loss,
+            r.top1, r.top5, tr->pos.best, tr->pos.best_epoch + 1);
     eval_result_free(&r);
     return 0;
 }
@@ -513,7 +498,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     long long steps_this_run = 0, total_steps = spe * epochs;
     /* dropout: each rank its own masks (its own samples); rank 0 keeps the
      * single process's */
-    iabn_exec_set_seed(tr->train.exec, (uint64_t)o->seed + (uint64_t)tr->rank * 0x9E3779B97F4A7C15ull);
+    iabn_exec_set_seed(tr->train.exec,
+                       (uint64_t)o->seed + (uint64_t)tr->rank * 0x9E3779B97F4A7C15ull);
     iabn_exec_set_step(tr->train.exec, (uint64_t)tr->pos.runs);
     int rc = 0;
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
@@ -529,13 +515,11 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         int epoch_end = 0;
         for (;;) {
             /* a stop asked of one rank stops the job after the same step everywhere */
-            int stop[2] = {stop_requested != 0,
+            int stop[2] = {stop_requested(tr),
                            o->time_limit > 0 && iabn_now() - t_start > o->time_limit};
             if ((rc = dist_agree_stop(tr, stop, 2, e))) break;
-            if (stop[0]) {
-                stop_requested = 1;
-                break;
-            }
+            tr->stop_agreed = stop[0];
+            if (stop[0]) break;
             if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
             if (stop[1]) {
                 res->stopped_by_time = 1;
@@ -587,16 +571,21 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 char eta[32], line[512];
                 fmt_eta(per * (double)left, eta, sizeof eta);
                 double ips = (double)tr->batch / dt;
-                if (!tr->quiet) {
-                    printf("epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)", epoch + 1, epochs,
-                           tr->pos.step_in_epoch, spe, loss, avg_loss);
-                    if (tr->task == IABN_TASK_CLASSIFY)
-                        printf("  top1 %.1f%%", 100.0 * (double)ep_correct / (double)ep_seen);
-                    printf("  lr %.5f  img/s %.1f  data %.3fs  eta %s  act mem %.1f MiB\n", lr_now,
-                           ips, data_wait, eta,
-                           (double)tr->train.plan->arena_bytes / 1048576.0);
-                    fflush(stdout);
+                double top1 = tr->task == IABN_TASK_CLASSIFY
+                                  ? 100.0 * (double)ep_correct / (double)ep_seen : -1.0;
+                if (o->progress && tr->rank == 0) {
+                    iabn_train_progress pr = {epoch + 1, epochs, tr->pos.step_in_epoch, spe,
+                                              tr->pos.global_step, loss, avg_loss, lr_now, ips,
+                                              data_wait, per * (double)left, top1,
+                                              tr->train.plan->arena_bytes};
+                    o->progress(o->user, &pr);
                 }
+                char top[32] = "";
+                if (top1 >= 0) snprintf(top, sizeof top, "  top1 %.1f%%", top1);
+                trainer_say(tr, "epoch %d/%d  step %lld/%lld  loss %.4f (%.4f)%s  lr %.5f  img/s %.1f  "
+                        "data %.3fs  eta %s  act mem %.1f MiB",
+                    epoch + 1, epochs, tr->pos.step_in_epoch, spe, loss, avg_loss, top, lr_now,
+                    ips, data_wait, eta, (double)tr->train.plan->arena_bytes / 1048576.0);
                 snprintf(line, sizeof line,
                          "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
                          "\"img_s\": %.2f, \"arena_bytes\": %zu}",
@@ -614,12 +603,13 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             tr->pos.epoch = epoch + 1;
             tr->pos.step_in_epoch = 0;
         }
-        if (!tr->quiet && ep_steps) {
-            printf("epoch %d/%d %s in %.1fs: train loss %.4f", epoch + 1, epochs,
-                   finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss);
+        if (ep_steps) {
+            char top[48] = "";
             if (tr->task == IABN_TASK_CLASSIFY)
-                printf(", train top1 %.2f%%", 100.0 * (double)ep_correct / (double)ep_seen);
-            printf("\n");
+                snprintf(top, sizeof top, ", train top1 %.2f%%",
+                         100.0 * (double)ep_correct / (double)ep_seen);
+            trainer_say(tr, "epoch %d/%d %s in %.1fs: train loss %.4f%s", epoch + 1, epochs,
+                finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss, top);
         }
         if (finished) res->epochs_done++;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
@@ -627,12 +617,11 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         if ((eval_now || !finished) && (rc = validate(tr, res, epoch, e))) break;
         if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         if (!finished) {
-            if (stop_requested) {
+            if (stop_requested(tr)) {
                 res->stopped_by_signal = 1;
-                if (!tr->quiet)
-                    printf("stopped by a signal after step %lld; checkpoint written to "
-                           "%s/checkpoint_last.safetensors (continue with --resume)\n",
-                           tr->pos.global_step, tr->outdir);
+                trainer_say(tr, "stopped on request after step %lld; checkpoint written to "
+                        "%s/checkpoint_last.safetensors (continue with --resume)",
+                    tr->pos.global_step, tr->outdir);
             }
             break;
         }
@@ -640,13 +629,15 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     return rc;
 }
 
-int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
+int iabn_trainer_run(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
 {
     trainer tr;
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
     tr.o = o;
     tr.task = o->task;
+    tr.log = o->quiet ? NULL : o->log;
+    tr.user = o->user;
     snprintf(tr.outdir, sizeof tr.outdir, "%s", o->output_dir ? o->output_dir : "runs/train");
     int rc = setup(&tr, e);
     if (!rc) {
@@ -654,22 +645,19 @@ int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e)
         res->lower_bound = tr.train.plan->lower_bound;
         res->micro_batches = tr.nmicro;
         res->step_bytes = tr.need_bytes;
-        if (!tr.quiet) {
-            size_t params;
-            iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
-            printf("%s (%s, %s) on %s, %zu parameters, %d classes; %zu train / %zu val images\n"
-                   "batch %d%s, input %dx%d: activation arena %.1f MiB (lower bound %.1f MiB), "
-                   "whole step %.1f MiB\n",
-                   tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
-                   tr.dev.name, params, tr.classes, tr.dtrain->count, tr.dval->count, tr.batch,
-                   tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
-                   (double)tr.train.plan->arena_bytes / 1048576.0,
-                   (double)tr.train.plan->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
-            if (tr.nmicro > 1)
-                printf("the batch of %d does not fit: %d micro-batches of %d, gradients "
-                       "accumulated\n", tr.batch, tr.nmicro, tr.micro);
-            fflush(stdout);
-        }
+        size_t params;
+        iabn_store_totals(tr.s, &params, NULL, NULL, NULL, NULL);
+        trainer_say(&tr, "%s (%s, %s) on %s, %zu parameters, %d classes; %zu train / %zu val images",
+            tr.cfg.arch, iabn_bn_mode_name(tr.cfg.bn_mode), iabn_act_name(tr.cfg.act.kind),
+            tr.dev.name, params, tr.classes, tr.dtrain->count, tr.dval->count);
+        trainer_say(&tr, "batch %d%s, input %dx%d: activation arena %.1f MiB (lower bound %.1f MiB), "
+                 "whole step %.1f MiB",
+            tr.batch, tr.nmicro > 1 ? " (micro-batches)" : "", tr.in_h, tr.in_w,
+            (double)tr.train.plan->arena_bytes / 1048576.0,
+            (double)tr.train.plan->lower_bound / 1048576.0, (double)tr.need_bytes / 1048576.0);
+        if (tr.nmicro > 1)
+            trainer_say(&tr, "the batch of %d does not fit: %d micro-batches of %d, gradients "
+                     "accumulated", tr.batch, tr.nmicro, tr.micro);
         if (o->evaluate_only) {
             rc = validate(&tr, res, (int)tr.pos.epoch, e);
         } else {

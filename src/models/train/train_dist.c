@@ -29,7 +29,6 @@ int dist_setup(trainer *tr, iabn_err *e)
     tr->comm = o->comm;
     tr->rank = iabn_comm_rank(tr->comm);
     tr->world = iabn_comm_size(tr->comm);
-    tr->quiet = o->quiet || tr->rank > 0;
     tr->batch = tr->cfg.batch_size;
     if (tr->world == 1) return 0;
     if (tr->cfg.batch_size % tr->world)
@@ -48,9 +47,10 @@ int dist_setup(trainer *tr, iabn_err *e)
     int rc = iabn_comm_check_same(tr->comm, id, strlen(id),
                                   "the configuration (config file, flags, data set sizes)", e);
     free(id);
-    if (!rc && !tr->quiet)
-        printf("data parallel: %d ranks (%s), global batch %d split %d per rank; rank 0 writes\n",
-               tr->world, iabn_comm_transport(tr->comm), tr->cfg.batch_size, tr->batch);
+    if (!rc)
+        trainer_say(tr, "data parallel: %d ranks (%s), global batch %d split %d per rank; rank 0 "
+                        "writes",
+                    tr->world, iabn_comm_transport(tr->comm), tr->cfg.batch_size, tr->batch);
     return rc;
 }
 
@@ -92,18 +92,18 @@ void dist_resume_note(trainer *tr)
 {
     long long was = tr->pos.world_size > 0 ? tr->pos.world_size : 1;
     long long gb = tr->pos.global_batch > 0 ? tr->pos.global_batch : tr->cfg.batch_size;
-    if ((was == tr->world && gb == tr->cfg.batch_size) || tr->quiet) return;
+    if (was == tr->world && gb == tr->cfg.batch_size) return;
     if (gb != tr->cfg.batch_size)
-        printf("resuming: NOT exact: the checkpoint was trained with a global batch of %lld, "
-               "this run uses %d: the data order from here on differs\n",
+        trainer_say(tr, "resuming: NOT exact: the checkpoint was trained with a global batch of %lld, "
+               "this run uses %d: the data order from here on differs",
                gb, tr->cfg.batch_size);
     else if (!iabn_bn_mode_is_sync(tr->cfg.bn_mode))
-        printf("resuming a %lld-rank checkpoint on %d ranks: NOT exact: BN mode %s takes its "
+        trainer_say(tr, "resuming a %lld-rank checkpoint on %d ranks: NOT exact: BN mode %s takes its "
                "statistics per rank, over %lld samples before and %d now (the data order is the "
-               "same; a synchronised mode continues exactly)\n",
+               "same; a synchronised mode continues exactly)",
                was, tr->world, iabn_bn_mode_name(tr->cfg.bn_mode), gb / was, tr->batch);
     else
-        printf("resuming a %lld-rank checkpoint on %d ranks: exact (same global batch, same data "
-               "order, statistics synchronised over the job)\n",
+        trainer_say(tr, "resuming a %lld-rank checkpoint on %d ranks: exact (same global batch, same data "
+               "order, statistics synchronised over the job)",
                was, tr->world);
 }

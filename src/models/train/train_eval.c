@@ -240,28 +240,29 @@ int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float 
     memset(r, 0, sizeof *r);
     if (tr->task == IABN_TASK_CLASSIFY) return eval_classify(tr, ld, ten, r, e);
     int rc = eval_segment(tr, ld, flip, scales, nscales, r, e);
-    if (!rc && verbose && r->iou && !tr->quiet) {
+    if (!rc && verbose && r->iou) {
         const iabn_dataset *ds = tr->dval;
-        printf("  %-28s %8s\n", "class", "IoU %");
+        trainer_say(tr, "  %-28s %8s", "class", "IoU %");
         for (int c = 0; c < tr->classes; c++) {
             const char *name = ds && ds->class_names ? ds->class_names[c] : "?";
-            if (isnan(r->iou[c])) printf("  %-28s %8s\n", name, "-");
-            else printf("  %-28s %8.2f\n", name, 100.0 * r->iou[c]);
+            if (isnan(r->iou[c])) trainer_say(tr, "  %-28s %8s", name, "-");
+            else trainer_say(tr, "  %-28s %8.2f", name, 100.0 * r->iou[c]);
         }
     }
     return rc;
 }
 
-int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
+int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
 {
     trainer tr;
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
     tr.task = o->task;
+    tr.log = o->log;
+    tr.user = o->user;
     tr.comm = o->comm;
-    tr.rank = iabn_comm_rank(o->comm);
+    tr.rank = iabn_comm_rank(o->comm); /* rank 0 reports */
     tr.world = iabn_comm_size(o->comm);
-    tr.quiet = tr.rank > 0;
     iabn_config_defaults(&tr.cfg);
     int rc = o->config_path ? iabn_config_load(&tr.cfg, o->config_path, e) : 0;
     if (!rc) rc = iabn_config_check(&tr.cfg, e);
@@ -306,16 +307,14 @@ int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e)
     eval_result r;
     rc = run_evaluation(&tr, tr.lval, o->ten_crops, o->flip, o->scales, o->nscales, o->verbose, &r, e);
     if (!rc) {
-        if (tr.quiet) {
-            /* rank 0 reports */
-        } else if (o->task == IABN_TASK_CLASSIFY) {
-            printf("%s on %s (%ld images%s): top-1 %.2f%%  top-5 %.2f%%  loss %.4f\n",
+        if (o->task == IABN_TASK_CLASSIFY) {
+            trainer_say(&tr, "%s on %s (%ld images%s): top-1 %.2f%%  top-5 %.2f%%  loss %.4f",
                    o->checkpoint, o->data_dir, r.samples, o->ten_crops ? ", ten crops" : "",
                    r.top1, r.top5, r.loss);
             res->last_metric = r.top1;
             res->last_top5 = r.top5;
         } else {
-            printf("%s on %s (%ld images): mIoU %.2f%%  pixel accuracy %.2f%%\n", o->checkpoint,
+            trainer_say(&tr, "%s on %s (%ld images): mIoU %.2f%%  pixel accuracy %.2f%%", o->checkpoint,
                    o->data_dir, r.samples, r.miou, r.pixel_acc);
             res->last_metric = r.miou;
             res->last_pixel_acc = r.pixel_acc;

@@ -5,6 +5,7 @@
  * that would. */
 #include "models/train/train_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,17 @@ int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_sessi
     c.store = tr->s;
     c.bind = bind;
     return iabn_session_build(&c, gs, e);
+}
+
+void trainer_say(const trainer *tr, const char *fmt, ...)
+{
+    if (!tr->log || tr->rank > 0) return; /* rank 0 reports for the job */
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    tr->log(tr->user, line);
 }
 
 void trainer_model_cfg(trainer *tr)

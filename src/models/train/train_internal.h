@@ -34,12 +34,20 @@ typedef struct trainer {
     iabn_tb *tb;
     char outdir[1024];
     float *host;              /* host copy of the logits (gset_fetch) */
+    iabn_trainer_log_fn log;  /* report lines (NULL: none) */
+    void *user;
     size_t host_cap;
     iabn_comm *comm;          /* data parallel (train_dist.c); NULL: one process */
     int rank, world;
-    int quiet;                /* nothing printed: --quiet, or a rank other than 0 */
+    int stop_agreed;          /* a stop the ranks agreed on (any rank's request) */
 } trainer;
 
+/* A report line to the caller's log (nothing without one). */
+void trainer_say(const trainer *tr, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* tr->mcfg from tr->cfg and tr->classes: the one translation from the
  * experiment config to the model, shared by train, eval and predict. */
 void trainer_model_cfg(trainer *tr);

@@ -2,15 +2,52 @@
  * `iabn segtrain` (segmentation): graphs planned per batch size, micro-batches
  * when the batch does not fit, SGD with the config's schedule, validation,
  * progress / metrics / TensorBoard, atomic checkpoints, exact resume, a clean
- * stop on SIGINT / SIGTERM and on a non-finite loss. */
+ * stop on request (a signal handler the program installs) and on a
+ * non-finite loss.
+ *
+ * The library prints nothing: the lines a run reports (the step's memory,
+ * progress every print_freq steps, validation) go to the `log` callback, and
+ * the numbers behind a progress line to `progress`; both may be NULL.
+ *
+ * Gradients: a new store's are zero; a step's micro-batches add into them,
+ * and the SGD update (iabn_store_sgd_step) zeroes them after applying them,
+ * so every step starts from zero gradients. */
 #ifndef IABN_MODELS_TRAIN_TRAINER_H
 #define IABN_MODELS_TRAIN_TRAINER_H
+
+#include <signal.h>
 
 #include "data/data.h"
 #include "models/models.h"
 #include "models/train/config.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum iabn_task { IABN_TASK_CLASSIFY = 0, IABN_TASK_SEGMENT = 1 } iabn_task;
+
+/* A stop request: the program's signal handler (or another thread) calls
+ * iabn_trainer_request_stop; the loop stops after the current step, writes
+ * its checkpoint and returns 0 with stopped_by_signal set. */
+typedef struct iabn_trainer_stop {
+    volatile sig_atomic_t requested;
+} iabn_trainer_stop;
+
+/* Async-signal-safe. */
+void iabn_trainer_request_stop(iabn_trainer_stop *s);
+
+/* The numbers of one progress report (every print_freq steps). */
+typedef struct iabn_train_progress {
+    int epoch, epochs;                    /* epoch from 1 */
+    long long step_in_epoch, steps_per_epoch, global_step;
+    double loss, avg_loss, lr, images_per_s, data_wait_s, eta_s;
+    double top1;                          /* classification: running top-1 %, else -1 */
+    size_t arena_bytes;
+} iabn_train_progress;
+
+typedef void (*iabn_trainer_log_fn)(void *user, const char *line);
+typedef void (*iabn_trainer_progress_fn)(void *user, const iabn_train_progress *p);
 
 typedef struct iabn_train_opts {
     iabn_task task;
@@ -31,13 +68,17 @@ typedef struct iabn_train_opts {
     long long max_steps;         /* 0: none */
     int threads;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
+    iabn_trainer_stop *stop;     /* NULL: runs to its end */
+    iabn_trainer_log_fn log;     /* report lines, without newline (NULL: silent) */
+    iabn_trainer_progress_fn progress;
+    void *user;                  /* passed to log and progress */
     /* data parallel: the job's communicator (NULL or size 1: one process);
      * batch is then the global batch, split over the ranks; rank 0 alone
-     * prints and writes */
+     * reports and writes */
     iabn_comm *comm;
 } iabn_train_opts;
 
-void iabn_train_opts_defaults(iabn_train_opts *o);
+void iabn_trainer_opts_defaults(iabn_train_opts *o);
 
 /* Results of a run, for the demo and the tests. */
 typedef struct iabn_train_result {
@@ -51,9 +92,10 @@ typedef struct iabn_train_result {
     int stopped_by_signal, stopped_by_nan, stopped_by_time;
 } iabn_train_result;
 
-/* Runs training (or evaluation with evaluate_only); prints progress; returns 0
- * on success, an iabn error code otherwise (the message in e). */
-int iabn_train(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e);
+/* Runs training (or evaluation with evaluate_only); reports through the
+ * callbacks; returns 0 on success, an iabn error code otherwise (the message
+ * in e). */
+int iabn_trainer_run(const iabn_train_opts *o, iabn_train_result *res, iabn_err *e);
 
 /* Evaluation of a checkpoint (iabn eval / segeval): top-1 / top-5 or mIoU. */
 typedef struct iabn_eval_opts {
@@ -66,13 +108,14 @@ typedef struct iabn_eval_opts {
     int nscales;
     int threads, verbose;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
-    iabn_comm *comm;             /* sharded evaluation, counts summed; rank 0 prints */
+    iabn_trainer_log_fn log;     /* the result line (and per-class IoU), NULL: silent */
+    void *user;
+    iabn_comm *comm;             /* sharded evaluation, counts summed; rank 0 reports */
 } iabn_eval_opts;
 
-int iabn_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
+int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
 
-/* Installs SIGINT / SIGTERM handlers that ask the loop to stop after the
- * current step (and clears an earlier request). */
-void iabn_train_install_signals(void);
-
+#ifdef __cplusplus
+}
+#endif
 #endif
