@@ -60,6 +60,10 @@ int iabn_bench_allreduce(int argc, char **argv)
     double *t = malloc((size_t)repeat * sizeof *t);
     if (!buf || !t) {
         fprintf(stderr, "iabn bench allreduce: out of memory for %zu bytes\n", max_bytes);
+        free(buf);
+        free(t);
+        iabn_comm_give_up(c);
+        iabn_comm_free(c);
         return 2;
     }
     for (size_t i = 0; i < max_bytes / 4; i++) buf[i] = 1.f;
@@ -103,6 +107,7 @@ int iabn_bench_allreduce(int argc, char **argv)
     free(t);
     if (rc) {
         fprintf(stderr, "iabn bench allreduce (rank %d): %s\n", rank, e.msg);
+        iabn_comm_give_up(c);
         iabn_comm_free(c);
         return 1;
     }

@@ -264,6 +264,7 @@ int iabn_bench_step(int argc, char **argv)
     free(arw);
     iabn_session_free(&ss);
     iabn_device_close(&dev);
+    if (rc) iabn_comm_give_up(comm);
     iabn_comm_free(comm);
     return rc ? 1 : 0;
 }

@@ -32,8 +32,9 @@ static int job_close(const char *cmd, iabn_comm *comm, int rc, const iabn_err *e
                 iabn_comm_size(comm), e->msg);
     else if (rc)
         fprintf(stderr, "iabn %s: %s\n", cmd, e->msg);
-    /* after a failure the communicator skips MPI_Finalize, and the launcher
-     * ends the other ranks when this one exits non-zero */
+    /* after a failure this rank neither waits for the others nor finalises
+     * MPI: the launcher ends them when this one exits non-zero */
+    if (rc) iabn_comm_give_up(comm);
     iabn_comm_free(comm);
     return rc ? 1 : 0;
 }

@@ -77,6 +77,17 @@ void iabn_comm_free(iabn_comm *c)
     free(c);
 }
 
+void iabn_comm_give_up(iabn_comm *c)
+{
+    if (!c || c->broken) return;
+    c->broken = 1;
+    if (!c->fail.code)
+        iabn_err_set(&c->fail, IABN_EINTR, "rank %d gave up after an error of its own", c->rank);
+#if IABN_HAVE_MPI
+    if (c->mpi) iabn_comm_mpi_give_up(c);
+#endif
+}
+
 int iabn_comm_rank(const iabn_comm *c) { return c ? c->rank : 0; }
 int iabn_comm_size(const iabn_comm *c) { return c ? c->size : 1; }
 int iabn_comm_local_rank(const iabn_comm *c) { return c ? c->local_rank : 0; }

@@ -57,8 +57,14 @@ int iabn_comm_launched(void);
 /* MPI is initialised only when launched; otherwise a size-1 communicator.
  * Launched in a build without MPI: an error saying so.  opts may be NULL. */
 int iabn_comm_new(const iabn_comm_opts *opts, iabn_comm **out, iabn_err *e);
-/* Finalises MPI (skipped after a failure: a lost peer would hang it). */
+/* Finalises MPI after a barrier (both skipped after a failure: a lost peer
+ * would hang them). */
 void iabn_comm_free(iabn_comm *c);
+/* This rank gives up (an error of its own): the communicator is broken from
+ * here, a collective in flight is abandoned, and iabn_comm_free skips the
+ * barrier and MPI_Finalize; the launcher ends the other ranks when this
+ * process exits non-zero. */
+void iabn_comm_give_up(iabn_comm *c);
 
 int iabn_comm_rank(const iabn_comm *c);
 int iabn_comm_size(const iabn_comm *c);

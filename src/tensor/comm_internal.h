@@ -56,6 +56,7 @@ struct iabn_comm {
 /* cpu/comm_mpi.c (only in builds with MPI) */
 int iabn_comm_mpi_init(iabn_comm *c, iabn_err *e);
 void iabn_comm_mpi_fini(iabn_comm *c);
+void iabn_comm_mpi_give_up(iabn_comm *c);
 void iabn_comm_mpi_submit(iabn_comm *c, iabn_comm_op *op);
 /* Blocks until op is done; returns its status (message in e). */
 int iabn_comm_mpi_wait(iabn_comm *c, iabn_comm_op *op, iabn_err *e);

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <mpi.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ struct iabn_comm_mpi {
     int pong_buf[2];
     int seq;
     int failed;          /* a collective failed: skip MPI_Finalize */
+    atomic_int abandon;  /* the process gave up: stop polling at once */
 };
 
 static void sleep_us(long us)
@@ -147,6 +149,10 @@ static int poll_req(iabn_comm *c, MPI_Request *req, iabn_comm_op *op)
             return IABN_EDEVICE;
         }
         if (flag) return 0;
+        if (atomic_load(&m->abandon)) {
+            snprintf(op->msg, sizeof op->msg, "%s: abandoned, rank %d gave up", op->what, c->rank);
+            return IABN_EINTR;
+        }
         serve_pings(m);
         double now = iabn_now();
         if (now > deadline) {
@@ -342,6 +348,15 @@ int iabn_comm_mpi_init(iabn_comm *c, iabn_err *e)
     }
     m->thread_up = 1;
     return 0;
+}
+
+void iabn_comm_mpi_give_up(iabn_comm *c)
+{
+    iabn_comm_mpi *m = c->mpi;
+    atomic_store(&m->abandon, 1);
+    pthread_mutex_lock(&m->mu);
+    m->failed = 1;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void iabn_comm_mpi_fini(iabn_comm *c)
