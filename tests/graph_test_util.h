@@ -27,7 +27,7 @@ static inline int wsum_bwd_cpu(const iabn_graph *g, const iabn_node *n, const ia
     return 0;
 }
 
-static const iabn_op_def t_op_wsum_bwd = {.name = "wsum_bwd", .run = {wsum_bwd_cpu}};
+static const iabn_op_def t_op_wsum_bwd = {.name = "wsum_bwd", .run = wsum_bwd_cpu};
 
 static inline int wsum_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -44,7 +44,7 @@ static inline int wsum_backward(iabn_graph *g, int node, const int *dout, int *d
 }
 
 static const iabn_op_def t_op_wsum = {.name = "wsum", .backward = wsum_backward,
-                                      .run = {wsum_cpu}};
+                                      .run = wsum_cpu};
 
 /* Appends loss = sum(r * y) with r an input named "r"; returns the loss. */
 static inline int t_wsum(iabn_graph *g, int y, int *r_out)

@@ -640,6 +640,38 @@ out:
     free(lg), free(wc), free(wg), free(dl), free(lab), free(scr);
 }
 
+/* L1 and MSE kernels against the CPU's, with dy written over y. */
+static void test_reg_loss_kernel(void)
+{
+    enum { M = 5003 };
+    float *y = malloc(M * sizeof *y), *t = malloc(M * sizeof *t), *dy = malloc(M * sizeof *dy);
+    CHECK(y && t && dy);
+    if (!y || !t || !dy) goto out;
+    for (int i = 0; i < M; i++) {
+        y[i] = iabn_rng_normal(5, 0, (uint64_t)i);
+        t[i] = i % 7 ? iabn_rng_normal(5, 1, (uint64_t)i) : y[i]; /* some exact ties */
+    }
+    for (int mse = 0; mse <= 1; mse++) {
+        float loss = 0;
+        iabn_reg_loss_fwd(M, mse, y, t, &loss);
+        iabn_reg_loss_bwd(M, mse, y, t, dy);
+        float *dyd = dev_up(y, M), *dt = dev_up(t, M), *dl = dev_up(NULL, 1);
+        if (dyd && dt && dl) {
+            CHECK_OK(iabn_cuda_reg_loss_fwd(cu, M, mse, dyd, dt, dl, &e_));
+            dev_cmp("reg_loss_fwd", mse ? "mse" : "l1", dl, &loss, 1);
+            CHECK_OK(iabn_cuda_reg_loss_bwd(cu, M, mse, dyd, dt, dyd, &e_));
+            dev_cmp("reg_loss_bwd", mse ? "dmse over y" : "dl1 over y", dyd, dy, M);
+        }
+        if (dyd) dev_free(dyd);
+        if (dt) dev_free(dt);
+        if (dl) dev_free(dl);
+    }
+out:
+    free(y);
+    free(t);
+    free(dy);
+}
+
 static float dev_at(const float *d, size_t i)
 {
     const iabn_backend *be = iabn_cuda_backend(cu);
@@ -698,6 +730,7 @@ int main(void)
     RUN(test_sumsq);
     RUN(test_norm_kernels);
     RUN(test_xent_kernel);
+    RUN(test_reg_loss_kernel);
     RUN(test_big_counts);
     RUN(test_conv);
     RUN(test_norm_act);

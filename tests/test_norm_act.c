@@ -180,11 +180,67 @@ static void test_errors(void)
     iabn_store_free(s);
 }
 
+/* The closed lists: every name and alias parses back to its value, and an
+ * unknown name (or a value outside the list) is refused with every valid
+ * name in the message, never mapped to a fallback. */
+static void test_closed_lists(void)
+{
+    iabn_err e = {0};
+    for (int m = 0; m < IABN_BN_NMODES; m++) {
+        iabn_bn_mode got = IABN_BN_NMODES;
+        CHECK(iabn_bn_mode_parse(iabn_bn_mode_name((iabn_bn_mode)m), &got, &e) == 0 && (int)got == m);
+    }
+    iabn_bn_mode bm = IABN_BN_STANDARD;
+    CHECK(iabn_bn_mode_parse("INPLACE", &bm, &e) == 0 && bm == IABN_BN_INPLACE);
+    CHECK(iabn_bn_mode_parse("sync", &bm, &e) == 0 && bm == IABN_BN_INPLACE_SYNC);
+    bm = IABN_BN_CHECKPOINT;
+    CHECK(iabn_bn_mode_parse("inplace_abn_iii", &bm, &e) == IABN_EINVAL);
+    CHECK(bm == IABN_BN_CHECKPOINT);
+    CHECK_MSG(strstr(e.msg, "inplace_abn_iii") != NULL, "%s", e.msg);
+    for (int m = 0; m < IABN_BN_NMODES; m++)
+        CHECK_MSG(strstr(e.msg, iabn_bn_mode_name((iabn_bn_mode)m)) != NULL, "%s", e.msg);
+    CHECK(iabn_bn_mode_check((iabn_bn_mode)42, &e) == IABN_EINVAL);
+
+    for (int k = 0; k < IABN_ACT_COUNT; k++) {
+        iabn_act_kind got = IABN_ACT_COUNT;
+        CHECK(iabn_act_parse(iabn_act_name((iabn_act_kind)k), &got, &e) == 0 && (int)got == k);
+    }
+    iabn_act_kind ak = IABN_ACT_ELU;
+    CHECK(iabn_act_parse("none", &ak, &e) == 0 && ak == IABN_ACT_IDENTITY);
+    ak = IABN_ACT_ELU;
+    CHECK(iabn_act_parse("gelu", &ak, &e) == IABN_EINVAL && ak == IABN_ACT_ELU);
+    for (int k = 0; k < IABN_ACT_COUNT; k++)
+        CHECK_MSG(strstr(e.msg, iabn_act_name((iabn_act_kind)k)) != NULL, "%s", e.msg);
+    CHECK(!iabn_act_invertible(IABN_ACT_RELU) && iabn_act_invertible(IABN_ACT_LEAKY_RELU));
+    CHECK(iabn_act_default_param(IABN_ACT_LEAKY_RELU) == 0.01f);
+    CHECK(isnan(iabn_act_f(IABN_ACT_COUNT, 0.f, 1.f))); /* no silent identity */
+
+    /* a layer refuses a kind outside the lists, naming the valid ones */
+    iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
+    iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+    int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){2, 4, 3, 3});
+    iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_STANDARD);
+    bn.act.kind = (iabn_act_kind)7;
+    CHECK(iabn_norm_act(g, "bn", x, &bn) < 0);
+    CHECK_MSG(strstr(iabn_graph_error(g)->msg, "leaky_relu") != NULL, "%s",
+              iabn_graph_error(g)->msg);
+    iabn_graph_free(g);
+    g = iabn_graph_new(s, IABN_TRAIN);
+    x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){2, 4, 3, 3});
+    bn = iabn_norm_act_defaults((iabn_bn_mode)9);
+    CHECK(iabn_norm_act(g, "bn", x, &bn) < 0);
+    CHECK_MSG(strstr(iabn_graph_error(g)->msg, "checkpoint_opt") != NULL, "%s",
+              iabn_graph_error(g)->msg);
+    iabn_graph_free(g);
+    iabn_store_free(s);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
     RUN(test_modes_agree);
     RUN(test_stored_buffers);
     RUN(test_errors);
+    RUN(test_closed_lists);
     return TEST_END();
 }

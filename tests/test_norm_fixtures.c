@@ -54,7 +54,7 @@ static int run_case(const char *key, int inplace)
     if (!param || !eps_s || !mom_s) return 0;
     iabn_act act;
     iabn_act_kind k;
-    CHECK(iabn_act_parse(kind, &k) == 0);
+    CHECK(iabn_act_parse(kind, &k, NULL) == 0);
     act.kind = k;
     act.param = strtof(param, NULL);
     float eps = strtof(eps_s, NULL), momentum = strtof(mom_s, NULL);

@@ -74,7 +74,8 @@ int iabn_bench_step(int argc, char **argv)
     if (!arch) { usage(); return 2; }
     if (!iabn_model_exists(arch)) { fprintf(stderr, "iabn bench step: unknown model %s\n", arch); return 2; }
     iabn_model_cfg mc = iabn_model_defaults(arch);
-    if (iabn_bn_mode_parse(bn, &mc.bn)) { fprintf(stderr, "iabn bench step: --bn %s\n", bn); return 2; }
+    iabn_err pe = {0};
+    if (iabn_bn_mode_parse(bn, &mc.bn, &pe)) { fprintf(stderr, "iabn bench step: --bn: %s\n", pe.msg); return 2; }
     if (classes) mc.classes = classes;
     if (!h) h = w = iabn_model_is_segmentation(arch) ? 512 : 224;
     int seg = iabn_model_is_segmentation(arch);

@@ -100,9 +100,12 @@ int iabn_check_device(const char *dev, const char *cmd)
         fprintf(stderr, "iabn %s: --device must be cpu, cuda or cuda:N, not '%s'\n", cmd, dev);
         return -1;
     }
-    if (kind == IABN_DEV_CUDA && !IABN_HAVE_CUDA) {
-        fprintf(stderr, "iabn %s: --device %s: this build of iabn has no CUDA backend (no CUDA "
-                        "toolkit with cuDNN was found when it was configured)\n", cmd, dev);
+    /* the backend must be built; whether a device is present is for the
+     * command to find out when it opens one (iabn mem plans without one) */
+    const iabn_backend *be;
+    iabn_err why = {0};
+    if (iabn_device_planning_backend(dev, &be, &why)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, why.msg);
         return -1;
     }
     return 0;

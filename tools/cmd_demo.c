@@ -61,10 +61,11 @@ int iabn_cmd_demo(int argc, char **argv)
     iabn_config_defaults(&cfg);
     snprintf(cfg.arch, sizeof cfg.arch, "%s", DEMO_ARCH);
     cfg.act.kind = IABN_ACT_LEAKY_RELU;
-    cfg.act.param = 0.01f;
+    cfg.act.param = iabn_act_default_param(cfg.act.kind);
     cfg.input_3x3 = 1;
-    if (iabn_bn_mode_parse(bn, &cfg.bn_mode)) {
-        fprintf(stderr, "iabn demo: --bn %s is not a BN mode\n", bn);
+    iabn_err pe = {0};
+    if (iabn_bn_mode_parse(bn, &cfg.bn_mode, &pe)) {
+        fprintf(stderr, "iabn demo: --bn: %s\n", pe.msg);
         return 2;
     }
     cfg.batch_size = 32;

@@ -53,9 +53,9 @@ static void step_cfg(const mem_args *a, iabn_bn_mode mode, int batch, int h, int
     *mc = iabn_model_defaults(a->arch);
     mc->bn = mode;
     if (a->classes > 0) mc->classes = a->classes;
-    if (iabn_bn_mode_is_inplace(mode) && mc->act.kind == IABN_ACT_RELU) {
+    if (iabn_bn_mode_is_inplace(mode) && !iabn_act_invertible(mc->act.kind)) {
         mc->act.kind = IABN_ACT_LEAKY_RELU;
-        mc->act.param = 0.01f;
+        mc->act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU);
     }
     iabn_session_cfg_defaults(c);
     c->model_cfg = mc;
@@ -379,8 +379,9 @@ int iabn_cmd_mem(int argc, char **argv)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", modes_s);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (nm == MAX_MODES || iabn_bn_mode_parse(tok, &modes[nm])) {
-            fprintf(stderr, "iabn mem: --bn: '%s' is not a BN mode (or too many)\n", tok);
+        iabn_err pe = {0};
+        if (nm == MAX_MODES || iabn_bn_mode_parse(tok, &modes[nm], &pe)) {
+            fprintf(stderr, "iabn mem: --bn: %s\n", nm == MAX_MODES ? "too many modes" : pe.msg);
             return 2;
         }
         nm++;

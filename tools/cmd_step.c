@@ -139,14 +139,10 @@ static int parse(int argc, char **argv, step_opts *o)
 static int config(const step_opts *o, iabn_model_cfg *cfg, iabn_err *e)
 {
     *cfg = iabn_model_defaults(o->arch);
-    if (o->bn && iabn_bn_mode_parse(o->bn, &cfg->bn))
-        return iabn_err_set(e, IABN_EINVAL, "--bn: unknown mode '%s'", o->bn);
+    if (o->bn && iabn_bn_mode_parse(o->bn, &cfg->bn, e)) return iabn_err_prefix(e, "--bn: ");
     if (o->act) {
-        if (iabn_act_parse(o->act, &cfg->act.kind))
-            return iabn_err_set(e, IABN_EINVAL, "--act: unknown activation '%s'", o->act);
-        cfg->act.param = cfg->act.kind == IABN_ACT_LEAKY_RELU ? 0.01f
-                         : cfg->act.kind == IABN_ACT_ELU      ? 1.f
-                                                              : 0.f;
+        if (iabn_act_parse(o->act, &cfg->act.kind, e)) return iabn_err_prefix(e, "--act: ");
+        cfg->act.param = iabn_act_default_param(cfg->act.kind);
     }
     if (o->have_act_param) cfg->act.param = o->act_param;
     if (o->classes > 0) cfg->classes = o->classes;

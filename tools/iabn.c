@@ -62,8 +62,15 @@ static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("iabn %s (cpu%s%s, %d threads)\n", IABN_VERSION, IABN_HAVE_CUDA ? ", cuda" : "",
-           IABN_HAVE_MPI ? ", mpi" : "", iabn_num_threads());
+    printf("iabn %s (%d threads%s)\n", IABN_VERSION, iabn_num_threads(),
+           IABN_HAVE_MPI ? ", mpi" : "");
+    for (int k = 0; iabn_device_kind_name(k); k++) {
+        iabn_err why = {0};
+        if (iabn_backend_available((iabn_device_kind)k, &why))
+            printf("  %-5s available\n", iabn_device_kind_name(k));
+        else
+            printf("  %-5s not available: %s\n", iabn_device_kind_name(k), why.msg);
+    }
     return 0;
 }
 

@@ -312,11 +312,11 @@ static int insert_copies(iabn_graph *g, iabn_err *e)
 
 static int add_scratch(iabn_graph *g, iabn_err *e)
 {
-    iabn_device_kind dev = iabn_store_backend(g->store)->kind;
+    const iabn_backend *be = iabn_store_backend(g->store);
     int nn = g->nn;
     for (int id = 0; id < nn; id++) {
         if (!g->n[id].op->scratch_bytes) continue;
-        size_t b = g->n[id].op->scratch_bytes(g, &g->n[id], dev);
+        size_t b = g->n[id].op->scratch_bytes(g, &g->n[id], be);
         if (b == 0) continue;
         char name[IABN_NAME_LEN];
         snprintf(name, sizeof name, "%.80s.scratch", g->n[id].name);

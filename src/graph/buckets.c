@@ -107,8 +107,8 @@ static int wait_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
 
 /* One C function per node serves both backends: it moves bytes through the
  * backend's vtable and the communicator only. */
-static const iabn_op_def op_start = {.name = "allreduce_start", .run = {start_run, start_run}};
-static const iabn_op_def op_wait = {.name = "allreduce_wait", .run = {wait_run, wait_run}};
+static const iabn_op_def op_start = {.name = "allreduce_start", .run = start_run};
+static const iabn_op_def op_wait = {.name = "allreduce_wait", .run = wait_run};
 
 typedef struct grad_pos {
     int sid, step;

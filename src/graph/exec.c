@@ -309,13 +309,9 @@ static int check_step(iabn_exec *ex, int s, const iabn_node *n, iabn_err *e)
 int iabn_exec_run(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
-    int dev = ex->be->kind;
     if (ex->nst && stage_swap_in(ex, e)) return e->code;
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
-        if (!n->op->run[dev])
-            return iabn_err_set(e, IABN_EINVAL, "op %s (node %s) has no %s kernel", n->op->name,
-                                n->name, ex->be->name);
         iabn_bind b;
         memset(&b, 0, sizeof b);
         for (int k = 0; k < n->nin; k++) b.in[k] = ex->ptr[n->in[k]];
@@ -329,7 +325,8 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.step = ex->step;
         if (ex->p->opts.guard) arm_guards(ex, s);
         double t0 = ex->times ? iabn_now() : 0;
-        int rc = n->op->run[dev](g, n, &b, e);
+        int rc = n->op->run(g, n, &b, e);
+        if (!rc && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);
         if (ex->times) {
             ex->be->sync(ex->be->ctx);
             ex->times[s] = iabn_now() - t0;

@@ -128,9 +128,9 @@ typedef struct iabn_op_def {
      * "re-run the same op on the same inputs" (deterministic ops). */
     int (*recompute)(iabn_graph *g, int node, const int *inputs, iabn_err *e);
     /* Scratch bytes the kernel needs on this backend.  Optional. */
-    size_t (*scratch_bytes)(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev);
-    /* Kernels per backend (NULL: unsupported there). */
-    int (*run[2])(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e);
+    size_t (*scratch_bytes)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);
+    /* Runs the node on any backend, through b->backend's kernel table. */
+    int (*run)(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e);
 } iabn_op_def;
 
 struct iabn_node {

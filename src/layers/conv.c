@@ -1,66 +1,63 @@
 /* conv.c: 2-D convolution (stride, padding, dilation, groups, optional bias).
  * Forward reads x and w; the backward's filter pass reads x (that is what gets
- * saved) and the data pass reads w.  Kernels: src/tensor/cpu/conv.h. */
+ * saved) and the data pass reads w.  Kernels: the backend's conv_* entries
+ * (src/tensor/cpu/conv.c, src/tensor/cuda/conv.cu). */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
-static size_t scratch_for(const iabn_node *n, iabn_conv_pass pass, iabn_device_kind dev)
+/* The backend's own scratch (CPU: im2col columns; CUDA: cuDNN's workspace
+ * budget), a function of the shape alone. */
+static size_t scratch_for(const iabn_node *n, iabn_conv_pass pass, const iabn_backend *be)
 {
     IABN_PARAMS(conv_p, n);
-#if IABN_HAVE_CUDA
-    /* cuDNN's workspace: a budget fixed by the shape (cuda/conv.cu) */
-    if (dev == IABN_DEV_CUDA) return iabn_cuda_conv_workspace_bytes(&P.geom, pass);
-#endif
-    if (dev != IABN_DEV_CPU) return 0;
-    return iabn_conv_scratch_bytes(&P.geom, pass, iabn_num_threads());
+    return be->k->conv_scratch(&P.geom, pass);
 }
 
-static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
-    return scratch_for(n, IABN_CONV_FWD, dev);
+    return scratch_for(n, IABN_CONV_FWD, be);
 }
-static size_t bwd_data_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t bwd_data_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
-    return scratch_for(n, IABN_CONV_BWD_DATA, dev);
+    return scratch_for(n, IABN_CONV_BWD_DATA, be);
 }
-static size_t bwd_filter_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t bwd_filter_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
-    return scratch_for(n, IABN_CONV_BWD_FILTER, dev);
+    return scratch_for(n, IABN_CONV_BWD_FILTER, be);
 }
 
-static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(conv_p, n);
-    iabn_conv_fwd(&P.geom, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch);
+    IABN_K(conv_fwd, &P.geom, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch,
+           b->scratch_bytes);
     return 0;
 }
 
-static int bwd_data_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bwd_data_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(conv_p, n);
-    iabn_conv_bwd_data(&P.geom, b->in[0], b->in[1], b->out[0], b->scratch);
+    IABN_K(conv_bwd_data, &P.geom, b->in[0], b->in[1], b->out[0], b->scratch, b->scratch_bytes);
     return 0;
 }
 
-static int bwd_filter_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
-                          iabn_err *e)
+static int bwd_filter_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(conv_p, n);
-    iabn_conv_bwd_filter(&P.geom, b->in[0], b->in[1], b->out[0], P.bias ? b->out[1] : NULL,
-                         b->scratch);
+    IABN_K(conv_bwd_filter, &P.geom, b->in[0], b->in[1], b->out[0], P.bias ? b->out[1] : NULL,
+           b->scratch, b->scratch_bytes);
     return 0;
 }
 
 static const iabn_op_def op_bwd_data = {
     .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
-    .run = {bwd_data_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_bwd_data)},
+    .run = bwd_data_run,
 };
 static const iabn_op_def op_bwd_filter = {
     .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch,
-    .run = {bwd_filter_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_bwd_filter)},
+    .run = bwd_filter_run,
 };
 
 static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -86,7 +83,7 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_conv = {
     .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch,
-    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_conv_fwd)},
+    .run = fwd_run,
 };
 
 int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,

@@ -2,15 +2,14 @@
  * graph inserts before a MUST in-place op whose input is still needed),
  * broadcast add, channel dropout, channel concat and bilinear upsampling. */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
 static size_t numel(const iabn_graph *g, int t) { return lt(g, t)->nbytes / 4; }
 
 /* ---- add ------------------------------------------------------------------------- */
 
-static int add_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int add_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
-    iabn_add(numel(g, n->out[0]), b->in[0], b->in[1], b->out[0]);
+    IABN_K(add, numel(g, n->out[0]), b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
@@ -24,7 +23,7 @@ static int add_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 
 const iabn_op_def iabn_op_add = {
     .name = "add", .backward = add_backward,
-    .run = {add_cpu, IABN_CUDA_RUN(iabn_cuda_run_add)},
+    .run = add_run,
 };
 
 int iabn_add_layer(iabn_graph *g, const char *name, int a, int b)
@@ -44,9 +43,9 @@ int iabn_add_layer(iabn_graph *g, const char *name, int a, int b)
 
 /* ---- copy ------------------------------------------------------------------------ */
 
-static int copy_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int copy_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
-    memcpy(b->out[0], b->in[0], lt(g, n->out[0])->nbytes);
+    IABN_K(copy_bytes, lt(g, n->out[0])->nbytes, b->in[0], b->out[0]);
     return 0;
 }
 
@@ -59,30 +58,30 @@ static int copy_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 const iabn_op_def iabn_op_copy = {
     .name = "copy", .backward = copy_backward,
-    .run = {copy_cpu, IABN_CUDA_RUN(iabn_cuda_run_copy)},
+    .run = copy_run,
 };
 
 /* ---- broadcast add: a (N,C,H,W) + b (N,C,1,1) -------------------------------------- */
 
-static int bcast_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bcast_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    iabn_add_bcast_hw(nn, c, hw, b->in[0], b->in[1], b->out[0]);
+    IABN_K(add_bcast_hw, nn, c, hw, b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
-static int sum_hw_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int sum_hw_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    iabn_sum_hw(nn, c, hw, b->in[0], b->out[0]);
+    IABN_K(sum_hw, nn, c, hw, b->in[0], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_sum_hw = {
     .name = "sum_hw",
-    .run = {sum_hw_cpu, IABN_CUDA_RUN(iabn_cuda_run_sum_hw)},
+    .run = sum_hw_run,
 };
 
 static int bcast_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -101,7 +100,7 @@ static int bcast_backward(iabn_graph *g, int node, const int *dout, int *din, ia
 
 static const iabn_op_def op_bcast = {
     .name = "add_bcast", .backward = bcast_backward,
-    .run = {bcast_cpu, IABN_CUDA_RUN(iabn_cuda_run_add_bcast)},
+    .run = bcast_run,
 };
 
 int iabn_add_bcast(iabn_graph *g, const char *name, int a, int b)
@@ -123,19 +122,19 @@ int iabn_add_bcast(iabn_graph *g, const char *name, int a, int b)
  * The mask is redrawn from (run seed, node stream, step) by the backward, so
  * nothing but the output is kept. */
 
-static int drop_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int drop_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(drop_p, n);
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    iabn_dropout2d_apply(nn, c, hw, P.p, b->seed + b->step * 0x9e3779b97f4a7c15ULL, P.stream,
+    IABN_K(dropout2d_apply, nn, c, hw, P.p, b->seed + b->step * 0x9e3779b97f4a7c15ULL, P.stream,
                          b->in[0], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_drop_bwd = {
     .name = "dropout2d_bwd",
-    .run = {drop_cpu, IABN_CUDA_RUN(iabn_cuda_run_dropout2d)},
+    .run = drop_run,
 };
 
 static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -148,7 +147,7 @@ static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_drop = {
     .name = "dropout2d", .backward = drop_backward,
-    .run = {drop_cpu, IABN_CUDA_RUN(iabn_cuda_run_dropout2d)},
+    .run = drop_run,
 };
 
 int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p)
@@ -167,30 +166,30 @@ int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p)
 
 /* ---- concat over channels ---------------------------------------------------------- */
 
-static int cat_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int cat_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     int nn, cy, hw, off = 0;
     nchw(lt(g, n->out[0]), &nn, &cy, &hw);
     for (int i = 0; i < n->nin; i++) {
         int cx = lt(g, n->in[i])->shape[1];
-        iabn_copy_channels(nn, cx, cy, off, hw, b->in[i], b->out[0]);
+        IABN_K(copy_channels, nn, cx, cy, off, hw, b->in[i], b->out[0]);
         off += cx;
     }
     return 0;
 }
 
-static int slice_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int slice_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(cat_p, n);
     int nn, cy, hw;
     nchw(lt(g, n->in[0]), &nn, &cy, &hw);
-    iabn_slice_channels(nn, lt(g, n->out[0])->shape[1], cy, P.c_off, hw, b->in[0], b->out[0]);
+    IABN_K(slice_channels, nn, lt(g, n->out[0])->shape[1], cy, P.c_off, hw, b->in[0], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_slice = {
     .name = "slice_channels",
-    .run = {slice_cpu, IABN_CUDA_RUN(iabn_cuda_run_slice_channels)},
+    .run = slice_run,
 };
 
 static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -212,7 +211,7 @@ static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 
 static const iabn_op_def op_cat = {
     .name = "concat", .backward = cat_backward,
-    .run = {cat_cpu, IABN_CUDA_RUN(iabn_cuda_run_concat)},
+    .run = cat_run,
 };
 
 int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
@@ -236,25 +235,25 @@ int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
 
 /* ---- bilinear upsampling (align_corners = false) -------------------------------------- */
 
-static int up_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int up_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
-    iabn_bilinear_fwd(x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
+    IABN_K(bilinear_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
                       y->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 
-static int up_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int up_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
-    iabn_bilinear_bwd(dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
+    IABN_K(bilinear_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
                       dy->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_up_bwd = {
     .name = "upsample_bwd",
-    .run = {up_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_upsample_bwd)},
+    .run = up_bwd_run,
 };
 
 static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -267,7 +266,7 @@ static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_
 
 static const iabn_op_def op_up = {
     .name = "upsample_bilinear", .backward = up_backward,
-    .run = {up_cpu, IABN_CUDA_RUN(iabn_cuda_run_upsample)},
+    .run = up_run,
 };
 
 int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w)

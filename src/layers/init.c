@@ -9,13 +9,19 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* PyTorch's calculate_gain.  Every kind of the list has its case and there
+ * is no default: -Wswitch turns a new activation without one into a build
+ * error. */
 static float gain_of(iabn_act act)
 {
     switch (act.kind) {
     case IABN_ACT_LEAKY_RELU: return sqrtf(2.f / (1.f + act.param * act.param));
     case IABN_ACT_RELU: return sqrtf(2.f);
-    default: return 1.f;
+    case IABN_ACT_IDENTITY:
+    case IABN_ACT_ELU:
+    case IABN_ACT_COUNT: break;
     }
+    return 1.f;
 }
 
 static uint64_t hash_name(const char *s)

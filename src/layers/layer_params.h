@@ -1,6 +1,6 @@
 /* layer_params.h: the node parameter structs of the layers (private to
- * src/layers), shared by each layer's C file and the CUDA run functions
- * (layer_cuda.h, cuda_*.cu), which unpack the same bytes.  C and C++ clean. */
+ * src/layers): what each op's builder packs into the node and its run
+ * function unpacks. */
 #ifndef IABN_LAYER_PARAMS_H
 #define IABN_LAYER_PARAMS_H
 

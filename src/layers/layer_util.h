@@ -5,11 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "layers/layer_params.h"
 #include "layers/layers.h"
 
 /* Copies a node's typed parameters out of its byte buffer. */
 #define IABN_PARAMS(type, node) \
     type P; memcpy(&P, (node)->params, sizeof P)
+
+/* In a run function (b: its iabn_bind, e: its iabn_err): calls kernel `fn`
+ * of the node's backend with the backend's context first and e last, and
+ * returns the error code from the run function if it fails. */
+#define IABN_K(fn, ...)                                                                    \
+    do {                                                                                   \
+        int rc_ = b->backend->k->fn(b->backend->ctx, __VA_ARGS__, e);                     \
+        if (rc_) return rc_;                                                               \
+    } while (0)
 
 static inline const iabn_tensor *lt(const iabn_graph *g, int t) { return iabn_graph_t(g, t); }
 

@@ -1,38 +1,37 @@
 /* linear.c: fully connected layer y = x w^T + b on N,C (or N,C,1,1) inputs. */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
-static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(lin_p, n);
-    iabn_linear_fwd(P.n, P.in, P.out, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0]);
+    IABN_K(linear_fwd, P.n, P.in, P.out, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0]);
     return 0;
 }
 
 /* in: dy, w  out: dx */
-static int bwd_data_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bwd_data_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(lin_p, n);
-    iabn_linear_bwd_data(P.n, P.in, P.out, b->in[0], b->in[1], b->out[0]);
+    IABN_K(linear_bwd_data, P.n, P.in, P.out, b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
 /* in: x, dy  out: dw [, db] */
-static int bwd_w_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bwd_w_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(lin_p, n);
-    iabn_linear_bwd_weight(P.n, P.in, P.out, b->in[0], b->in[1], b->out[0],
+    IABN_K(linear_bwd_weight, P.n, P.in, P.out, b->in[0], b->in[1], b->out[0],
                            P.bias ? b->out[1] : NULL);
     return 0;
 }
 
 static const iabn_op_def op_bwd_data = {
     .name = "linear_bwd_data",
-    .run = {bwd_data_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_bwd_data)},
+    .run = bwd_data_run,
 };
 static const iabn_op_def op_bwd_w = {
     .name = "linear_bwd_weight",
-    .run = {bwd_w_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_bwd_weight)},
+    .run = bwd_w_run,
 };
 
 static int lin_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -58,7 +57,7 @@ static int lin_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 
 static const iabn_op_def op_linear = {
     .name = "linear", .backward = lin_backward,
-    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_linear_fwd)},
+    .run = fwd_run,
 };
 
 int iabn_linear(iabn_graph *g, const char *name, int x, int out, int bias)

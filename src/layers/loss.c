@@ -2,38 +2,32 @@
  * optional online bootstrapping.  The forward writes the mean loss (a graph
  * output) and per-pixel weights (0 or 1/counted) that the backward uses, so
  * the backward needs the logits and labels only.  Also the regression
- * losses L1 and MSE (mean over all elements), CPU only for now: on another
- * backend the executor's error names the op.
+ * losses L1 and MSE (mean over all elements).
  *
  * In a data-parallel job (the graph has a communicator of several ranks) the
- * mean is over every rank's counted pixels: the forward all-reduces (loss sum,
- * count) and sets the weights to 1/global count, so each rank's gradient is
- * its share of the global mean's and the gradient all-reduce is a plain sum;
- * unequal per-rank batches (the last one of an epoch) stay exact. */
+ * cross-entropy's mean is over every rank's counted pixels: the forward
+ * all-reduces (loss sum, count) and sets the weights to 1/global count, so
+ * each rank's gradient is its share of the job's mean and the gradient
+ * all-reduce is a plain sum; unequal per-rank batches stay exact. */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
-#include <math.h>
+#include <stdlib.h>
 
-static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
     IABN_PARAMS(xent_p, n);
-    /* the CUDA forward keeps its keys in the weight output itself */
-    if (dev != IABN_DEV_CPU) return 0;
-    return iabn_xent_scratch_bytes(P.n, P.hw);
+    return be->k->xent_scratch(P.n, P.hw);
 }
 
-/* Turns the rank's mean loss and weights (1/local count) into the job's. */
-int iabn_xent_global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P, float *loss,
-                          float *weight, iabn_err *e)
+/* A rank's mean loss and weights (1/local count, host arrays) -> the job's. */
+static int global_mean_host(const iabn_graph *g, const iabn_node *n, size_t m, float *loss,
+                            float *weight, iabn_err *e)
 {
-    iabn_comm *comm = iabn_graph_comm(g);
-    if (iabn_comm_size(comm) == 1) return 0;
-    size_t m = (size_t)P->n * (size_t)P->hw, kept = 0;
+    size_t kept = 0;
     for (size_t i = 0; i < m; i++) kept += weight[i] != 0.f;
     double d[2] = {(double)*loss * (double)kept, (double)kept};
-    int rc = iabn_comm_allreduce(comm, NULL, d, 2, IABN_COMM_F64, n->name, e);
+    int rc = iabn_comm_allreduce(iabn_graph_comm(g), NULL, d, 2, IABN_COMM_F64, n->name, e);
     if (rc) return rc;
     float w = d[1] > 0 ? (float)(1.0 / d[1]) : 0.f;
     for (size_t i = 0; i < m; i++)
@@ -42,33 +36,56 @@ int iabn_xent_global_mean(const iabn_graph *g, const iabn_node *n, const xent_p 
     return 0;
 }
 
+/* The job's mean over several ranks (nothing with one), on any backend: the
+ * loss and the weights go through host memory off the CPU. */
+static int global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P,
+                       const iabn_bind *b, iabn_err *e)
+{
+    if (iabn_comm_size(iabn_graph_comm(g)) == 1) return 0;
+    const iabn_backend *be = b->backend;
+    size_t m = (size_t)P->n * (size_t)P->hw;
+    if (be->kind == IABN_DEV_CPU) return global_mean_host(g, n, m, b->out[0], b->out[1], e);
+    float *h = malloc((m + 1) * sizeof *h);
+    if (!h) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory", n->name);
+    int rc = be->d2h(be->ctx, h, b->out[0], sizeof(float)) ||
+                     be->d2h(be->ctx, h + 1, b->out[1], m * sizeof(float))
+                 ? iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights failed", n->name)
+                 : global_mean_host(g, n, m, h, h + 1, e);
+    if (!rc && (be->h2d(be->ctx, b->out[0], h, sizeof(float)) ||
+                be->h2d(be->ctx, b->out[1], h + 1, m * sizeof(float))))
+        rc = iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights back failed", n->name);
+    free(h);
+    return rc;
+}
+
 /* in: logits, labels   out: loss, weight */
-static int fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(xent_p, n);
     long bad = -1;
-    if (iabn_xent_fwd(P.n, P.k, P.hw, b->in[0], b->in[1], P.ignore, P.top_frac, b->out[0],
-                      b->out[1], b->scratch, &bad)) {
-        const int32_t *lab = b->in[1];
+    int bad_label = -1;
+    int rc = b->backend->k->xent_fwd(b->backend->ctx, P.n, P.k, P.hw, b->in[0], b->in[1],
+                                     P.ignore, P.top_frac, b->out[0], b->out[1], b->scratch,
+                                     &bad, &bad_label, e);
+    if (rc == IABN_EINVAL)
         return iabn_err_set(e, IABN_EINVAL,
                             "label %d at position %ld is outside [0, %d) and is not the ignore "
                             "index %d",
-                            bad >= 0 ? lab[bad] : -1, bad, P.k, P.ignore);
-    }
-    return iabn_xent_global_mean(g, n, &P, b->out[0], b->out[1], e);
+                            bad_label, bad, P.k, P.ignore);
+    return rc ? rc : global_mean(g, n, &P, b, e);
 }
 
 /* in: logits, labels, weight   out: dlogits */
-static int bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(xent_p, n);
-    iabn_xent_bwd(P.n, P.k, P.hw, b->in[0], b->in[1], b->in[2], 1.0f, b->out[0]);
+    IABN_K(xent_bwd, P.n, P.k, P.hw, b->in[0], b->in[1], b->in[2], 1.0f, b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_bwd = {
     .name = "softmax_xent_bwd",
-    .run = {bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_bwd)},
+    .run = bwd_run,
 };
 
 static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -87,7 +104,7 @@ static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_xent = {
     .name = "softmax_xent", .backward = xent_backward, .scratch_bytes = fwd_scratch,
-    .run = {fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_xent_fwd)},
+    .run = fwd_run,
 };
 
 int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
@@ -127,38 +144,24 @@ typedef struct reg_p {
     int mse;                 /* 0: L1, 1: MSE */
 } reg_p;
 
-/* in: pred, target   out: loss.  Summed in double: the mean does not depend
- * on the thread count. */
-static int reg_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+/* in: pred, target   out: loss */
+static int reg_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(reg_p, n);
-    const float *y = b->in[0], *t = b->in[1];
-    double sum = 0;
-    for (size_t i = 0; i < P.count; i++) {
-        double d = (double)y[i] - (double)t[i];
-        sum += P.mse ? d * d : fabs(d);
-    }
-    *(float *)b->out[0] = (float)(sum / (double)P.count);
+    IABN_K(reg_loss_fwd, P.count, P.mse, b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
-/* in: pred, target   out: dpred = sign(y - t) / count (L1; 0 where equal) or
- * 2 (y - t) / count (MSE); written whether or not dpred is pred's storage */
-static int reg_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+/* in: pred, target   out: dpred (math/loss.h's gradient; dpred may be pred's
+ * storage) */
+static int reg_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(reg_p, n);
-    const float *y = b->in[0], *t = b->in[1];
-    float *dy = b->out[0];
-    float inv = 1.f / (float)P.count;
-#pragma omp parallel for if (P.count > 65536)
-    for (size_t i = 0; i < P.count; i++) {
-        float d = y[i] - t[i];
-        dy[i] = P.mse ? 2.f * d * inv : (d > 0.f ? inv : d < 0.f ? -inv : 0.f);
-    }
+    IABN_K(reg_loss_bwd, P.count, P.mse, b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
-static const iabn_op_def op_reg_bwd = {.name = "regression_loss_bwd", .run = {reg_bwd_cpu, NULL}};
+static const iabn_op_def op_reg_bwd = {.name = "regression_loss_bwd", .run = reg_bwd_run};
 
 static int reg_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
@@ -173,10 +176,10 @@ static int reg_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 }
 
 static const iabn_op_def op_l1 = {
-    .name = "l1_loss", .backward = reg_backward, .run = {reg_fwd_cpu, NULL},
+    .name = "l1_loss", .backward = reg_backward, .run = reg_fwd_run,
 };
 static const iabn_op_def op_mse = {
-    .name = "mse_loss", .backward = reg_backward, .run = {reg_fwd_cpu, NULL},
+    .name = "mse_loss", .backward = reg_backward, .run = reg_fwd_run,
 };
 
 static int regression(iabn_graph *g, const char *name, int pred, int target, int mse)

@@ -19,52 +19,75 @@
  * invert y -> xhat.
  */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
 #include <stdlib.h>
 #include <strings.h>
 
 const char *iabn_bn_mode_name(iabn_bn_mode m)
 {
-    static const char *names[IABN_BN_NMODES] = {"standard", "checkpoint", "checkpoint_opt",
-                                                "inplace_abn", "inplace_abn_ii",
-                                                "inplace_abn_sync", "inplace_abn_sync_i",
-                                                "standard_sync"};
-    return (int)m >= 0 && m < IABN_BN_NMODES ? names[m] : "?";
+    switch (m) {
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return name;
+        IABN_BN_MODES(X)
+#undef X
+    case IABN_BN_NMODES: break;
+    }
+    return "?";
 }
 
-int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out)
+/* The backward variant of the list (0: the mode keeps its input). */
+static int bn_mode_variant(iabn_bn_mode m)
 {
-    static const struct { const char *name; iabn_bn_mode m; } tab[] = {
-        {"standard", IABN_BN_STANDARD}, {"std", IABN_BN_STANDARD},
-        {"checkpoint", IABN_BN_CHECKPOINT}, {"ckpt", IABN_BN_CHECKPOINT},
-        {"checkpoint_opt", IABN_BN_CHECKPOINT_OPT}, {"inplace", IABN_BN_INPLACE},
-        {"inplace_abn", IABN_BN_INPLACE}, {"iabn", IABN_BN_INPLACE},
-        {"inplace_abn_i", IABN_BN_INPLACE}, {"inplace_ii", IABN_BN_INPLACE_II},
-        {"inplace_abn_ii", IABN_BN_INPLACE_II}, {"iabn_ii", IABN_BN_INPLACE_II},
-        {"sync", IABN_BN_INPLACE_SYNC}, {"inplace_abn_sync", IABN_BN_INPLACE_SYNC},
-        {"inplace_abn_sync_ii", IABN_BN_INPLACE_SYNC}, {"inplace_sync", IABN_BN_INPLACE_SYNC},
-        {"inplace_abn_sync_i", IABN_BN_INPLACE_SYNC_I}, {"inplace_sync_i", IABN_BN_INPLACE_SYNC_I},
-        {"standard_sync", IABN_BN_STANDARD_SYNC}, {"sync_bn", IABN_BN_STANDARD_SYNC},
-        {"syncbn", IABN_BN_STANDARD_SYNC},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (strcasecmp(s, tab[i].name) == 0) {
-            *out = tab[i].m;
-            return 0;
-        }
-    return IABN_EINVAL;
+    switch (m) {
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return variant;
+        IABN_BN_MODES(X)
+#undef X
+    case IABN_BN_NMODES: break;
+    }
+    return 0;
 }
 
-int iabn_bn_mode_is_inplace(iabn_bn_mode m)
+static int bn_mode_unknown(iabn_err *e, const char *what)
 {
-    return m == IABN_BN_INPLACE || m == IABN_BN_INPLACE_II || m == IABN_BN_INPLACE_SYNC ||
-           m == IABN_BN_INPLACE_SYNC_I;
+    char valid[256] = "";
+#define X(E, name, aliases, variant, sync) strcat(valid, *valid ? ", " name : name);
+    IABN_BN_MODES(X)
+#undef X
+    return iabn_err_set(e, IABN_EINVAL, "unknown BN mode %s (valid: %s)", what, valid);
 }
+
+int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out, iabn_err *e)
+{
+#define X(E, name, aliases, variant, sync)                                                       \
+    if (iabn_name_matches(s, name, aliases)) {                                             \
+        *out = IABN_BN_##E;                                                                \
+        return 0;                                                                          \
+    }
+    IABN_BN_MODES(X)
+#undef X
+    char what[80];
+    snprintf(what, sizeof what, "'%.60s'", s);
+    return bn_mode_unknown(e, what);
+}
+
+int iabn_bn_mode_check(iabn_bn_mode m, iabn_err *e)
+{
+    if ((int)m >= 0 && m < IABN_BN_NMODES) return 0;
+    char what[32];
+    snprintf(what, sizeof what, "%d", (int)m);
+    return bn_mode_unknown(e, what);
+}
+
+int iabn_bn_mode_is_inplace(iabn_bn_mode m) { return bn_mode_variant(m) != 0; }
 
 int iabn_bn_mode_is_sync(iabn_bn_mode m)
 {
-    return m == IABN_BN_INPLACE_SYNC || m == IABN_BN_INPLACE_SYNC_I || m == IABN_BN_STANDARD_SYNC;
+    switch (m) {
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return sync;
+        IABN_BN_MODES(X)
+#undef X
+    case IABN_BN_NMODES: break;
+    }
+    return 0;
 }
 
 iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode)
@@ -73,31 +96,30 @@ iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode)
     memset(&c, 0, sizeof c);
     c.mode = mode;
     c.act.kind = IABN_ACT_LEAKY_RELU;
-    c.act.param = 0.01f;
+    c.act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU);
     c.eps = 1e-5f;
     c.momentum = 0.1f;
     return c;
 }
 
-static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, iabn_device_kind dev)
+static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
-    (void)dev;
+    (void)be;
     IABN_PARAMS(na_p, n);
     return 2 * (size_t)P.c * sizeof(float);
 }
 
 /* ---- synchronisation (INPLACE_ABN.md section 3) -------------------------------- */
 
-/* Local statistics (host arrays) -> the job's, when P->sync: each rank's
- * (count, mean, var) is all-gathered and combined in double.  *count: in the
- * local count, out the job's.  One rank: untouched. */
-int iabn_na_sync_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, float *mean,
-                       float *var, double *count, iabn_err *e)
+/* Every rank's (count, mean, var), all-gathered and combined in double into
+ * the job's statistics; host arrays; *count: the local count in, the job's
+ * out. */
+static int combine_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, float *mean,
+                         float *var, double *count, iabn_err *e)
 {
     iabn_comm *comm = iabn_graph_comm(g);
     int world = iabn_comm_size(comm);
-    if (!P->sync || world == 1) return 0;
     size_t c = (size_t)P->c, rec = sizeof(double) + 2 * c * sizeof(float);
     unsigned char *buf = malloc(rec * (size_t)(world + 1));
     double *counts = malloc((size_t)world * sizeof *counts);
@@ -132,23 +154,11 @@ int iabn_na_sync_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, f
     return rc;
 }
 
-/* Batch statistics of x, over every rank when P->sync. */
-static int batch_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, const float *x,
-                       float *mean, float *var, double *count, iabn_err *e)
+/* The backward's (count, sum dy, sum dy*xhat) summed over the ranks; host
+ * arrays. */
+static int reduce_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
+                       float *sum_dy_xhat, double *count, iabn_err *e)
 {
-    iabn_bn_stats(P->n, P->c, P->hw, x, mean, var);
-    *count = (double)P->n * P->hw;
-    return iabn_na_sync_stats(g, n, P, mean, var, count, e);
-}
-
-/* Backward sums (host arrays) over every rank when P->sync (after the local
- * ones went into dgamma / dbeta); *count: the values behind them. */
-int iabn_na_sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
-                      float *sum_dy_xhat, double *count, iabn_err *e)
-{
-    *count = (double)P->n * P->hw;
-    iabn_comm *comm = iabn_graph_comm(g);
-    if (!P->sync || iabn_comm_size(comm) == 1) return 0;
     size_t c = (size_t)P->c;
     double *d = malloc((2 * c + 1) * sizeof *d);
     if (!d) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory reducing the sums", n->name);
@@ -157,7 +167,7 @@ int iabn_na_sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, fl
         d[c + i] = sum_dy_xhat[i];
     }
     d[2 * c] = *count;
-    int rc = iabn_comm_allreduce(comm, NULL, d, 2 * c + 1, IABN_COMM_F64, n->name, e);
+    int rc = iabn_comm_allreduce(iabn_graph_comm(g), NULL, d, 2 * c + 1, IABN_COMM_F64, n->name, e);
     if (!rc) {
         for (size_t i = 0; i < c; i++) {
             sum_dy[i] = (float)d[i];
@@ -169,164 +179,206 @@ int iabn_na_sync_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, fl
     return rc;
 }
 
+/* When P->sync and the graph's communicator has several ranks: two
+ * per-channel arrays on the node's backend (the statistics when stats, else
+ * the backward sums) become the job's, through host memory (they are C
+ * floats each); *count: the local count in, the job's out.  Otherwise nothing
+ * changes: one rank is exactly the unsynchronised layer. */
+static int sync_pair(const iabn_graph *g, const iabn_node *n, const na_p *P, const iabn_bind *b,
+                     float *a0, float *a1, double *count, int stats, iabn_err *e)
+{
+    if (!P->sync || iabn_comm_size(iabn_graph_comm(g)) == 1) return 0;
+    const iabn_backend *be = b->backend;
+    size_t bytes = (size_t)P->c * sizeof(float);
+    float *h0 = a0, *h1 = a1, *tmp = NULL;
+    if (be->kind != IABN_DEV_CPU) {
+        if (!(tmp = malloc(2 * bytes)))
+            return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory for the exchange", n->name);
+        h0 = tmp;
+        h1 = tmp + P->c;
+        if (be->d2h(be->ctx, h0, a0, bytes) || be->d2h(be->ctx, h1, a1, bytes)) {
+            free(tmp);
+            return iabn_err_set(e, IABN_EDEVICE, "%s: copying the per-channel sums failed",
+                                n->name);
+        }
+    }
+    int rc = stats ? combine_stats(g, n, P, h0, h1, count, e)
+                   : reduce_sums(g, n, P, h0, h1, count, e);
+    if (!rc && tmp && (be->h2d(be->ctx, a0, h0, bytes) || be->h2d(be->ctx, a1, h1, bytes)))
+        rc = iabn_err_set(e, IABN_EDEVICE, "%s: copying the job's sums back failed", n->name);
+    free(tmp);
+    return rc;
+}
+
+/* Batch statistics (the job's when synchronised), then the running update. */
+static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p *P,
+                             const iabn_bind *b, float *mean, float *var, iabn_err *e)
+{
+    IABN_K(bn_stats, P->n, P->c, P->hw, b->in[0], mean, var);
+    double m = (double)P->n * P->hw;
+    int rc = sync_pair(g, n, P, b, mean, var, &m, 1, e);
+    if (rc) return rc;
+    IABN_K(bn_update_running, P->c, m, P->momentum, mean, var, b->in[3], b->in[4]);
+    return 0;
+}
+
 /* ---- kernels (CPU) --------------------------------------------------------------- */
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
-static int bn_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    double m;
-    if (batch_stats(g, n, &P, b->in[0], mean, var, &m, e)) return e->code;
-    iabn_bn_update_running(P.c, m, P.momentum, mean, var, b->in[3], b->in[4]);
+    int rc = stats_and_running(g, n, &P, b, mean, var, e);
+    if (rc) return rc;
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
-    iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
                       P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
 /* in: x, mean, var, gamma, beta   out: y   (recompute: saved statistics) */
-static int bn_apply_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
-    iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3], b->in[4],
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3], b->in[4],
                       P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
 /* in: x, dy, mean, var, gamma   out: dx [, dgamma, dbeta] */
-static int bn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    iabn_bn_bwd_reduce(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, sum_dy,
+    IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, sum_dy,
                        sum_dy_xhat);
     if (P.grads)
-        iabn_bn_param_grads(P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
-    double m;
-    if (iabn_na_sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
-    iabn_bn_bwd_apply(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
+        IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
+    double m = (double)P.n * P.hw;
+    int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
+    if (rc) return rc;
+    IABN_K(bn_bwd_apply, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
                       P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
 }
 
 /* in: x  out: y */
-static int act_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int act_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_act_fwd(iabn_graph_t(g, n->in[0])->nbytes / 4, P.act, b->in[0], b->out[0]);
+    IABN_K(act_fwd, iabn_graph_t(g, n->in[0])->nbytes / 4, P.act, b->in[0], b->out[0]);
     return 0;
 }
 
 /* in: y, dy  out: dx */
-static int act_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int act_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_act_bwd(iabn_graph_t(g, n->in[0])->nbytes / 4, P.act, b->in[0], b->in[1], b->out[0]);
+    IABN_K(act_bwd, iabn_graph_t(g, n->in[0])->nbytes / 4, P.act, b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
 /* in: x, gamma, beta, rmean, rvar   out: z, xhat, mean, var   (checkpoint_opt) */
-static int ckopt_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int ckopt_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[2], *var = b->out[3];
-    iabn_bn_stats(P.n, P.c, P.hw, b->in[0], mean, var);
-    iabn_bn_update_running(P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
-    iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
+    IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
+    IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
                       P.abs_gamma, P.act, b->out[0], b->out[1]);
     return 0;
 }
 
 /* in: xhat, gamma, beta   out: z   (checkpoint_opt recompute) */
-static int from_xhat_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int from_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_norm_act_from_xhat(P.n, P.c, P.hw, b->in[0], P.eps, b->in[1], b->in[2], P.abs_gamma,
+    IABN_K(norm_act_from_xhat, P.n, P.c, P.hw, b->in[0], P.eps, b->in[1], b->in[2], P.abs_gamma,
                             P.act, b->out[0]);
     return 0;
 }
 
 /* in: xhat, dy, var, gamma   out: dx [, dgamma, dbeta] */
-static int bn_bwd_xhat_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
-                           iabn_err *e)
+static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    iabn_bn_bwd_reduce_xhat(P.n, P.c, P.hw, b->in[0], b->in[1], sum_dy, sum_dy_xhat);
+    IABN_K(bn_bwd_reduce_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], sum_dy, sum_dy_xhat);
     if (P.grads)
-        iabn_bn_param_grads(P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
-    iabn_bn_bwd_apply_xhat(P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
+        IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
+    IABN_K(bn_bwd_apply_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
                            P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
     return 0;
 }
 
 /* in: x, gamma, beta, rmean, rvar   out: z (over x), mean, var   (in-place ABN) */
-static int iabn_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    double m;
-    if (batch_stats(g, n, &P, b->in[0], mean, var, &m, e)) return e->code;
-    iabn_bn_update_running(P.c, m, P.momentum, mean, var, b->in[3], b->in[4]);
-    iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
+    int rc = stats_and_running(g, n, &P, b, mean, var, e);
+    if (rc) return rc;
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
                       b->out[0], NULL);
     return 0;
 }
 
 /* in: z, dz, var, gamma, beta   out: dx (over dz) [, dgamma, dbeta] */
-static int iabn_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     double m = (double)P.n * P.hw;
     if (P.training) {
-        iabn_iabn_bwd_reduce(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
+        IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
                              b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
-            iabn_bn_param_grads(P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
+            IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
                                 b->out[2]);
-        if (iabn_na_sync_sums(g, n, &P, sum_dy, sum_dy_xhat, &m, e)) return e->code;
+        int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
+        if (rc) return rc;
     }
-    iabn_iabn_bwd_apply(P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
+    IABN_K(iabn_bwd_apply, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
                         b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,
                         b->out[0]);
     return 0;
 }
 
 /* in: x, gamma, beta, rmean, rvar   out: z   (evaluation / frozen) */
-static int eval_fwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int eval_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_norm_act_fwd(P.n, P.c, P.hw, b->in[0], b->in[3], b->in[4], P.eps, b->in[1], b->in[2],
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[3], b->in[4], P.eps, b->in[1], b->in[2],
                       P.abs_gamma, P.act, b->out[0], NULL);
     return 0;
 }
 
 static const iabn_op_def op_bn_apply = {
     .name = "bn_apply",
-    .run = {bn_apply_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_apply)},
+    .run = bn_apply_run,
 };
 static const iabn_op_def op_bn_bwd = {
     .name = "bn_bwd", .scratch_bytes = sums_scratch,
-    .run = {bn_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_bwd)},
+    .run = bn_bwd_run,
 };
 static const iabn_op_def op_act_bwd = {
     .name = "act_bwd",
-    .run = {act_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_act_bwd)},
+    .run = act_bwd_run,
 };
 static const iabn_op_def op_from_xhat = {
     .name = "norm_act_from_xhat",
-    .run = {from_xhat_cpu, IABN_CUDA_RUN(iabn_cuda_run_from_xhat)},
+    .run = from_xhat_run,
 };
 static const iabn_op_def op_bn_bwd_xhat = {
     .name = "bn_bwd_xhat", .scratch_bytes = sums_scratch,
-    .run = {bn_bwd_xhat_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_bwd_xhat)},
+    .run = bn_bwd_xhat_run,
 };
 static const iabn_op_def op_iabn_bwd = {
     .name = "inplace_abn_bwd", .scratch_bytes = sums_scratch,
-    .run = {iabn_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_iabn_bwd)},
+    .run = iabn_bwd_run,
 };
 
 /* ---- backward builders ---------------------------------------------------------- */
@@ -427,28 +479,30 @@ static int iabn_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_bn = {
     .name = "bn", .backward = bn_backward, .recompute = bn_recompute,
-    .run = {bn_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_bn_fwd)},
+    .run = bn_fwd_run,
 };
 static const iabn_op_def op_act = {
     .name = "act", .backward = act_backward,
-    .run = {act_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_act_fwd)},
+    .run = act_fwd_run,
 };
 static const iabn_op_def op_ckopt = {
     .name = "norm_act_ckpt_opt", .backward = ckopt_backward, .recompute = ckopt_recompute,
-    .run = {ckopt_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_ckopt_fwd)},
+    .run = ckopt_fwd_run,
 };
 static const iabn_op_def op_iabn = {
     .name = "inplace_abn", .backward = iabn_backward,
-    .run = {iabn_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_iabn_fwd)},
+    .run = iabn_fwd_run,
 };
 static const iabn_op_def op_eval = {
     .name = "norm_act_eval", .backward = iabn_backward,
-    .run = {eval_fwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_eval_fwd)},
+    .run = eval_fwd_run,
 };
 
 int iabn_act_layer(iabn_graph *g, const char *name, int x, iabn_act act)
 {
     if (x < 0 || !iabn_graph_ok(g)) return -1;
+    iabn_err bad = {0};
+    if (iabn_act_check(act, &bad)) return iabn_graph_fail(g, bad.code, "%s: %s", name, bad.msg);
     na_p P;
     memset(&P, 0, sizeof P);
     P.act = act;
@@ -468,13 +522,18 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     if (xt->nd != 4 && xt->nd != 2)
         return iabn_graph_fail(g, IABN_EINVAL, "%s: input %s must be N,C,H,W or N,C", name,
                                xt->name);
+    iabn_err bad = {0};
+    if (iabn_bn_mode_check(cfg->mode, &bad) || iabn_act_check(cfg->act, &bad))
+        return iabn_graph_fail(g, bad.code, "%s: %s", name, bad.msg);
     int inplace = iabn_bn_mode_is_inplace(cfg->mode);
-    if (inplace && cfg->act.kind == IABN_ACT_RELU)
+    if (inplace && !iabn_act_invertible(cfg->act.kind))
         return iabn_graph_fail(g, IABN_EINVAL,
-                               "%s: mode %s cannot use relu: relu is not invertible, so the "
-                               "input cannot be rebuilt from the output; use leaky_relu, elu or "
-                               "identity, or the standard / checkpoint modes",
-                               name, iabn_bn_mode_name(cfg->mode));
+                               "%s: mode %s cannot use %s: %s is not invertible, so the "
+                               "input cannot be rebuilt from the output; use an invertible "
+                               "activation (leaky_relu, elu, identity) or a mode that keeps "
+                               "its input (standard, checkpoint, checkpoint_opt)",
+                               name, iabn_bn_mode_name(cfg->mode), iabn_act_name(cfg->act.kind),
+                               iabn_act_name(cfg->act.kind));
     if (inplace && cfg->plain_gamma)
         return iabn_graph_fail(g, IABN_EINVAL,
                                "%s: mode %s needs the |gamma|+eps scale (plain gamma may be 0 or "
@@ -489,7 +548,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     P.momentum = cfg->momentum;
     P.abs_gamma = !cfg->plain_gamma;
     P.act = cfg->act;
-    P.variant = cfg->mode == IABN_BN_INPLACE || cfg->mode == IABN_BN_INPLACE_SYNC_I ? 1 : 2;
+    P.variant = bn_mode_variant(cfg->mode);
     P.sync = iabn_bn_mode_is_sync(cfg->mode);
     int training = iabn_graph_mode(g) == IABN_TRAIN && !cfg->frozen;
     P.training = training;
@@ -545,11 +604,16 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
         iabn_graph_set_policy(g, z, IABN_RECOMPUTE);
         return z;
     }
-    default: {
-        int outs[3] = {z, mean, var};
-        int n = iabn_graph_node(g, &op_iabn, name, 5, ins, 3, outs, &P, sizeof P);
-        iabn_graph_inplace(g, n, 0, 0, 1);
-        return n < 0 ? -1 : z;
+    case IABN_BN_INPLACE:
+    case IABN_BN_INPLACE_II:
+    case IABN_BN_INPLACE_SYNC:
+    case IABN_BN_INPLACE_SYNC_I:
+    case IABN_BN_NMODES: /* refused above */
+        break;
     }
-    }
+    /* the in-place modes: one node writing z over x */
+    int outs[3] = {z, mean, var};
+    int n = iabn_graph_node(g, &op_iabn, name, 5, ins, 3, outs, &P, sizeof P);
+    iabn_graph_inplace(g, n, 0, 0, 1);
+    return n < 0 ? -1 : z;
 }

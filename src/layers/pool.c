@@ -1,29 +1,29 @@
 /* pool.c: max pooling (keeps an int32 argmax for the backward, never its
  * input) and global average pooling. */
 #include "layers/layer_util.h"
-#include "layers/layer_cuda.h"
 
-static int max_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int max_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(pool_p, n);
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
-    iabn_maxpool_fwd(x->shape[0], x->shape[1], x->shape[2], x->shape[3], P.k, P.s, P.p,
+    IABN_K(maxpool_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], P.k, P.s, P.p,
                      y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
     return 0;
 }
 
 /* in: dy, argmax   out: dx */
-static int max_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int max_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
+    IABN_PARAMS(pool_p, n);
     const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
-    iabn_maxpool_bwd(dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
-                     dy->shape[3], b->in[0], b->in[1], b->out[0]);
+    IABN_K(maxpool_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], P.k, P.s, P.p,
+           dy->shape[2], dy->shape[3], b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_max_bwd = {
     .name = "maxpool_bwd",
-    .run = {max_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_maxpool_bwd)},
+    .run = max_bwd_run,
 };
 
 static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -38,7 +38,7 @@ static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 
 static const iabn_op_def op_max = {
     .name = "maxpool", .backward = max_backward,
-    .run = {max_cpu, IABN_CUDA_RUN(iabn_cuda_run_maxpool)},
+    .run = max_run,
 };
 
 int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad)
@@ -60,25 +60,25 @@ int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int 
     return iabn_graph_node(g, &op_max, name, 1, &x, 2, outs, &P, sizeof P) < 0 ? -1 : y;
 }
 
-static int gap_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int gap_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    iabn_gap_fwd(nn, c, hw, b->in[0], b->out[0]);
+    IABN_K(gap_fwd, nn, c, hw, b->in[0], b->out[0]);
     return 0;
 }
 
-static int gap_bwd_cpu(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
+static int gap_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     int nn, c, hw;
     nchw(lt(g, n->out[0]), &nn, &c, &hw);
-    iabn_gap_bwd(nn, c, hw, b->in[0], b->out[0]);
+    IABN_K(gap_bwd, nn, c, hw, b->in[0], b->out[0]);
     return 0;
 }
 
 static const iabn_op_def op_gap_bwd = {
     .name = "avgpool_bwd",
-    .run = {gap_bwd_cpu, IABN_CUDA_RUN(iabn_cuda_run_gap_bwd)},
+    .run = gap_bwd_run,
 };
 
 static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -91,7 +91,7 @@ static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 
 static const iabn_op_def op_gap = {
     .name = "global_avgpool", .backward = gap_backward,
-    .run = {gap_cpu, IABN_CUDA_RUN(iabn_cuda_run_gap)},
+    .run = gap_run,
 };
 
 int iabn_global_avgpool(iabn_graph *g, const char *name, int x)

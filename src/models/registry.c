@@ -85,7 +85,7 @@ iabn_model_cfg iabn_model_defaults(const char *arch)
     c.classes = m && m->family == F_DEEPLAB ? 65 : 1000;
     c.bn = IABN_BN_INPLACE_II;
     c.act.kind = IABN_ACT_LEAKY_RELU;
-    c.act.param = 0.01f;
+    c.act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU);
     c.input_3x3 = 1;
     c.eps = 1e-5f;
     c.momentum = 0.1f;

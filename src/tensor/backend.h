@@ -1,12 +1,24 @@
 /* backend.h: the interface of a device backend (src/tensor/cpu/,
- * src/tensor/cuda/): what a store, an executor and an optimizer need of the
- * device their tensors live on.  A backend is a constant vtable plus an
- * opaque context; the graph layer (src/graph) sees devices only through it.
+ * src/tensor/cuda/): what a store, an executor, a layer's op and the
+ * optimizer need of the device their tensors live on.  A backend is a
+ * vtable of memory and stream operations, an opaque context, and a kernel
+ * table (iabn_kernels) with one entry per kernel the layers run; the graph
+ * and layer code sees devices only through it, so each op has one run
+ * function whatever the device.
+ *
+ * Kernel entries take the backend's context first and an iabn_err last and
+ * return 0 or an error code; pointers are on the backend's device.  The
+ * semantics of each entry (arguments, aliasing) are those of the CPU kernel
+ * of the same name in cpu/ops.h, cpu/norm_act.h and cpu/conv.h.  Every entry
+ * of a backend's table must be set.
  */
 #ifndef IABN_TENSOR_BACKEND_H
 #define IABN_TENSOR_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,7 +26,112 @@ extern "C" {
 
 typedef enum iabn_device_kind { IABN_DEV_CPU = 0, IABN_DEV_CUDA = 1 } iabn_device_kind;
 
-/* Memory operations of a device; kernels are dispatched per op (iabn_op_def). */
+
+/* ---- the kernel table ----------------------------------------------------- */
+
+typedef struct iabn_kernels {
+    /* conv: scratch bytes a pass needs (a function of the geometry alone:
+     * the planner runs before any device handle exists) */
+    size_t (*conv_scratch)(const iabn_conv_geom *g, iabn_conv_pass pass);
+    int (*conv_fwd)(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
+                    const float *bias, float *y, void *ws, size_t ws_bytes, iabn_err *e);
+    int (*conv_bwd_data)(void *ctx, const iabn_conv_geom *g, const float *dy, const float *w,
+                         float *dx, void *ws, size_t ws_bytes, iabn_err *e);
+    int (*conv_bwd_filter)(void *ctx, const iabn_conv_geom *g, const float *x, const float *dy,
+                           float *dw, float *dbias, void *ws, size_t ws_bytes, iabn_err *e);
+    /* norm_act */
+    int (*bn_stats)(void *ctx, int n, int c, int hw, const float *x, float *mean, float *var,
+                    iabn_err *e);
+    int (*bn_update_running)(void *ctx, int c, double m, float momentum, const float *mean,
+                             const float *var, float *running_mean, float *running_var,
+                             iabn_err *e);
+    int (*norm_act_fwd)(void *ctx, int n, int c, int hw, const float *x, const float *mean,
+                        const float *var, float eps, const float *gamma, const float *beta,
+                        int abs_gamma, iabn_act act, float *z, float *xhat, iabn_err *e);
+    int (*norm_act_from_xhat)(void *ctx, int n, int c, int hw, const float *xhat, float eps,
+                              const float *gamma, const float *beta, int abs_gamma,
+                              iabn_act act, float *z, iabn_err *e);
+    int (*act_fwd)(void *ctx, size_t count, iabn_act act, const float *x, float *y, iabn_err *e);
+    int (*act_bwd)(void *ctx, size_t count, iabn_act act, const float *y, const float *dy,
+                   float *dx, iabn_err *e);
+    int (*bn_bwd_reduce)(void *ctx, int n, int c, int hw, const float *x, const float *dy,
+                         const float *mean, const float *var, float eps, float *sum_dy,
+                         float *sum_dy_xhat, iabn_err *e);
+    int (*bn_bwd_apply)(void *ctx, int n, int c, int hw, const float *x, const float *dy,
+                        const float *mean, const float *var, float eps, const float *gamma,
+                        int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                        double count, int training, float *dx, iabn_err *e);
+    int (*bn_bwd_reduce_xhat)(void *ctx, int n, int c, int hw, const float *xhat,
+                              const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
+    int (*bn_bwd_apply_xhat)(void *ctx, int n, int c, int hw, const float *xhat,
+                             const float *dy, const float *var, float eps, const float *gamma,
+                             int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                             double count, int training, float *dx, iabn_err *e);
+    int (*bn_param_grads)(void *ctx, int c, const float *gamma, int abs_gamma,
+                          const float *sum_dy, const float *sum_dy_xhat, float *dgamma,
+                          float *dbeta, iabn_err *e);
+    int (*iabn_bwd_reduce)(void *ctx, int variant, int n, int c, int hw, const float *z,
+                           const float *dz, float eps, const float *gamma, const float *beta,
+                           iabn_act act, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
+    int (*iabn_bwd_apply)(void *ctx, int variant, int n, int c, int hw, const float *z,
+                          const float *dz, const float *var, float eps, const float *gamma,
+                          const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
+                          const float *sum_dy_xhat, double count, int training, float *dx,
+                          iabn_err *e);
+    /* elementwise */
+    int (*add)(void *ctx, size_t count, const float *a, const float *b, float *y, iabn_err *e);
+    int (*copy_bytes)(void *ctx, size_t bytes, const void *x, void *y, iabn_err *e);
+    int (*scale)(void *ctx, size_t count, float s, float *x, iabn_err *e);
+    int (*sumsq)(void *ctx, size_t count, const float *x, double *out, iabn_err *e);
+    int (*add_bcast_hw)(void *ctx, int n, int c, int hw, const float *a, const float *b,
+                        float *y, iabn_err *e);
+    int (*sum_hw)(void *ctx, int n, int c, int hw, const float *dy, float *db, iabn_err *e);
+    int (*dropout2d_apply)(void *ctx, int n, int c, int hw, float p, uint64_t seed,
+                           uint64_t stream, const float *x, float *y, iabn_err *e);
+    int (*copy_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
+                         float *y, iabn_err *e);
+    int (*slice_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *y,
+                          float *x, iabn_err *e);
+    /* upsample */
+    int (*bilinear_fwd)(void *ctx, int n, int c, int hi, int wi, int ho, int wo, const float *x,
+                        float *y, iabn_err *e);
+    int (*bilinear_bwd)(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
+                        const float *dy, float *dx, iabn_err *e);
+    /* pool (the backward takes the window so that a device may gather) */
+    int (*maxpool_fwd)(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
+                       int wo, const float *x, float *y, int32_t *argmax, iabn_err *e);
+    int (*maxpool_bwd)(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
+                       int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e);
+    int (*gap_fwd)(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e);
+    int (*gap_bwd)(void *ctx, int n, int c, int hw, const float *dy, float *dx, iabn_err *e);
+    /* linear */
+    int (*linear_fwd)(void *ctx, int n, int in, int out, const float *x, const float *w,
+                      const float *b, float *y, iabn_err *e);
+    int (*linear_bwd_data)(void *ctx, int n, int in, int out, const float *dy, const float *w,
+                           float *dx, iabn_err *e);
+    int (*linear_bwd_weight)(void *ctx, int n, int in, int out, const float *x, const float *dy,
+                             float *dw, float *db, iabn_err *e);
+    /* loss: a label outside [0, k) that is not the ignore index returns
+     * IABN_EINVAL with its position in *bad and its value in *bad_label
+     * (the caller words the message) */
+    size_t (*xent_scratch)(int n, int hw);
+    int (*xent_fwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
+                    int ignore_index, float top_frac, float *loss, float *weight, void *scratch,
+                    long *bad, int *bad_label, iabn_err *e);
+    int (*xent_bwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
+                    const float *weight, float scale, float *dlogits, iabn_err *e);
+    /* regression losses (mse 0: L1, 1: MSE): loss = mean of the element
+     * terms over count elements; dy overwritten (it may be y's storage) */
+    int (*reg_loss_fwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
+                        float *loss, iabn_err *e);
+    int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
+                        float *dy, iabn_err *e);
+    /* optim */
+    int (*sgd_update)(void *ctx, size_t count, float lr, float momentum, float wd, int nesterov,
+                      int first_step, float *w, const float *grad, float *buf, iabn_err *e);
+} iabn_kernels;
+
+/* A device: memory and stream operations, and its kernels. */
 typedef struct iabn_backend {
     iabn_device_kind kind;
     const char *name;
@@ -38,6 +155,11 @@ typedef struct iabn_backend {
     int (*record)(void *ctx, void *ev);
     int (*wait)(void *ctx, void *ev);
     int (*h2d_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
+    /* Called by the executor after every node (optional): a device that
+     * queues work asynchronously may synchronise here on request
+     * (IABN_CUDA_SYNC=1) so that a fault names the node that caused it. */
+    int (*node_done)(void *ctx, iabn_err *e);
+    const iabn_kernels *k;
 } iabn_backend;
 
 /* The CPU backend: a constant vtable, no state. */

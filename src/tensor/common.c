@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -77,24 +78,52 @@ const char *iabn_dtype_name(iabn_dtype dt)
 const char *iabn_act_name(iabn_act_kind k)
 {
     switch (k) {
-    case IABN_ACT_IDENTITY: return "identity";
-    case IABN_ACT_RELU: return "relu";
-    case IABN_ACT_LEAKY_RELU: return "leaky_relu";
-    case IABN_ACT_ELU: return "elu";
+#define X(E, l, name, alias, def, inv) case IABN_ACT_##E: return name;
+        IABN_ACTIVATIONS(X)
+#undef X
+    case IABN_ACT_COUNT: break;
     }
     return "?";
 }
 
-int iabn_act_parse(const char *s, iabn_act_kind *out)
+int iabn_name_matches(const char *s, const char *name, const char *aliases)
 {
-    static const struct { const char *name; iabn_act_kind k; } tab[] = {
-        {"identity", IABN_ACT_IDENTITY}, {"none", IABN_ACT_IDENTITY},
-        {"relu", IABN_ACT_RELU}, {"leaky_relu", IABN_ACT_LEAKY_RELU},
-        {"elu", IABN_ACT_ELU},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (strcmp(s, tab[i].name) == 0) { *out = tab[i].k; return 0; }
-    return IABN_EINVAL;
+    if (!strcasecmp(s, name)) return 1;
+    size_t n = strlen(s);
+    for (const char *a = aliases; *a;) {
+        size_t len = strcspn(a, ",");
+        if (len == n && !strncasecmp(a, s, n)) return 1;
+        a += len;
+        if (*a == ',') a++;
+    }
+    return 0;
+}
+
+int iabn_act_parse(const char *s, iabn_act_kind *out, iabn_err *e)
+{
+#define X(E, l, name, alias, def, inv)                                                     \
+    if (iabn_name_matches(s, name, alias)) {                                               \
+        *out = IABN_ACT_##E;                                                               \
+        return 0;                                                                          \
+    }
+    IABN_ACTIVATIONS(X)
+#undef X
+    char valid[256] = "";
+#define X(E, l, name, alias, def, inv) strcat(valid, *valid ? ", " name : name);
+    IABN_ACTIVATIONS(X)
+#undef X
+    return iabn_err_set(e, IABN_EINVAL, "unknown activation '%s' (valid: %s)", s, valid);
+}
+
+int iabn_act_check(iabn_act act, iabn_err *e)
+{
+    if ((int)act.kind >= 0 && act.kind < IABN_ACT_COUNT) return 0;
+    char valid[256] = "";
+#define X(E, l, name, alias, def, inv) strcat(valid, *valid ? ", " name : name);
+    IABN_ACTIVATIONS(X)
+#undef X
+    return iabn_err_set(e, IABN_EINVAL, "unknown activation kind %d (valid: %s)", (int)act.kind,
+                        valid);
 }
 
 /* The mixer lives in math/<family>.h so that CUDA kernels draw the identical bits. */

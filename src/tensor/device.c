@@ -1,5 +1,6 @@
 /* device.c: --device for the commands.  Everything CUDA-specific the tools
- * need is here, behind IABN_HAVE_CUDA, so the commands themselves only see
+ * need is here (the one C file outside src/tensor/cuda/ that reads
+ * IABN_HAVE_CUDA), so the commands themselves only see
  * an iabn_backend. */
 #include "tensor/device.h"
 
@@ -29,13 +30,37 @@ int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index)
 }
 
 #if !IABN_HAVE_CUDA
-static int no_cuda(const char *spec, iabn_err *e)
+static int no_cuda(iabn_err *e)
 {
-    return iabn_err_set(e, IABN_EDEVICE, "--device %s: this build of iabn has no CUDA backend "
-                                         "(no CUDA toolkit with cuDNN was found when it was "
-                                         "configured)", spec);
+    return iabn_err_set(e, IABN_EDEVICE, "this build of iabn has no CUDA backend (no CUDA "
+                                         "toolkit with cuDNN was found when it was configured)");
 }
 #endif
+
+int iabn_backend_available(iabn_device_kind kind, iabn_err *why)
+{
+    if (kind == IABN_DEV_CPU) return 1;
+    if (kind != IABN_DEV_CUDA) {
+        iabn_err_set(why, IABN_EINVAL, "unknown device kind %d (valid: cpu, cuda)", (int)kind);
+        return 0;
+    }
+#if IABN_HAVE_CUDA
+    int count = 0;
+    return iabn_cuda_device_count(&count, why) == 0;
+#else
+    no_cuda(why);
+    return 0;
+#endif
+}
+
+const char *iabn_device_kind_name(int kind)
+{
+    switch (kind) {
+    case IABN_DEV_CPU: return "cpu";
+    case IABN_DEV_CUDA: return "cuda";
+    }
+    return NULL;
+}
 
 int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
 {
@@ -61,7 +86,8 @@ int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
     snprintf(d->name, sizeof d->name, "cuda:%d %s", index, dev);
     return 0;
 #else
-    return no_cuda(spec, e);
+    no_cuda(e);
+    return iabn_err_prefix(e, "--device %s: ", spec);
 #endif
 }
 
@@ -164,6 +190,7 @@ int iabn_device_planning_backend(const char *spec, const iabn_backend **be, iabn
     *be = iabn_cuda_backend_planning();
     return 0;
 #else
-    return no_cuda(spec, e);
+    no_cuda(e);
+    return iabn_err_prefix(e, "--device %s: ", spec);
 #endif
 }

@@ -22,6 +22,14 @@ typedef struct iabn_device {
     char name[160];           /* "cpu" or "cuda:0 NVIDIA H100 ... " */
 } iabn_device;
 
+/* Whether backends of this kind can be opened here: 1, or 0 with the reason
+ * in why (may be NULL): the build has no such backend, or the machine has
+ * no usable device ("no CUDA device: ..." with the runtime's words).  The
+ * one query programs use instead of build flags. */
+int iabn_backend_available(iabn_device_kind kind, iabn_err *why);
+/* The kinds' names, for listings ("cpu", "cuda"); NULL past the last. */
+const char *iabn_device_kind_name(int kind);
+
 /* Parses "cpu", "cuda" or "cuda:N" into *kind and *index; -1 when malformed. */
 int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index);
 /* Opens the device (NULL spec: cpu).  A CUDA spec in a build without CUDA,

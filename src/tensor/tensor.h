@@ -69,11 +69,19 @@ const char *iabn_dtype_name(iabn_dtype dt);
 
 /* ---- activation ---------------------------------------------------------- */
 
-/* iabn_act_kind / iabn_act are defined in math/act.h (shared with CUDA). */
+/* iabn_act_kind / iabn_act and the list of activations (IABN_ACTIVATIONS:
+ * names, default parameters, invertibility) are in math/act.h, shared with
+ * CUDA. */
 
 const char *iabn_act_name(iabn_act_kind k);
-/* Parses "leaky_relu", "elu", "relu", "identity" (also "none"). */
-int iabn_act_parse(const char *s, iabn_act_kind *out);
+/* Parses an activation name or alias (case-insensitive); an unknown one is
+ * IABN_EINVAL with a message naming the valid ones (e may be NULL). */
+int iabn_act_parse(const char *s, iabn_act_kind *out, iabn_err *e);
+/* 0, or IABN_EINVAL naming the valid activations when act.kind is not one. */
+int iabn_act_check(iabn_act act, iabn_err *e);
+/* Whether s equals name or one of the comma-separated aliases, ignoring
+ * case: the parsers of the closed lists (activations, BN modes) share it. */
+int iabn_name_matches(const char *s, const char *name, const char *aliases);
 
 /* ---- RNG ----------------------------------------------------------------- */
 

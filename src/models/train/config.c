@@ -105,7 +105,7 @@ void iabn_config_defaults(iabn_config *c)
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "resnet101");
     c->act.kind = IABN_ACT_RELU;
-    c->act.param = 0.01f;
+    c->act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU); /* if the kind is switched */
     c->bn_mode = IABN_BN_STANDARD;
     c->dilation = 1;
     snprintf(c->weight_init, sizeof c->weight_init, "xavier_normal");
@@ -167,16 +167,14 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
         snprintf(base, 32, "%s", v->valuestring);
         return 0;
     case K_ACT:
-        if (!cJSON_IsString(v) || iabn_act_parse(v->valuestring, (iabn_act_kind *)base))
-            return iabn_err_set(e, IABN_EINVAL,
-                                "%s must be one of relu, leaky_relu, elu, identity", path);
+        if (!cJSON_IsString(v)) return iabn_err_set(e, IABN_EINVAL, "%s must be a string", path);
+        if (iabn_act_parse(v->valuestring, (iabn_act_kind *)base, e))
+            return iabn_err_prefix(e, "%s: ", path);
         return 0;
     case K_BN:
-        if (!cJSON_IsString(v) || iabn_bn_mode_parse(v->valuestring, (iabn_bn_mode *)base))
-            return iabn_err_set(e, IABN_EINVAL,
-                                "%s must be one of standard, checkpoint, checkpoint_opt, inplace "
-                                "(inplace_abn), inplace_abn_ii, sync",
-                                path);
+        if (!cJSON_IsString(v)) return iabn_err_set(e, IABN_EINVAL, "%s must be a string", path);
+        if (iabn_bn_mode_parse(v->valuestring, (iabn_bn_mode *)base, e))
+            return iabn_err_prefix(e, "%s: ", path);
         return 0;
     case K_F3:
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
@@ -305,11 +303,11 @@ int iabn_config_load(iabn_config *c, const char *path, iabn_err *e)
 
 int iabn_config_check(const iabn_config *c, iabn_err *e)
 {
-    if (iabn_bn_mode_is_inplace(c->bn_mode) && c->act.kind == IABN_ACT_RELU)
+    if (iabn_bn_mode_is_inplace(c->bn_mode) && !iabn_act_invertible(c->act.kind))
         return iabn_err_set(e, IABN_EINVAL,
                             "network.bn_mode %s needs an invertible activation: "
-                            "network.activation relu is not (use leaky_relu, elu or identity)",
-                            iabn_bn_mode_name(c->bn_mode));
+                            "network.activation %s is not (use leaky_relu, elu or identity)",
+                            iabn_bn_mode_name(c->bn_mode), iabn_act_name(c->act.kind));
     if (c->learning_rate <= 0) return iabn_err_set(e, IABN_EINVAL, "optimizer.learning_rate must be > 0");
     if (c->momentum < 0 || c->momentum >= 1)
         return iabn_err_set(e, IABN_EINVAL, "optimizer.momentum must be in [0, 1)");

@@ -244,8 +244,7 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->epochs > 0) tr->cfg.schedule.epochs = o->epochs;
     if (o->batch > 0) tr->cfg.batch_size = o->batch;
     if (o->lr > 0) tr->cfg.learning_rate = o->lr;
-    if (o->bn && iabn_bn_mode_parse(o->bn, &tr->cfg.bn_mode))
-        return iabn_err_set(e, IABN_EINVAL, "--bn %s: not a BN mode", o->bn);
+    if (o->bn && iabn_bn_mode_parse(o->bn, &tr->cfg.bn_mode, e)) return iabn_err_prefix(e, "--bn: ");
     if ((rc = iabn_config_check(&tr->cfg, e))) return rc;
     if (!iabn_model_exists(tr->cfg.arch))
         return iabn_err_set(e, IABN_EINVAL, "network.arch %s is not a model (iabn mem --list)",

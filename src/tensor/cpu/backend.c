@@ -1,5 +1,6 @@
 /* cpu/backend.c: the CPU backend: host memory (64-byte aligned), copies
- * that are memmove, no streams.  A constant vtable with no state. */
+ * that are memmove, no streams, and the kernel table over the CPU kernels of
+ * this folder.  Constant vtables with no state. */
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 
@@ -33,11 +34,297 @@ static int cpu_sync(void *ctx)
     return 0;
 }
 
+/* ---- kernels: the CPU kernels in the table's shape (context and error
+ * unused: CPU kernels cannot fail once the graph has checked its shapes) -- */
+
+static size_t k_conv_scratch(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    return iabn_conv_scratch_bytes(g, pass, iabn_num_threads());
+}
+static int k_conv_fwd(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
+                      const float *bias, float *y, void *ws, size_t ws_bytes, iabn_err *e)
+{
+    iabn_conv_fwd(g, x, w, bias, y, ws);
+    return 0;
+}
+static int k_conv_bwd_data(void *ctx, const iabn_conv_geom *g, const float *dy, const float *w,
+                           float *dx, void *ws, size_t ws_bytes, iabn_err *e)
+{
+    iabn_conv_bwd_data(g, dy, w, dx, ws);
+    return 0;
+}
+static int k_conv_bwd_filter(void *ctx, const iabn_conv_geom *g, const float *x, const float *dy,
+                             float *dw, float *dbias, void *ws, size_t ws_bytes, iabn_err *e)
+{
+    iabn_conv_bwd_filter(g, x, dy, dw, dbias, ws);
+    return 0;
+}
+
+static int k_bn_stats(void *ctx, int n, int c, int hw, const float *x, float *mean, float *var,
+                      iabn_err *e)
+{
+    iabn_bn_stats(n, c, hw, x, mean, var);
+    return 0;
+}
+static int k_bn_update_running(void *ctx, int c, double m, float momentum, const float *mean,
+                               const float *var, float *running_mean, float *running_var,
+                               iabn_err *e)
+{
+    iabn_bn_update_running(c, m, momentum, mean, var, running_mean, running_var);
+    return 0;
+}
+static int k_norm_act_fwd(void *ctx, int n, int c, int hw, const float *x, const float *mean,
+                          const float *var, float eps, const float *gamma, const float *beta,
+                          int abs_gamma, iabn_act act, float *z, float *xhat, iabn_err *e)
+{
+    iabn_norm_act_fwd(n, c, hw, x, mean, var, eps, gamma, beta, abs_gamma, act, z, xhat);
+    return 0;
+}
+static int k_norm_act_from_xhat(void *ctx, int n, int c, int hw, const float *xhat, float eps,
+                                const float *gamma, const float *beta, int abs_gamma,
+                                iabn_act act, float *z, iabn_err *e)
+{
+    iabn_norm_act_from_xhat(n, c, hw, xhat, eps, gamma, beta, abs_gamma, act, z);
+    return 0;
+}
+static int k_act_fwd(void *ctx, size_t count, iabn_act act, const float *x, float *y, iabn_err *e)
+{
+    iabn_act_fwd(count, act, x, y);
+    return 0;
+}
+static int k_act_bwd(void *ctx, size_t count, iabn_act act, const float *y, const float *dy,
+                     float *dx, iabn_err *e)
+{
+    iabn_act_bwd(count, act, y, dy, dx);
+    return 0;
+}
+static int k_bn_bwd_reduce(void *ctx, int n, int c, int hw, const float *x, const float *dy,
+                           const float *mean, const float *var, float eps, float *sum_dy,
+                           float *sum_dy_xhat, iabn_err *e)
+{
+    iabn_bn_bwd_reduce(n, c, hw, x, dy, mean, var, eps, sum_dy, sum_dy_xhat);
+    return 0;
+}
+static int k_bn_bwd_apply(void *ctx, int n, int c, int hw, const float *x, const float *dy,
+                          const float *mean, const float *var, float eps, const float *gamma,
+                          int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                          double count, int training, float *dx, iabn_err *e)
+{
+    iabn_bn_bwd_apply(n, c, hw, x, dy, mean, var, eps, gamma, abs_gamma, sum_dy, sum_dy_xhat,
+                      count, training, dx);
+    return 0;
+}
+static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, const float *xhat,
+                                const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+{
+    iabn_bn_bwd_reduce_xhat(n, c, hw, xhat, dy, sum_dy, sum_dy_xhat);
+    return 0;
+}
+static int k_bn_bwd_apply_xhat(void *ctx, int n, int c, int hw, const float *xhat,
+                               const float *dy, const float *var, float eps, const float *gamma,
+                               int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                               double count, int training, float *dx, iabn_err *e)
+{
+    iabn_bn_bwd_apply_xhat(n, c, hw, xhat, dy, var, eps, gamma, abs_gamma, sum_dy, sum_dy_xhat,
+                           count, training, dx);
+    return 0;
+}
+static int k_bn_param_grads(void *ctx, int c, const float *gamma, int abs_gamma,
+                            const float *sum_dy, const float *sum_dy_xhat, float *dgamma,
+                            float *dbeta, iabn_err *e)
+{
+    iabn_bn_param_grads(c, gamma, abs_gamma, sum_dy, sum_dy_xhat, dgamma, dbeta);
+    return 0;
+}
+static int k_iabn_bwd_reduce(void *ctx, int variant, int n, int c, int hw, const float *z,
+                             const float *dz, float eps, const float *gamma, const float *beta,
+                             iabn_act act, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+{
+    iabn_iabn_bwd_reduce(variant, n, c, hw, z, dz, eps, gamma, beta, act, sum_dy, sum_dy_xhat);
+    return 0;
+}
+static int k_iabn_bwd_apply(void *ctx, int variant, int n, int c, int hw, const float *z,
+                            const float *dz, const float *var, float eps, const float *gamma,
+                            const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
+                            const float *sum_dy_xhat, double count, int training, float *dx,
+                            iabn_err *e)
+{
+    iabn_iabn_bwd_apply(variant, n, c, hw, z, dz, var, eps, gamma, beta, abs_gamma, act, sum_dy,
+                        sum_dy_xhat, count, training, dx);
+    return 0;
+}
+
+static int k_add(void *ctx, size_t count, const float *a, const float *b, float *y, iabn_err *e)
+{
+    iabn_add(count, a, b, y);
+    return 0;
+}
+static int k_copy_bytes(void *ctx, size_t bytes, const void *x, void *y, iabn_err *e)
+{
+    if (x != y && bytes) memcpy(y, x, bytes);
+    return 0;
+}
+static int k_scale(void *ctx, size_t count, float s, float *x, iabn_err *e)
+{
+    iabn_scale(count, s, x);
+    return 0;
+}
+static int k_sumsq(void *ctx, size_t count, const float *x, double *out, iabn_err *e)
+{
+    *out = iabn_sumsq(count, x);
+    return 0;
+}
+static int k_add_bcast_hw(void *ctx, int n, int c, int hw, const float *a, const float *b,
+                          float *y, iabn_err *e)
+{
+    iabn_add_bcast_hw(n, c, hw, a, b, y);
+    return 0;
+}
+static int k_sum_hw(void *ctx, int n, int c, int hw, const float *dy, float *db, iabn_err *e)
+{
+    iabn_sum_hw(n, c, hw, dy, db);
+    return 0;
+}
+static int k_dropout2d_apply(void *ctx, int n, int c, int hw, float p, uint64_t seed,
+                             uint64_t stream, const float *x, float *y, iabn_err *e)
+{
+    iabn_dropout2d_apply(n, c, hw, p, seed, stream, x, y);
+    return 0;
+}
+static int k_copy_channels(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
+                           float *y, iabn_err *e)
+{
+    iabn_copy_channels(n, cx, cy, c_off, hw, x, y);
+    return 0;
+}
+static int k_slice_channels(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *y,
+                            float *x, iabn_err *e)
+{
+    iabn_slice_channels(n, cx, cy, c_off, hw, y, x);
+    return 0;
+}
+
+static int k_bilinear_fwd(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
+                          const float *x, float *y, iabn_err *e)
+{
+    iabn_bilinear_fwd(n, c, hi, wi, ho, wo, x, y);
+    return 0;
+}
+static int k_bilinear_bwd(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
+                          const float *dy, float *dx, iabn_err *e)
+{
+    iabn_bilinear_bwd(n, c, hi, wi, ho, wo, dy, dx);
+    return 0;
+}
+
+static int k_maxpool_fwd(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
+                         int wo, const float *x, float *y, int32_t *argmax, iabn_err *e)
+{
+    iabn_maxpool_fwd(n, c, h, w, k, s, p, ho, wo, x, y, argmax);
+    return 0;
+}
+/* the CPU scatters through the argmax: the window is not needed */
+static int k_maxpool_bwd(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
+                         int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e)
+{
+    iabn_maxpool_bwd(n, c, h, w, ho, wo, dy, argmax, dx);
+    return 0;
+}
+static int k_gap_fwd(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e)
+{
+    iabn_gap_fwd(n, c, hw, x, y);
+    return 0;
+}
+static int k_gap_bwd(void *ctx, int n, int c, int hw, const float *dy, float *dx, iabn_err *e)
+{
+    iabn_gap_bwd(n, c, hw, dy, dx);
+    return 0;
+}
+
+static int k_linear_fwd(void *ctx, int n, int in, int out, const float *x, const float *w,
+                        const float *b, float *y, iabn_err *e)
+{
+    iabn_linear_fwd(n, in, out, x, w, b, y);
+    return 0;
+}
+static int k_linear_bwd_data(void *ctx, int n, int in, int out, const float *dy, const float *w,
+                             float *dx, iabn_err *e)
+{
+    iabn_linear_bwd_data(n, in, out, dy, w, dx);
+    return 0;
+}
+static int k_linear_bwd_weight(void *ctx, int n, int in, int out, const float *x,
+                               const float *dy, float *dw, float *db, iabn_err *e)
+{
+    iabn_linear_bwd_weight(n, in, out, x, dy, dw, db);
+    return 0;
+}
+
+static int k_xent_fwd(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
+                      int ignore_index, float top_frac, float *loss, float *weight, void *scratch,
+                      long *bad, int *bad_label, iabn_err *e)
+{
+    if (!iabn_xent_fwd(n, k, hw, logits, labels, ignore_index, top_frac, loss, weight, scratch,
+                       bad))
+        return 0;
+    *bad_label = *bad >= 0 ? labels[*bad] : -1;
+    return IABN_EINVAL;
+}
+static int k_xent_bwd(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
+                      const float *weight, float scale, float *dlogits, iabn_err *e)
+{
+    iabn_xent_bwd(n, k, hw, logits, labels, weight, scale, dlogits);
+    return 0;
+}
+
+static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *y, const float *t,
+                          float *loss, iabn_err *e)
+{
+    iabn_reg_loss_fwd(count, mse, y, t, loss);
+    return 0;
+}
+static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *y, const float *t,
+                          float *dy, iabn_err *e)
+{
+    iabn_reg_loss_bwd(count, mse, y, t, dy);
+    return 0;
+}
+
+static int k_sgd_update(void *ctx, size_t count, float lr, float momentum, float wd,
+                        int nesterov, int first_step, float *w, const float *grad, float *buf,
+                        iabn_err *e)
+{
+    iabn_sgd_update(count, lr, momentum, wd, nesterov, first_step, w, grad, buf);
+    return 0;
+}
+
+static const iabn_kernels cpu_kernels = {
+    .conv_scratch = k_conv_scratch, .conv_fwd = k_conv_fwd, .conv_bwd_data = k_conv_bwd_data,
+    .conv_bwd_filter = k_conv_bwd_filter,
+    .bn_stats = k_bn_stats, .bn_update_running = k_bn_update_running,
+    .norm_act_fwd = k_norm_act_fwd, .norm_act_from_xhat = k_norm_act_from_xhat,
+    .act_fwd = k_act_fwd, .act_bwd = k_act_bwd, .bn_bwd_reduce = k_bn_bwd_reduce,
+    .bn_bwd_apply = k_bn_bwd_apply, .bn_bwd_reduce_xhat = k_bn_bwd_reduce_xhat,
+    .bn_bwd_apply_xhat = k_bn_bwd_apply_xhat, .bn_param_grads = k_bn_param_grads,
+    .iabn_bwd_reduce = k_iabn_bwd_reduce, .iabn_bwd_apply = k_iabn_bwd_apply,
+    .add = k_add, .copy_bytes = k_copy_bytes, .scale = k_scale, .sumsq = k_sumsq,
+    .add_bcast_hw = k_add_bcast_hw, .sum_hw = k_sum_hw, .dropout2d_apply = k_dropout2d_apply,
+    .copy_channels = k_copy_channels, .slice_channels = k_slice_channels,
+    .bilinear_fwd = k_bilinear_fwd, .bilinear_bwd = k_bilinear_bwd,
+    .maxpool_fwd = k_maxpool_fwd, .maxpool_bwd = k_maxpool_bwd, .gap_fwd = k_gap_fwd,
+    .gap_bwd = k_gap_bwd,
+    .linear_fwd = k_linear_fwd, .linear_bwd_data = k_linear_bwd_data,
+    .linear_bwd_weight = k_linear_bwd_weight,
+    .xent_scratch = iabn_xent_scratch_bytes, .xent_fwd = k_xent_fwd, .xent_bwd = k_xent_bwd,
+    .reg_loss_fwd = k_reg_loss_fwd, .reg_loss_bwd = k_reg_loss_bwd,
+    .sgd_update = k_sgd_update,
+};
+
 /* No copy stream: event and async members stay NULL (copies are memcpy). */
 static const iabn_backend cpu_backend = {
     .kind = IABN_DEV_CPU, .name = "cpu", .align = 64, .ctx = NULL,
     .alloc = cpu_alloc, .free = cpu_free, .h2d = cpu_copy, .d2h = cpu_copy,
-    .fill = cpu_fill, .sync = cpu_sync,
+    .fill = cpu_fill, .sync = cpu_sync, .k = &cpu_kernels,
 };
 
 const iabn_backend *iabn_backend_cpu(void) { return &cpu_backend; }

@@ -279,3 +279,19 @@ void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
     if (correct1) *correct1 = c1;
     if (correctk) *correctk = ck;
 }
+
+/* ---- L1 / MSE ------------------------------------------------------------- */
+
+void iabn_reg_loss_fwd(size_t count, int mse, const float *y, const float *t, float *loss)
+{
+    double sum = 0;
+    for (size_t i = 0; i < count; i++) sum += iabn_reg_term(y[i], t[i], mse);
+    *loss = count ? (float)(sum / (double)count) : 0.f;
+}
+
+void iabn_reg_loss_bwd(size_t count, int mse, const float *y, const float *t, float *dy)
+{
+    float inv = count ? 1.f / (float)count : 0.f;
+#pragma omp parallel for if (count > 65536)
+    for (size_t i = 0; i < count; i++) dy[i] = iabn_reg_grad(y[i], t[i], mse, inv);
+}

@@ -39,15 +39,21 @@ enum {
 #define ALWAYS_INLINE static inline
 #endif
 
-/* Instantiates fn with the activation as a constant, so that the per-element
- * switch of math/norm_act.h folds away and the block loops vectorise. */
+/* Instantiates fn with the activation as a constant, so that the
+ * per-element dispatch of math/act.h folds away and the block loops
+ * vectorise: one case per row of IABN_ACTIVATIONS (the assertion below
+ * fails the build when a row is added without its case).  A kind outside the
+ * list (the layers refuse them) runs the generic dispatch, whose NaN makes
+ * it loud. */
+_Static_assert(IABN_ACT_COUNT == 4, "WITH_ACT needs a case for every activation of the list");
 #define WITH_ACT(act, fn, kind, ...)                                                     \
     do {                                                                                 \
         switch (act) {                                                                   \
+        case IABN_ACT_IDENTITY: fn(kind, IABN_ACT_IDENTITY, __VA_ARGS__); break;         \
         case IABN_ACT_RELU: fn(kind, IABN_ACT_RELU, __VA_ARGS__); break;                 \
         case IABN_ACT_LEAKY_RELU: fn(kind, IABN_ACT_LEAKY_RELU, __VA_ARGS__); break;     \
         case IABN_ACT_ELU: fn(kind, IABN_ACT_ELU, __VA_ARGS__); break;                   \
-        default: fn(kind, IABN_ACT_IDENTITY, __VA_ARGS__); break;                        \
+        default: fn(kind, (int)(act), __VA_ARGS__); break;                               \
         }                                                                                \
     } while (0)
 

@@ -92,6 +92,11 @@ int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labe
  * of its gradients is written.  Pixels of weight 0 get an exact 0. */
 void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                    const float *weight, float scale, float *dlogits);
+/* L1 / MSE (mse 0 / 1) over count elements: *loss = the mean of the terms
+ * of math/loss.h, summed in double in index order (the same bits whatever
+ * the thread count); dy = the per-element gradient, which may be y. */
+void iabn_reg_loss_fwd(size_t count, int mse, const float *y, const float *t, float *loss);
+void iabn_reg_loss_bwd(size_t count, int mse, const float *y, const float *t, float *dy);
 /* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
  * Rank of the label = larger logits + equal logits at a lower class index;
  * labels outside [0,K) (ignored samples) never count as correct. */

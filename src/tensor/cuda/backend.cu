@@ -147,15 +147,24 @@ static int be_h2d_async(void *c, void *dst, const void *src, size_t bytes, void 
 /* ---- context ------------------------------------------------------------------ */
 
 /* Builds everything; on failure the caller frees the partial context. */
+int iabn_cuda_device_count(int *count, iabn_err *e)
+{
+    *count = 0;
+    cudaError_t st = cudaGetDeviceCount(count);
+    if (st != cudaSuccess) {
+        (void)cudaGetLastError();
+        *count = 0;
+        return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: %s", cudaGetErrorString(st));
+    }
+    if (*count < 1) return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: none found");
+    return 0;
+}
+
 static int ctx_init(iabn_cuda_ctx *ctx, int device, iabn_err *e)
 {
     int count = 0;
-    cudaError_t st = cudaGetDeviceCount(&count);
-    if (st != cudaSuccess) {
-        (void)cudaGetLastError();
-        return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: %s", cudaGetErrorString(st));
-    }
-    if (count < 1) return iabn_err_set(e, IABN_EDEVICE, "no CUDA device: none found");
+    int rc = iabn_cuda_device_count(&count, e);
+    if (rc) return rc;
     if (device < 0 || device >= count)
         return iabn_err_set(e, IABN_EDEVICE, "no CUDA device %d (%d present)", device, count);
     ctx->device = device;
@@ -175,6 +184,85 @@ static int ctx_init(iabn_cuda_ctx *ctx, int device, iabn_err *e)
     IABN_CUDA_CHECK(e, cudaMallocHost(&ctx->flag_host, 64));
     return 0;
 }
+
+/* ---- the kernel table -------------------------------------------------------------
+ * Each entry is a launcher of cuda/kernels.h seen through the table's
+ * context-as-void* signature: k_entry<F>::call casts the context and calls F,
+ * and the assignment to the table member checks F's other parameters
+ * against the table's at compile time. */
+
+template <typename F, F f> struct k_entry;
+template <typename... A, int (*f)(iabn_cuda_ctx *, A...)>
+struct k_entry<int (*)(iabn_cuda_ctx *, A...), f> {
+    static int call(void *ctx, A... a) { return f((iabn_cuda_ctx *)ctx, a...); }
+};
+#define K_ENTRY(fn) (&k_entry<decltype(&fn), &fn>::call)
+
+/* The forward keeps its selection keys in the weight output itself. */
+static size_t k_xent_scratch(int n, int hw)
+{
+    (void)n, (void)hw;
+    return 0;
+}
+static int k_xent_fwd(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
+                      int ignore_index, float top_frac, float *loss, float *weight, void *scratch,
+                      long *bad, int *bad_label, iabn_err *e)
+{
+    (void)scratch;
+    return iabn_cuda_xent_fwd((iabn_cuda_ctx *)ctx, n, k, hw, logits, labels, ignore_index,
+                              top_frac, loss, weight, bad, bad_label, e);
+}
+
+static iabn_kernels make_kernels()
+{
+    iabn_kernels k;
+    memset(&k, 0, sizeof k);
+    k.conv_scratch = iabn_cuda_conv_workspace_bytes;
+    k.conv_fwd = K_ENTRY(iabn_cuda_conv_fwd);
+    k.conv_bwd_data = K_ENTRY(iabn_cuda_conv_bwd_data);
+    k.conv_bwd_filter = K_ENTRY(iabn_cuda_conv_bwd_filter);
+    k.bn_stats = K_ENTRY(iabn_cuda_bn_stats);
+    k.bn_update_running = K_ENTRY(iabn_cuda_bn_update_running);
+    k.norm_act_fwd = K_ENTRY(iabn_cuda_norm_act_fwd);
+    k.norm_act_from_xhat = K_ENTRY(iabn_cuda_norm_act_from_xhat);
+    k.act_fwd = K_ENTRY(iabn_cuda_act_fwd);
+    k.act_bwd = K_ENTRY(iabn_cuda_act_bwd);
+    k.bn_bwd_reduce = K_ENTRY(iabn_cuda_bn_bwd_reduce);
+    k.bn_bwd_apply = K_ENTRY(iabn_cuda_bn_bwd_apply);
+    k.bn_bwd_reduce_xhat = K_ENTRY(iabn_cuda_bn_bwd_reduce_xhat);
+    k.bn_bwd_apply_xhat = K_ENTRY(iabn_cuda_bn_bwd_apply_xhat);
+    k.bn_param_grads = K_ENTRY(iabn_cuda_bn_param_grads);
+    k.iabn_bwd_reduce = K_ENTRY(iabn_cuda_iabn_bwd_reduce);
+    k.iabn_bwd_apply = K_ENTRY(iabn_cuda_iabn_bwd_apply);
+    k.add = K_ENTRY(iabn_cuda_add);
+    k.copy_bytes = K_ENTRY(iabn_cuda_copy_bytes);
+    k.scale = K_ENTRY(iabn_cuda_scale);
+    k.sumsq = K_ENTRY(iabn_cuda_sumsq);
+    k.add_bcast_hw = K_ENTRY(iabn_cuda_add_bcast_hw);
+    k.sum_hw = K_ENTRY(iabn_cuda_sum_hw);
+    k.dropout2d_apply = K_ENTRY(iabn_cuda_dropout2d_apply);
+    k.copy_channels = K_ENTRY(iabn_cuda_copy_channels);
+    k.slice_channels = K_ENTRY(iabn_cuda_slice_channels);
+    k.bilinear_fwd = K_ENTRY(iabn_cuda_bilinear_fwd);
+    k.bilinear_bwd = K_ENTRY(iabn_cuda_bilinear_bwd);
+    k.maxpool_fwd = K_ENTRY(iabn_cuda_maxpool_fwd);
+    k.maxpool_bwd = K_ENTRY(iabn_cuda_maxpool_bwd);
+    k.gap_fwd = K_ENTRY(iabn_cuda_gap_fwd);
+    k.gap_bwd = K_ENTRY(iabn_cuda_gap_bwd);
+    k.linear_fwd = K_ENTRY(iabn_cuda_linear_fwd);
+    k.linear_bwd_data = K_ENTRY(iabn_cuda_linear_bwd_data);
+    k.linear_bwd_weight = K_ENTRY(iabn_cuda_linear_bwd_weight);
+    k.xent_scratch = k_xent_scratch;
+    k.xent_fwd = k_xent_fwd;
+    k.xent_bwd = K_ENTRY(iabn_cuda_xent_bwd);
+    k.reg_loss_fwd = K_ENTRY(iabn_cuda_reg_loss_fwd);
+    k.reg_loss_bwd = K_ENTRY(iabn_cuda_reg_loss_bwd);
+    k.sgd_update = K_ENTRY(iabn_cuda_sgd_update);
+    return k;
+}
+static const iabn_kernels cuda_kernels = make_kernels();
+
+static int be_node_done(void *c, iabn_err *e) { return iabn_cuda_node_done((iabn_cuda_ctx *)c, e); }
 
 int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
 {
@@ -205,6 +293,8 @@ int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
     ctx->be.record = be_record;
     ctx->be.wait = be_wait;
     ctx->be.h2d_async = be_h2d_async;
+    ctx->be.node_done = be_node_done;
+    ctx->be.k = &cuda_kernels;
     *out = ctx;
     return 0;
 }
@@ -316,6 +406,6 @@ const iabn_backend *iabn_cuda_backend_planning(void)
 {
     static const iabn_backend virt = {
         IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
-        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL};
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, &cuda_kernels};
     return &virt;
 }

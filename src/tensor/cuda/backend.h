@@ -39,6 +39,9 @@ typedef struct iabn_cuda_ctx iabn_cuda_ctx;
 /* Opens `device`.  No driver, no device or a bad id: IABN_EDEVICE with the
  * runtime's message ("no CUDA device: ..."); *out is then NULL. */
 int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e);
+/* How many devices the runtime sees; 0 with IABN_EDEVICE and the runtime's
+ * reason ("no CUDA device: ...") when none can be used. */
+int iabn_cuda_device_count(int *count, iabn_err *e);
 void iabn_cuda_ctx_free(iabn_cuda_ctx *ctx);
 
 /* The backend vtable (it lives inside ctx: valid until iabn_cuda_ctx_free).

@@ -163,20 +163,15 @@ int red_launch_act(iabn_cuda_ctx *ctx, int act, const red_args &r, iabn_err *e)
     /* the tree needs a power-of-two block */
     unsigned grid = (unsigned)(r.c < 65535 * 32 ? r.c : 65535 * 32);
     switch (act) {
-    case IABN_ACT_RELU:
-        red_kernel<KIND, IABN_ACT_RELU><<<grid, IABN_CUDA_RED_BLOCK, 0, ctx->stream>>>(r);
+#define X(E, l, name, alias, def, inv)                                                     \
+    case IABN_ACT_##E:                                                                     \
+        red_kernel<KIND, IABN_ACT_##E><<<grid, IABN_CUDA_RED_BLOCK, 0, ctx->stream>>>(r);                    \
         break;
-    case IABN_ACT_LEAKY_RELU:
-        red_kernel<KIND, IABN_ACT_LEAKY_RELU><<<grid, IABN_CUDA_RED_BLOCK, 0, ctx->stream>>>(r);
-        break;
-    case IABN_ACT_ELU:
-        red_kernel<KIND, IABN_ACT_ELU><<<grid, IABN_CUDA_RED_BLOCK, 0, ctx->stream>>>(r);
-        break;
+        IABN_ACTIVATIONS(X)
+#undef X
     default:
-        red_kernel<KIND, IABN_ACT_IDENTITY><<<grid, IABN_CUDA_RED_BLOCK, 0, ctx->stream>>>(r);
-        break;
-    }
-    IABN_LAUNCHED(e, "red_kernel");
+        return iabn_act_check(iabn_act{(iabn_act_kind)act, 0.f}, e);
+    }    IABN_LAUNCHED(e, "red_kernel");
     return 0;
 }
 
@@ -294,20 +289,15 @@ int ew_launch(iabn_cuda_ctx *ctx, int act, const ew_args &j, iabn_err *e)
     unsigned grid = (unsigned)(planes < 65535L * 512L ? planes : 65535L * 512L);
     unsigned block = plane_block(j.hw);
     switch (act) {
-    case IABN_ACT_RELU:
-        ew_kernel<KIND, IABN_ACT_RELU><<<grid, block, 0, ctx->stream>>>(j);
+#define X(E, l, name, alias, def, inv)                                                     \
+    case IABN_ACT_##E:                                                                     \
+        ew_kernel<KIND, IABN_ACT_##E><<<grid, block, 0, ctx->stream>>>(j);                    \
         break;
-    case IABN_ACT_LEAKY_RELU:
-        ew_kernel<KIND, IABN_ACT_LEAKY_RELU><<<grid, block, 0, ctx->stream>>>(j);
-        break;
-    case IABN_ACT_ELU:
-        ew_kernel<KIND, IABN_ACT_ELU><<<grid, block, 0, ctx->stream>>>(j);
-        break;
+        IABN_ACTIVATIONS(X)
+#undef X
     default:
-        ew_kernel<KIND, IABN_ACT_IDENTITY><<<grid, block, 0, ctx->stream>>>(j);
-        break;
-    }
-    IABN_LAUNCHED(e, "ew_kernel");
+        return iabn_act_check(iabn_act{(iabn_act_kind)act, 0.f}, e);
+    }    IABN_LAUNCHED(e, "ew_kernel");
     return 0;
 }
 
@@ -366,20 +356,15 @@ int act_launch(iabn_cuda_ctx *ctx, size_t count, iabn_act act, const float *a, c
     const unsigned grid = iabn_cuda_grid(count, IABN_CUDA_BLOCK), bl = IABN_CUDA_BLOCK;
     const float p = act.param;
     switch (act.kind) {
-    case IABN_ACT_RELU:
-        act_kernel<IABN_ACT_RELU, BWD><<<grid, bl, 0, ctx->stream>>>(count, p, a, b, o);
+#define X(E, l, name, alias, def, inv)                                                     \
+    case IABN_ACT_##E:                                                                     \
+        act_kernel<IABN_ACT_##E, BWD><<<grid, bl, 0, ctx->stream>>>(count, p, a, b, o);                    \
         break;
-    case IABN_ACT_LEAKY_RELU:
-        act_kernel<IABN_ACT_LEAKY_RELU, BWD><<<grid, bl, 0, ctx->stream>>>(count, p, a, b, o);
-        break;
-    case IABN_ACT_ELU:
-        act_kernel<IABN_ACT_ELU, BWD><<<grid, bl, 0, ctx->stream>>>(count, p, a, b, o);
-        break;
+        IABN_ACTIVATIONS(X)
+#undef X
     default:
-        act_kernel<IABN_ACT_IDENTITY, BWD><<<grid, bl, 0, ctx->stream>>>(count, p, a, b, o);
-        break;
-    }
-    IABN_LAUNCHED(e, "act_kernel");
+        return iabn_act_check(act, e);
+    }    IABN_LAUNCHED(e, "act_kernel");
     return 0;
 }
 

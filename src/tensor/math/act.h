@@ -11,17 +11,32 @@
 extern "C" {
 #endif
 
-/* The activation descriptor lives here so that CUDA code sees the same type. */
+/* ---- the activations: this list is the only place they are enumerated --------
+ * One row per activation: X(ENUM, lower, name, aliases, default parameter,
+ * invertible); aliases are further accepted spellings, comma-separated.
+ * The enum, the names, the default parameters, the invertibility the
+ * in-place BN modes need, and every dispatch below and in the kernels are
+ * generated from it; adding a row means writing its three element functions
+ * iabn_<lower>_f / _inv / _dz further down.  The parameter is leaky_relu's
+ * slope and elu's alpha; identity and relu ignore it.  ReLU is not
+ * invertible (z = 0 for every y < 0), so the in-place modes refuse it. */
+#define IABN_ACTIVATIONS(X)                                                              \
+    X(IDENTITY, identity, "identity", "none", 0.f, 1)                                    \
+    X(RELU, relu, "relu", "", 0.f, 0)                                                    \
+    X(LEAKY_RELU, leaky_relu, "leaky_relu", "", 0.01f, 1)                                \
+    X(ELU, elu, "elu", "", 1.f, 1)
+
 typedef enum iabn_act_kind {
-    IABN_ACT_IDENTITY = 0,
-    IABN_ACT_RELU = 1,
-    IABN_ACT_LEAKY_RELU = 2,
-    IABN_ACT_ELU = 3
+#define IABN_X_(E, l, name, alias, def, inv) IABN_ACT_##E,
+    IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
+    IABN_ACT_COUNT
 } iabn_act_kind;
 
+/* The activation descriptor lives here so that CUDA code sees the same type. */
 typedef struct iabn_act {
     iabn_act_kind kind;
-    float param; /* leaky_relu slope (default 0.01), elu alpha (default 1) */
+    float param; /* leaky_relu slope, elu alpha (defaults: the list above) */
 } iabn_act;
 
 /* ---- ELU's transcendental halves -------------------------------------------
@@ -74,40 +89,83 @@ IABN_HD float iabn_log1pf_neg(float r)
     return r == r ? res : r;
 }
 
-/* z = act(y) */
+/* ---- element functions: z = f(p, y), y = inv(p, z), act'(y) written with z --- */
+
+IABN_HD float iabn_identity_f(float p, float y) { return (void)p, y; }
+IABN_HD float iabn_identity_inv(float p, float z) { return (void)p, z; }
+IABN_HD float iabn_identity_dz(float p, float z) { return (void)p, (void)z, 1.f; }
+
+/* No inverse exists (the list marks relu not invertible and the layers
+ * refuse it where one is needed); z is returned so that the generated
+ * dispatch stays total.  The derivative uses z > 0, PyTorch's subgradient. */
+IABN_HD float iabn_relu_f(float p, float y) { return (void)p, y > 0.f ? y : 0.f; }
+IABN_HD float iabn_relu_inv(float p, float z) { return (void)p, z; }
+IABN_HD float iabn_relu_dz(float p, float z) { return (void)p, z > 0.f ? 1.f : 0.f; }
+
+IABN_HD float iabn_leaky_relu_f(float p, float y) { return y >= 0.f ? y : p * y; }
+IABN_HD float iabn_leaky_relu_inv(float p, float z) { return z >= 0.f ? z : z / p; }
+IABN_HD float iabn_leaky_relu_dz(float p, float z) { return z >= 0.f ? 1.f : p; }
+
+/* ELU's inverse: z at or below -alpha can only come from rounding;
+ * iabn_log1pf_neg clamps z/alpha to -1+2^-23 (no NaN, no -inf: y >= -15.9). */
+IABN_HD float iabn_elu_f(float p, float y) { return y >= 0.f ? y : p * iabn_expm1f_neg(y); }
+IABN_HD float iabn_elu_inv(float p, float z) { return z >= 0.f ? z : iabn_log1pf_neg(z / p); }
+IABN_HD float iabn_elu_dz(float p, float z) { return z >= 0.f ? 1.f : z + p; }
+
+/* ---- dispatch by kind, generated from the list.  A kind outside the list
+ * gives NaN (never a silent identity); the layers and the parsers refuse such
+ * kinds before any kernel runs. */
+
 IABN_HD float iabn_act_f(int kind, float p, float y)
 {
     switch (kind) {
-    case IABN_ACT_RELU: return y > 0.f ? y : 0.f;
-    case IABN_ACT_LEAKY_RELU: return y >= 0.f ? y : p * y;
-    case IABN_ACT_ELU: return y >= 0.f ? y : p * iabn_expm1f_neg(y);
-    default: return y;
+#define IABN_X_(E, l, name, alias, def, inv) case IABN_ACT_##E: return iabn_##l##_f(p, y);
+        IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
     }
+    return NAN;
 }
 
-/* y = act^-1(z).  ELU: z at or below -alpha can only come from rounding;
- * iabn_log1pf_neg clamps z/alpha to -1+2^-23 (no NaN, no -inf: y >= -15.9).
- * ReLU has no inverse: it falls through to z (finite, wrong for y < 0), which
- * is why the layers refuse relu in the in-place modes. */
 IABN_HD float iabn_act_inv(int kind, float p, float z)
 {
     switch (kind) {
-    case IABN_ACT_LEAKY_RELU: return z >= 0.f ? z : z / p;
-    case IABN_ACT_ELU: return z >= 0.f ? z : iabn_log1pf_neg(z / p);
-    default: return z;
+#define IABN_X_(E, l, name, alias, def, inv) case IABN_ACT_##E: return iabn_##l##_inv(p, z);
+        IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
     }
+    return NAN;
 }
 
-/* act'(y) written with the output z (valid for every invertible act; relu
- * uses z > 0, which is the subgradient choice of PyTorch). */
 IABN_HD float iabn_act_dz(int kind, float p, float z)
 {
     switch (kind) {
-    case IABN_ACT_RELU: return z > 0.f ? 1.f : 0.f;
-    case IABN_ACT_LEAKY_RELU: return z >= 0.f ? 1.f : p;
-    case IABN_ACT_ELU: return z >= 0.f ? 1.f : z + p;
-    default: return 1.f;
+#define IABN_X_(E, l, name, alias, def, inv) case IABN_ACT_##E: return iabn_##l##_dz(p, z);
+        IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
     }
+    return NAN;
+}
+
+/* Whether the kind has an inverse (the in-place BN modes need one). */
+IABN_HD int iabn_act_invertible(int kind)
+{
+    switch (kind) {
+#define IABN_X_(E, l, name, alias, def, inv) case IABN_ACT_##E: return inv;
+        IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
+    }
+    return 0;
+}
+
+/* The default parameter of the kind (0 outside the list). */
+IABN_HD float iabn_act_default_param(int kind)
+{
+    switch (kind) {
+#define IABN_X_(E, l, name, alias, def, inv) case IABN_ACT_##E: return def;
+        IABN_ACTIVATIONS(IABN_X_)
+#undef IABN_X_
+    }
+    return 0.f;
 }
 
 #ifdef __cplusplus

@@ -24,6 +24,22 @@ IABN_HD float iabn_xent_grad(float logit, float max, float inv_sum, int is_label
     return w * (p - (is_label ? 1.f : 0.f));
 }
 
+/* ---- regression losses (mean over all elements) -----------------------------
+ * One element's term of the sum (the mean divides by the count afterwards)
+ * and its gradient, inv = 1 / count: L1 |d| with gradient sign(d) * inv (0
+ * where the prediction equals the target), MSE d^2 with gradient
+ * 2 d * inv, for d = prediction - target. */
+IABN_HD double iabn_reg_term(float y, float t, int mse)
+{
+    double d = (double)y - (double)t;
+    return mse ? d * d : fabs(d);
+}
+IABN_HD float iabn_reg_grad(float y, float t, int mse, float inv)
+{
+    float d = y - t;
+    return mse ? 2.f * d * inv : (d > 0.f ? inv : d < 0.f ? -inv : 0.f);
+}
+
 /* Order-preserving map of a float to an unsigned key (larger float, larger
  * key); the bootstrapping selection ranks per-pixel losses on it. */
 IABN_HD uint32_t iabn_float_key(float f)
