@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef IABN_HAVE_NCCL
-#define IABN_HAVE_NCCL 0
-#endif
 
 int iabn_comm_launched(void)
 {
