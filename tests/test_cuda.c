@@ -363,10 +363,10 @@ static void test_norm_act(void)
     for (int m = 0; m <= IABN_BN_INPLACE_II; m++)
         for (int a = 0; a < 4; a++) {
             int inplace = iabn_bn_mode_is_inplace((iabn_bn_mode)m);
-            if (inplace && acts[a] == IABN_ACT_RELU) continue;
+            if (inplace && !iabn_act_invertible(acts[a])) continue;
             iabn_norm_act_cfg cfg = iabn_norm_act_defaults((iabn_bn_mode)m);
             cfg.act.kind = acts[a];
-            cfg.act.param = acts[a] == IABN_ACT_ELU ? 1.f : 0.01f;
+            cfg.act.param = iabn_act_default_param(acts[a]);
             const char *nm = iabn_bn_mode_name((iabn_bn_mode)m);
             run(nm, 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
             /* planes wider than a block, channels not a multiple of it */

@@ -144,7 +144,7 @@ static void test_norm_act(void)
     const float params[] = {0.f, 0.1f, 1.f, 0.f};
     for (int m = 0; m < IABN_BN_INPLACE_SYNC; m++)
         for (int a = 0; a < 4; a++) {
-            if (acts[a] == IABN_ACT_RELU && iabn_bn_mode_is_inplace((iabn_bn_mode)m)) continue;
+            if (!iabn_act_invertible(acts[a]) && iabn_bn_mode_is_inplace((iabn_bn_mode)m)) continue;
             na_c cc = {(iabn_bn_mode)m, acts[a], params[a], 0, 0};
             char label[96];
             snprintf(label, sizeof label, "norm_act %s %s", iabn_bn_mode_name(cc.mode),
@@ -174,11 +174,26 @@ static int b_maxpool(iabn_graph *g, int x, const void *ctx)
     return iabn_maxpool(g, "pool", x, 2, 2, 0);
 }
 
+/* the windowed average pools: DenseNet's 2/2 (odd sides: the last row and
+ * column are left out) and the DeepLabV3 pooling_size windows (stride 1,
+ * replicate-padded, so border windows collect several outputs' gradient) */
+static int b_avgpool(iabn_graph *g, int x, const void *ctx)
+{
+    const int *k = ctx;
+    return k[0] ? iabn_avgpool_same(g, "pool", x, k[1], k[2]) : iabn_avgpool(g, "pool", x, 2, 2);
+}
+
 static void test_pool_linear(void)
 {
     case_cfg c = {4, {2, 3, 7, 9}, 2e-2};
     gradcheck("maxpool 3/2/1 + gap + linear", &c, b_pool_linear, NULL, 0);
     gradcheck("maxpool 2/2/0", &c, b_maxpool, NULL, 0);
+    /* linear ops: the finite differences are exact up to float32 rounding */
+    case_cfg lin = {4, {2, 3, 7, 9}, 2e-3};
+    static const int plain[3] = {0, 0, 0}, same[3] = {1, 4, 5}, whole[3] = {1, 84, 84};
+    gradcheck("avgpool 2/2", &lin, b_avgpool, plain, 0);
+    gradcheck("avgpool_same 4x5 (replicate)", &lin, b_avgpool, same, 0);
+    gradcheck("avgpool_same 84x84 on 7x9 (the global mean)", &lin, b_avgpool, whole, 0);
 }
 
 static int b_residual(iabn_graph *g, int x, const void *ctx)

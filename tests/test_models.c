@@ -20,6 +20,9 @@
  * torchvision: resnet18/34/101/152, vgg19, vgg19_bn.  Derived here (body of
  * MODELS.md's ResNeXt without its fc, + DeepLab head on 2048 channels
  * 7424 * 2048 + 330752, + cls 256 * 65 + 65): deeplabv3_resnext101 / 152.
+ * DenseNets (the reference's, input_3x3): torchvision's count with the
+ * three-conv stem instead of conv0/norm0 (121: 7978856 - 9536 + 75712; the
+ * others checked against PyTorch twins in tests/fixtures/convert_check.py).
  * mobilenet_v1: the paper's 4.2M (Keras: 4,231,976 trainable).  resnext_tiny and
  * deeplabv3_resnext_tiny (the demo's and the end-to-end tests' networks) have
  * no published count: the values pin them so that a change is noticed. */
@@ -33,6 +36,9 @@ static const struct { const char *name; size_t params; } expected[] = {
     {"deeplabv3_wider_resnet38_a2", 135827073},
     {"deeplabv3_resnext101", 56405121}, {"deeplabv3_resnext152", 71662721},
     {"deeplabv3_resnext_tiny", 1587521},
+    {"densenet121", 8045032},        {"densenet161", 28835560},
+    {"densenet169", 14215656},       {"densenet201", 20080104},
+    {"densenet264", 33403880},
     {"vgg19", 143667240},            {"vgg19_bn", 143678248},
     {"mobilenet_v1", 4231976},
 };
@@ -84,6 +90,7 @@ static int known_component(const char *c, size_t n)
         "proj_bn", "bn_out", "classifier", "fc", "body", "head", "cls", "map_convs", "map_bn",
         "red_conv", "global_pooling_conv", "global_pooling_bn", "pool_red_conv", "red_bn",
         "features", "stem", "conv", "bn", "dw_conv", "dw_bn", "pw_conv", "pw_bn",
+        "convs1", "convs3",
     };
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (strlen(words[i]) == n && !strncmp(c, words[i], n)) return 1;
@@ -91,6 +98,7 @@ static int known_component(const char *c, size_t n)
     const char *digits = c;
     if (n > 3 && !strncmp(c, "mod", 3)) digits = c + 3, n -= 3;
     else if (n > 5 && !strncmp(c, "block", 5)) digits = c + 5, n -= 5;
+    else if (n > 3 && !strncmp(c, "tra", 3)) digits = c + 3, n -= 3;
     for (d = 0; d < n; d++)
         if (digits[d] < '0' || digits[d] > '9') return 0;
     return n > 0;
@@ -207,6 +215,15 @@ static void check_specifics(const char *arch, iabn_graph *g, iabn_store *s)
         CHECK(shape_is(s, "features.1.running_var", 1, (int[]){64}));
         CHECK(shape_is(s, "features.49.weight", 4, (int[]){512, 512, 3, 3}));
         CHECK(shape_is(s, "features.50.weight", 1, (int[]){512}));
+    } else if (!strcmp(arch, "densenet264")) {
+        /* 64 channels after the stem; 6, 12, 64, 48 layers of growth 32 */
+        CHECK(shape_is(s, "mod2.convs1.0.conv.weight", 4, (int[]){128, 64, 1, 1}));
+        CHECK(shape_is(s, "mod2.convs3.5.conv.weight", 4, (int[]){32, 128, 3, 3}));
+        CHECK(shape_is(s, "tra3.conv.weight", 4, (int[]){128, 256, 1, 1}));
+        CHECK(shape_is(s, "mod4.convs1.63.bn.weight", 1, (int[]){256 + 63 * 32}));
+        CHECK(shape_is(s, "tra5.conv.weight", 4, (int[]){1152, 2304, 1, 1}));
+        CHECK(shape_is(s, "bn_out.weight", 1, (int[]){1152 + 48 * 32}));
+        CHECK(shape_is(s, "classifier.fc.weight", 2, (int[]){1000, 2688}));
     } else if (!strcmp(arch, "mobilenet_v1")) {
         CHECK(shape_is(s, "block1.dw_conv.weight", 4, (int[]){32, 1, 3, 3}));
         CHECK(shape_is(s, "block13.pw_conv.weight", 4, (int[]){1024, 1024, 1, 1}));

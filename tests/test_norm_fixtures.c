@@ -58,7 +58,7 @@ static int run_case(const char *key, int inplace)
     act.kind = k;
     act.param = strtof(param, NULL);
     float eps = strtof(eps_s, NULL), momentum = strtof(mom_s, NULL);
-    if (inplace && k == IABN_ACT_RELU) return 1;
+    if (inplace && !iabn_act_invertible(k)) return 1;
 
     const iabn_st_tensor *tx;
     size_t cnt = 0, c = 0;

@@ -21,8 +21,8 @@
 #include "test_util.h"
 #include "iabn_config.h"
 #include "models/train/config.h"
-#include "tools/cli.h"
 #include "tensor/device.h"
+#include "tools/cli.h"
 #include "models/train/trainer.h"
 
 #ifndef CONFIG_DIR

@@ -13,10 +13,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "iabn.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "models/train/segmetrics.h"
-#include "models/train/train_internal.h"
 
 /* Cityscapes colours of the 19 train ids, and their labelIds. */
 static const uint8_t cs_palette[19][3] = {
@@ -41,26 +40,11 @@ static int cmp_str(const void *a, const void *b)
 static void usage(void)
 {
     printf("usage: iabn predict CHECKPOINT IN_DIR OUT_DIR [--scales 0.7,1,1.2] [--flip]\n"
-           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n");
-}
-
-static int load_model(trainer *tr, const char *ckpt, const char *device, iabn_err *e)
-{
-    iabn_st_file *f = NULL;
-    int rc = iabn_st_load(ckpt, &f, e);
-    if (rc) return rc;
-    const char *cj = iabn_st_meta(f, "config");
-    iabn_config_defaults(&tr->cfg);
-    if (!cj) rc = iabn_err_set(e, IABN_EFORMAT, "%s holds no training configuration (not an iabn checkpoint)", ckpt);
-    else rc = iabn_config_parse(&tr->cfg, cj, ckpt, e);
-    iabn_st_free(f);
-    if (rc) return rc;
-    if (!iabn_model_is_segmentation(tr->cfg.arch))
-        return iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", ckpt, tr->cfg.arch);
-    tr->task = IABN_TASK_SEGMENT;
-    tr->classes = tr->cfg.classes;
-    if ((rc = iabn_device_open(device, &tr->dev, e))) return rc;
-    return trainer_load_weights(tr, ckpt, 64, e);
+           "                    [--color | --labelids] [--threads T] [--device cpu|cuda[:N]]\n"
+           "                    [--window HxW] [--pooling-size HxW|0]\n"
+           "  --scales 0.7,1,1.2 --flip: the reference's test-time augmentation (class\n"
+           "  probabilities averaged); --window: sliding-window inference; --pooling-size:\n"
+           "  the DeepLabV3 head's pooling windows (84x84 by default, as the reference).\n");
 }
 
 int iabn_cmd_predict(int argc, char **argv)
@@ -68,6 +52,7 @@ int iabn_cmd_predict(int argc, char **argv)
     const char *pos[3];
     int npos = 0, flip = 0, color = 0, labelids = 0, ns = 0;
     float scales[8] = {1.f};
+    int win[4] = {0, 0, 0, 0}, pool_set = 0; /* --window h, w; --pooling-size h, w */
     const char *device = "cpu";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -75,7 +60,17 @@ int iabn_cmd_predict(int argc, char **argv)
         else if (!strcmp(a, "--flip")) flip = 1;
         else if (!strcmp(a, "--color")) color = 1;
         else if (!strcmp(a, "--labelids")) labelids = 1;
-        else if (!strcmp(a, "--scales")) {
+        else if (!strcmp(a, "--window") || !strcmp(a, "--pooling-size")) {
+            if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
+            int zero = !strcmp(v, "0") && a[2] == 'p';
+            if (!zero && (iabn_parse_hw(v, &win[a[2] == 'p' ? 2 : 0], &win[a[2] == 'p' ? 3 : 1]) ||
+                          win[a[2] == 'p' ? 2 : 0] < 1 || win[a[2] == 'p' ? 3 : 1] < 1)) {
+                fprintf(stderr, "iabn predict: %s must be HxW%s, not '%s'\n", a,
+                        a[2] == 'p' ? " or 0 (the global mean)" : "", v);
+                return 2;
+            }
+            if (a[2] == 'p') pool_set = 1;
+        } else if (!strcmp(a, "--scales")) {
             if (!(v = iabn_flag_value(argc, argv, &i, "predict"))) return 2;
             if ((ns = iabn_parse_floats(v, scales, 8)) < 1) { fprintf(stderr, "iabn predict: --scales %s\n", v); return 2; }
         } else if (!strcmp(a, "--threads")) {
@@ -90,12 +85,14 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     if (npos != 3 || (color && labelids)) { usage(); return 2; }
     if (ns == 0) ns = 1;
-    trainer tr;
-    memset(&tr, 0, sizeof tr);
+    iabn_predictor *pr = NULL;
     iabn_err e = {0};
-    int rc = load_model(&tr, pos[0], device, &e);
-    if (!rc && labelids && tr.classes != 19)
-        rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", tr.classes);
+    iabn_predict_opts po = {device, win[0], win[1], pool_set, win[2], win[3]};
+    int rc = iabn_predictor_open(pos[0], &po, &pr, &e);
+    const iabn_config *cfg = pr ? iabn_predictor_config(pr) : NULL;
+    int classes = cfg ? cfg->classes : 0;
+    if (!rc && labelids && classes != 19)
+        rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", classes);
     DIR *d = rc ? NULL : opendir(pos[1]);
     if (!rc && !d) rc = iabn_err_set(&e, IABN_EIO, "cannot read directory %s", pos[1]);
     char **names = NULL;
@@ -117,7 +114,7 @@ int iabn_cmd_predict(int argc, char **argv)
     uint8_t palette[256 * 3];
     for (int c = 0; c < 256; c++)
         for (int k = 0; k < 3; k++)
-            palette[3 * c + k] = c < 19 && tr.classes == 19 ? cs_palette[c][k]
+            palette[3 * c + k] = c < 19 && classes == 19 ? cs_palette[c][k]
                                                             : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
     int written = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -127,19 +124,19 @@ int iabn_cmd_predict(int argc, char **argv)
         iabn_image img = {0}, lab = {0};
         if ((rc = iabn_image_load(in, 0, &img, &e))) break;
         size_t hw = (size_t)img.width * img.height;
-        float *x = malloc(3 * hw * sizeof *x), *acc = malloc((size_t)tr.classes * hw * sizeof *acc);
+        float *x = malloc(3 * hw * sizeof *x), *acc = malloc((size_t)classes * hw * sizeof *acc);
         int32_t *pred = malloc(hw * sizeof *pred);
         if (!x || !acc || !pred) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory for %s", in);
         if (!rc) {
-            iabn_image_to_chw(&img, tr.cfg.mean, tr.cfg.std, x);
-            rc = seg_logits(&tr, x, img.height, img.width, scales, ns, flip, acc, &e);
+            iabn_image_to_chw(&img, cfg->mean, cfg->std, x);
+            rc = iabn_predictor_logits(pr, x, img.height, img.width, scales, ns, flip, acc, &e);
         }
         if (!rc) rc = iabn_image_alloc(&lab, img.width, img.height, 1, 1, &e);
         if (!rc) {
-            iabn_argmax_channels(tr.classes, hw, acc, pred);
+            iabn_argmax_channels(classes, hw, acc, pred);
             for (size_t k = 0; k < hw; k++)
                 lab.data[k] = (uint8_t)(labelids ? cs_label_ids[pred[k]] : pred[k]);
-            rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? tr.classes : 0, &e);
+            rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? classes : 0, &e);
             written += !rc;
         }
         free(x);
@@ -150,10 +147,7 @@ int iabn_cmd_predict(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
-    for (int i = 0; i < 2; i++) iabn_session_free(&tr.evals[i]);
-    iabn_store_free(tr.s);
-    free(tr.host);
-    iabn_device_close(&tr.dev);
+    iabn_predictor_close(pr);
     if (rc) {
         fprintf(stderr, "iabn predict: %s\n", e.msg);
         return 1;

@@ -151,7 +151,11 @@ static void usage_eval(int seg)
 {
     if (seg)
         printf("usage: iabn segeval CONFIG CHECKPOINT DATA_DIR --dataset cityscapes|vistas\n"
-               "       [--scales 0.7,1,1.2] [--flip] [--longest 2048] [--split val] [-v]\n");
+               "       [--scales 0.7,1,1.2] [--flip] [--longest 2048] [--split val] [-v]\n"
+               "       [--window HxW] (sliding window)  [--pooling-size HxW|0] (DeepLabV3 head,\n"
+               "       default 84x84 as the reference evaluates; 0: the global mean)\n"
+               "  --scales 0.7,1,1.2 --flip is the reference's test-time augmentation: the class\n"
+               "  probabilities of every pass are averaged.\n");
     else
         printf("usage: iabn eval CONFIG CHECKPOINT DATA_DIR [--crop 224] [--scale 256] "
                "[--ten-crops] [-b N] [-j N]\n");
@@ -190,6 +194,17 @@ int run_eval_like(int argc, char **argv, int seg)
             if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
             o.nscales = iabn_parse_floats(v, o.scales, 8);
             if (o.nscales < 1) { fprintf(stderr, "iabn %s: --scales %s\n", cmd, v); return 2; }
+        } else if (seg && (!strcmp(a, "--window") || !strcmp(a, "--pooling-size"))) {
+            if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
+            int hh = 0, ww = 0;
+            int zero = !strcmp(v, "0") && a[2] == 'p';
+            if (!zero && (iabn_parse_hw(v, &hh, &ww) || hh < 1 || ww < 1)) {
+                fprintf(stderr, "iabn %s: %s must be HxW (at least 1x1)%s, not '%s'\n", cmd, a,
+                        a[2] == 'p' ? " or 0 (the global mean)" : "", v);
+                return 2;
+            }
+            if (a[2] == 'w') o.window_h = hh, o.window_w = ww;
+            else o.pool_set = 1, o.pool_h = hh, o.pool_w = ww;
         } else if (!strcmp(a, "--split")) {
             if (!(v = iabn_flag_value(argc, argv, &i, cmd))) return 2;
             o.split = v;

@@ -8,6 +8,7 @@ pkgs=(
   libcjson-dev libjpeg62-turbo-dev libpng-dev # JSON, JPEG, PNG
   libopenmpi-dev openmpi-bin                  # multi-process training and its CPU collectives
   python3 python3-numpy python3-torch python3-torchvision  # reference fixtures and parity
+  python3-onnx  # iabn export --format onnx, and its test
 )
 missing=()
 for p in "${pkgs[@]}"; do

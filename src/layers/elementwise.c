@@ -128,7 +128,7 @@ static int drop_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
     IABN_K(dropout2d_apply, nn, c, hw, P.p, b->seed + b->step * 0x9e3779b97f4a7c15ULL, P.stream,
-                         b->in[0], b->out[0]);
+           b->in[0], b->out[0]);
     return 0;
 }
 
@@ -239,7 +239,7 @@ static int up_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, i
 {
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
     IABN_K(bilinear_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
-                      y->shape[3], b->in[0], b->out[0]);
+           y->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 
@@ -247,7 +247,7 @@ static int up_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
 {
     const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
     IABN_K(bilinear_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
-                      dy->shape[3], b->in[0], b->out[0]);
+           dy->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 

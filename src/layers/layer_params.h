@@ -42,6 +42,13 @@ typedef struct pool_p {
     int k, s, p;
 } pool_p;
 
+/* avgpool.c: windows, strides, pooled map, output (i, j) -> pooled (i - top, j - left) */
+typedef struct avg_p {
+    int kh, kw, sh, sw;
+    int ph, pw;
+    int top, left;
+} avg_p;
+
 /* linear.c */
 typedef struct lin_p {
     int n, in, out, bias;

@@ -83,6 +83,11 @@ int iabn_linear(iabn_graph *g, const char *name, int x, int out, int bias);
 int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad);
 /* N,C,H,W -> N,C,1,1 */
 int iabn_global_avgpool(iabn_graph *g, const char *name, int x);
+/* k x k windows, stride s, no padding (PyTorch's AvgPool2d(k, s)) */
+int iabn_avgpool(iabn_graph *g, const char *name, int x, int k, int stride);
+/* N,C,H,W -> N,C,H,W: stride-1 averages over min(kh,H) x min(kw,W) windows,
+ * replicate-padded back to H x W (the reference DeepLabV3 pooling_size) */
+int iabn_avgpool_same(iabn_graph *g, const char *name, int x, int kh, int kw);
 
 /* ---- elementwise and shape ---------------------------------------------------- */
 
@@ -94,6 +99,15 @@ int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p);
 int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs);
 int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w);
 
+/* ---- export ----------------------------------------------------------------- */
+
+/* The forward node's inference meaning as one JSON object into buf:
+ * {"op": "conv2d" | "batchnorm" | "activation" | "maxpool" | "linear" |
+ * "avgpool_window" | "add" | "add_bcast" | "concat" | "global_avgpool" |
+ * "upsample_bilinear" | "copy" | "dropout2d", ...attributes}.  Returns -1 for
+ * a node that has no inference form (backward, loss) or when buf is short. */
+int iabn_layer_describe(const iabn_graph *g, int node, char *buf, size_t n);
+
 /* ---- loss ------------------------------------------------------------------- */
 
 /* Mean softmax cross-entropy of logits (N,K or N,K,H,W) against int32 labels
@@ -104,7 +118,7 @@ int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
                       int ignore_index, float top_frac);
 /* Mean absolute error / mean squared error of pred against a float32 target
  * of the same shape, over all elements; the gradient flows to pred (the
- * target is data).  CPU backend.  Return the scalar loss (a graph output). */
+ * target is data).  Return the scalar loss (a graph output). */
 int iabn_l1_loss(iabn_graph *g, const char *name, int pred, int target);
 int iabn_mse_loss(iabn_graph *g, const char *name, int pred, int target);
 

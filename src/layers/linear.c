@@ -21,7 +21,7 @@ static int bwd_w_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
 {
     IABN_PARAMS(lin_p, n);
     IABN_K(linear_bwd_weight, P.n, P.in, P.out, b->in[0], b->in[1], b->out[0],
-                           P.bias ? b->out[1] : NULL);
+           P.bias ? b->out[1] : NULL);
     return 0;
 }
 

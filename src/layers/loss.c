@@ -144,7 +144,7 @@ typedef struct reg_p {
     int mse;                 /* 0: L1, 1: MSE */
 } reg_p;
 
-/* in: pred, target   out: loss */
+/* in: pred, target   out: loss (the mean, summed in double) */
 static int reg_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(reg_p, n);
@@ -152,8 +152,8 @@ static int reg_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
     return 0;
 }
 
-/* in: pred, target   out: dpred (math/loss.h's gradient; dpred may be pred's
- * storage) */
+/* in: pred, target   out: dpred = sign(y - t) / count (L1; 0 where equal) or
+ * 2 (y - t) / count (MSE); written whether or not dpred is pred's storage */
 static int reg_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(reg_p, n);

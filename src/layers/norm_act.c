@@ -222,7 +222,8 @@ static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p
     return 0;
 }
 
-/* ---- kernels (CPU) --------------------------------------------------------------- */
+/* ---- run functions: the backend's kernels (b->backend->k) -------------------------- */
+
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
@@ -233,7 +234,7 @@ static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     if (rc) return rc;
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, id, b->out[0], NULL);
+           P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
@@ -243,7 +244,7 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     IABN_PARAMS(na_p, n);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3], b->in[4],
-                      P.abs_gamma, id, b->out[0], NULL);
+           P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
@@ -253,7 +254,7 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, sum_dy,
-                       sum_dy_xhat);
+           sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     double m = (double)P.n * P.hw;
@@ -288,7 +289,7 @@ static int ckopt_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
     IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
     IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, P.act, b->out[0], b->out[1]);
+           P.abs_gamma, P.act, b->out[0], b->out[1]);
     return 0;
 }
 
@@ -297,7 +298,7 @@ static int from_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
 {
     IABN_PARAMS(na_p, n);
     IABN_K(norm_act_from_xhat, P.n, P.c, P.hw, b->in[0], P.eps, b->in[1], b->in[2], P.abs_gamma,
-                            P.act, b->out[0]);
+           P.act, b->out[0]);
     return 0;
 }
 
@@ -310,7 +311,7 @@ static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_b
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     IABN_K(bn_bwd_apply_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
+           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
     return 0;
 }
 
@@ -322,7 +323,7 @@ static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     int rc = stats_and_running(g, n, &P, b, mean, var, e);
     if (rc) return rc;
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
-                      b->out[0], NULL);
+           b->out[0], NULL);
     return 0;
 }
 
@@ -334,7 +335,7 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     double m = (double)P.n * P.hw;
     if (P.training) {
         IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
-                             b->in[4], P.act, sum_dy, sum_dy_xhat);
+               b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
             IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
                                 b->out[2]);
@@ -352,7 +353,7 @@ static int eval_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[3], b->in[4], P.eps, b->in[1], b->in[2],
-                      P.abs_gamma, P.act, b->out[0], NULL);
+           P.abs_gamma, P.act, b->out[0], NULL);
     return 0;
 }
 

@@ -7,7 +7,7 @@ static int max_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
     IABN_PARAMS(pool_p, n);
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
     IABN_K(maxpool_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], P.k, P.s, P.p,
-                     y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
+           y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
     return 0;
 }
 

@@ -54,10 +54,18 @@ typedef struct iabn_model_cfg {
     float eps, momentum;
     int no_dropout;    /* leave out the dropout layers (parity runs against another   */
                        /* framework, whose dropout masks cannot be reproduced)        */
+    int pool_h, pool_w; /* DeepLabV3 head in evaluation graphs: the global branch     */
+                       /* averages pool_h x pool_w windows (stride 1, replicate-      */
+                       /* padded) where the feature map is larger, as the reference   */
+                       /* evaluates (84 x 84, its default here); 0: the global mean.  */
+                       /* Training graphs always use the global mean.                 */
+    int out_h, out_w;  /* segmentation: logits upsampled straight to this size (test-  */
+                       /* time scales resize once, as the reference); 0: the input's  */
 } iabn_model_cfg;
 
 /* The reference defaults for arch: leaky_relu 0.01, in-place ABN II, eps 1e-5,
- * momentum 0.1, input_3x3, 1000 classes (65 for segmentation nets, Vistas).
+ * momentum 0.1, input_3x3, 1000 classes (65 for segmentation nets, Vistas,
+ * whose evaluation pooling_size 84 x 84 they also get).
  * vgg19, vgg19_bn and mobilenet_v1 default to relu and standard BN, their
  * published form (relu refuses the in-place modes: pick leaky_relu for them). */
 iabn_model_cfg iabn_model_defaults(const char *arch);
@@ -106,6 +114,11 @@ int iabn_model_blocks(const iabn_graph *g, iabn_model_block *out, int max);
  * Nothing is written unless the whole file checks out; the error lists the
  * missing, mismatched and extra names. */
 int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e);
+/* 1 when name is "<bn>.num_batches_tracked" for a BN of the store: the
+ * reference's (and torch.nn.BatchNorm's) step counter.  Loading accepts it
+ * and leaves it in the file (the model does not use it: momentum is fixed);
+ * `iabn convert` and `iabn export` carry it through to what they write. */
+int iabn_weights_is_counter(const iabn_store *s, const char *name);
 
 /* Writes every store tensor under its name (float32), plus metadata from
  * meta_kv: NULL, or {"key", "value", ..., NULL}.  Atomic (temporary file,

@@ -60,6 +60,9 @@ int iabn_mdl_deeplab_head(const iabn_mctx *m, int x, int hidden);
 /* A whole segmentation net (body, head, cls, upsample): body 0 is the dilated
  * wider_resnet38_a2, 101 / 152 the dilated ResNeXt (repository widths). */
 int iabn_mdl_deeplab_net(iabn_graph *g, const iabn_model_cfg *cfg, int body, int x);
+/* DenseNet: stem of 2 * growth channels, four dense modules of
+ * structure[0..3] layers, transitions halving the channels, bn_out. */
+int iabn_mdl_densenet_body(const iabn_mctx *m, int growth, const int *structure, int x);
 int iabn_mdl_vgg19(const iabn_mctx *m, int bn, int x);
 int iabn_mdl_mobilenet_body(const iabn_mctx *m, int x);
 

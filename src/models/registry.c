@@ -5,13 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef enum fam { F_RESNET, F_RESNEXT, F_WRN, F_DEEPLAB, F_VGG, F_MOBILENET } fam;
+typedef enum fam { F_RESNET, F_RESNEXT, F_WRN, F_DEEPLAB, F_VGG, F_MOBILENET, F_DENSENET } fam;
 
 typedef struct entry {
     const char *name;
     fam family;
     int depth;      /* resnet / resnext depth, deeplab body (0 = WRN-38-A2)   */
-    int variant;    /* resnext: 64x4d widths; wrn: A2; vgg: BN                */
+    int variant;    /* resnext: 64x4d widths; wrn: A2; vgg: BN; densenet: growth */
     const char *what;
 } entry;
 
@@ -33,6 +33,11 @@ static const entry models[] = {
     {"deeplabv3_resnext101", F_DEEPLAB, 101, 0, "DeepLabV3 on ResNeXt-101 dilated in mod4/mod5 (OS 8), cls 1x1, upsampled logits"},
     {"deeplabv3_resnext152", F_DEEPLAB, 152, 0, "DeepLabV3 on ResNeXt-152 dilated in mod4/mod5 (OS 8), cls 1x1, upsampled logits"},
     {"deeplabv3_resnext_tiny", F_DEEPLAB, 14, 0, "DeepLabV3 (64 hidden) on resnext_tiny dilated (OS 8): demo and tests"},
+    {"densenet121", F_DENSENET, 121, 32, "DenseNet-121 [6,12,24,16], growth 32, bottleneck 4, theta 0.5"},
+    {"densenet161", F_DENSENET, 161, 48, "DenseNet-161 [6,12,36,24], growth 48, bottleneck 4, theta 0.5"},
+    {"densenet169", F_DENSENET, 169, 32, "DenseNet-169 [6,12,32,32], growth 32, bottleneck 4, theta 0.5"},
+    {"densenet201", F_DENSENET, 201, 32, "DenseNet-201 [6,12,48,32], growth 32, bottleneck 4, theta 0.5"},
+    {"densenet264", F_DENSENET, 264, 32, "DenseNet-264 [6,12,64,48], growth 32, bottleneck 4, theta 0.5"},
     {"vgg19", F_VGG, 19, 0, "VGG-19, torchvision layout, no BN, dropout 0.5 in the classifier"},
     {"vgg19_bn", F_VGG, 19, 1, "VGG-19 with a BN+act unit after each conv (torchvision's vgg19_bn)"},
     {"mobilenet_v1", F_MOBILENET, 0, 0, "MobileNet v1, width 1.0, depthwise-separable units with BN+act"},
@@ -46,6 +51,7 @@ static const char *const names[NMODELS] = {
     "wider_resnet38", "wider_resnet38_a2",
     "deeplabv3_wider_resnet38_a2", "deeplabv3_resnext101", "deeplabv3_resnext152",
     "deeplabv3_resnext_tiny",
+    "densenet121", "densenet161", "densenet169", "densenet201", "densenet264",
     "vgg19", "vgg19_bn", "mobilenet_v1",
 };
 
@@ -83,6 +89,7 @@ iabn_model_cfg iabn_model_defaults(const char *arch)
     const entry *m = find(arch);
     c.arch = arch;
     c.classes = m && m->family == F_DEEPLAB ? 65 : 1000;
+    if (m && m->family == F_DEEPLAB) c.pool_h = c.pool_w = 84;
     c.bn = IABN_BN_INPLACE_II;
     c.act.kind = IABN_ACT_LEAKY_RELU;
     c.act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU);
@@ -95,6 +102,16 @@ iabn_model_cfg iabn_model_defaults(const char *arch)
         c.act.param = 0.f;
     }
     return c;
+}
+
+/* layers per dense module (the reference's _NETS; 161 is torchvision's) */
+static const int *densenet_layers(int depth)
+{
+    static const int l121[4] = {6, 12, 24, 16}, l161[4] = {6, 12, 36, 24},
+                     l169[4] = {6, 12, 32, 32}, l201[4] = {6, 12, 48, 32},
+                     l264[4] = {6, 12, 64, 48};
+    return depth == 161 ? l161 : depth == 169 ? l169 : depth == 201 ? l201
+         : depth == 264 ? l264 : l121;
 }
 
 static void list_names(char *buf, size_t n)
@@ -145,6 +162,10 @@ int iabn_model_build(iabn_graph *g, const iabn_model_cfg *cfg, int input, int *l
         break;
     case F_MOBILENET:
         h = iabn_mdl_classifier(&c, iabn_mdl_mobilenet_body(&c, input));
+        break;
+    case F_DENSENET:
+        h = iabn_mdl_classifier(&c, iabn_mdl_densenet_body(&c, m->variant, densenet_layers(m->depth),
+                                                           input));
         break;
     }
     if (!iabn_graph_ok(g) || h < 0) {

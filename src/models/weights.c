@@ -49,6 +49,16 @@ static int same_shape(const iabn_param *p, const iabn_st_tensor *t)
     return 1;
 }
 
+int iabn_weights_is_counter(const iabn_store *s, const char *name)
+{
+    static const char suffix[] = ".num_batches_tracked";
+    size_t n = strlen(name), k = sizeof suffix - 1;
+    if (n <= k || strcmp(name + n - k, suffix) != 0 || n - k + 14 > IABN_NAME_LEN) return 0;
+    char mean[IABN_NAME_LEN];
+    snprintf(mean, sizeof mean, "%.*s.running_mean", (int)(n - k), name);
+    return iabn_store_find(s, mean) >= 0;
+}
+
 int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e)
 {
     iabn_st_file *f = NULL;
@@ -77,7 +87,8 @@ int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e)
     if (strict)
         for (int i = 0; i < iabn_st_count(f); i++) {
             const iabn_st_tensor *t = iabn_st_get(f, i);
-            if (iabn_store_find(s, t->name) < 0) nl_add(&extra, t->name, "");
+            if (iabn_store_find(s, t->name) < 0 && !iabn_weights_is_counter(s, t->name))
+                nl_add(&extra, t->name, "");
         }
     if (missing.count || bad.count || extra.count) {
         iabn_err_set(e, IABN_EFORMAT,

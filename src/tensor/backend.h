@@ -10,7 +10,8 @@
  * return 0 or an error code; pointers are on the backend's device.  The
  * semantics of each entry (arguments, aliasing) are those of the CPU kernel
  * of the same name in cpu/ops.h, cpu/norm_act.h and cpu/conv.h.  Every entry
- * of a backend's table must be set.
+ * of a backend's table must be set, except those marked optional, whose
+ * layer checks for NULL and names the backend in its error.
  */
 #ifndef IABN_TENSOR_BACKEND_H
 #define IABN_TENSOR_BACKEND_H
@@ -104,6 +105,15 @@ typedef struct iabn_kernels {
                        int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e);
     int (*gap_fwd)(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e);
     int (*gap_bwd)(void *ctx, int n, int c, int hw, const float *dy, float *dx, iabn_err *e);
+    /* windowed average: output (i, j) of oh x ow averages the kh x kw window of
+     * pooled cell (clamp(i - top, 0, ph - 1), clamp(j - left, 0, pw - 1)),
+     * which starts at (pi * sh, pj * sw) (src/layers/avgpool.c); the backward
+     * overwrites dx.  Optional: NULL where a backend has none (the layer then
+     * says so). */
+    int (*avgpool_fwd)(void *ctx, int n, int c, int h, int w, const int win[8], int oh, int ow,
+                       const float *x, float *y, iabn_err *e);
+    int (*avgpool_bwd)(void *ctx, int n, int c, int h, int w, const int win[8], int oh, int ow,
+                       const float *dy, float *dx, iabn_err *e);
     /* linear */
     int (*linear_fwd)(void *ctx, int n, int in, int out, const float *x, const float *w,
                       const float *b, float *y, iabn_err *e);
@@ -120,12 +130,10 @@ typedef struct iabn_kernels {
                     long *bad, int *bad_label, iabn_err *e);
     int (*xent_bwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
                     const float *weight, float scale, float *dlogits, iabn_err *e);
-    /* regression losses (mse 0: L1, 1: MSE): loss = mean of the element
-     * terms over count elements; dy overwritten (it may be y's storage) */
-    int (*reg_loss_fwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
+    int (*reg_loss_fwd)(void *ctx, size_t count, int mse, const float *pred, const float *target,
                         float *loss, iabn_err *e);
-    int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *y, const float *t,
-                        float *dy, iabn_err *e);
+    int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *pred, const float *target,
+                        float *dpred, iabn_err *e);
     /* optim */
     int (*sgd_update)(void *ctx, size_t count, float lr, float momentum, float wd, int nesterov,
                       int first_step, float *w, const float *grad, float *buf, iabn_err *e);

@@ -2,7 +2,9 @@
  * one-process communicator, argument checks, staging of device pointers
  * through host memory for MPI, dispatch to NCCL, the pending-request table
  * and the configuration hash.  The MPI transport is cpu/comm_mpi.c, NCCL's
- * cuda/comm_nccl.cu. */
+ * cuda/comm_nccl.cu, a library of its own (libiabn_nccl.so, beside libiabn)
+ * loaded when NCCL is attached, as the CUDA backend is (tensor/device.c). */
+#define _GNU_SOURCE /* dladdr */
 #include "tensor/comm_internal.h"
 #include "tensor/backend.h"
 #include "iabn_config.h"
@@ -10,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if IABN_HAVE_NCCL
+#include <dlfcn.h>
+#endif
 
 
 int iabn_comm_launched(void)
@@ -62,7 +67,7 @@ void iabn_comm_free(iabn_comm *c)
 {
     if (!c) return;
 #if IABN_HAVE_NCCL
-    if (c->nccl) iabn_comm_nccl_fini(c);
+    if (c->nccl) c->nccl_api.fini(c);
 #endif
     for (int k = 0; k < IABN_COMM_MAX_PENDING; k++) {
         free(c->pend[k].host);
@@ -99,11 +104,41 @@ const char *iabn_comm_transport(const iabn_comm *c)
 
 int iabn_comm_have_nccl(void) { return IABN_HAVE_NCCL; }
 
+#if IABN_HAVE_NCCL
+/* The NCCL transport's entry points into c->nccl_api, from libiabn_nccl.so
+ * beside this library (or $IABN_NCCL_MODULE). */
+static int load_nccl(iabn_comm *c, iabn_err *e)
+{
+    char path[4096];
+    const char *env = getenv("IABN_NCCL_MODULE");
+    Dl_info self;
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else if (dladdr((void *)load_nccl, &self) && self.dli_fname && strrchr(self.dli_fname, '/')) {
+        int dir = (int)(strrchr(self.dli_fname, '/') - self.dli_fname);
+        snprintf(path, sizeof path, "%.*s/libiabn_nccl.so", dir, self.dli_fname);
+    } else {
+        snprintf(path, sizeof path, "libiabn_nccl.so");
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h) return iabn_err_set(e, IABN_EDEVICE, "the NCCL transport could not be loaded: %s", dlerror());
+    void *sym = dlsym(h, "iabn_comm_nccl_api_get");
+    dlclose(h);
+    if (!sym)
+        return iabn_err_set(e, IABN_EDEVICE, "%s is not iabn's NCCL transport", path);
+    void (*get)(iabn_comm_nccl_api *);
+    memcpy(&get, &sym, sizeof get);
+    get(&c->nccl_api);
+    return 0;
+}
+#endif
+
 int iabn_comm_nccl_attach(iabn_comm *c, void *cuda_ctx, iabn_err *e)
 {
 #if IABN_HAVE_NCCL
     if (!c->mpi) return 0; /* one process: nothing to reduce */
-    return iabn_comm_nccl_init(c, cuda_ctx, e);
+    int rc = load_nccl(c, e);
+    return rc ? rc : c->nccl_api.init(c, cuda_ctx, e);
 #else
     (void)c;
     (void)cuda_ctx;
@@ -117,7 +152,7 @@ int iabn_comm_nccl_attached(const iabn_comm *c) { return c && c->nccl; }
 int iabn_comm_device_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e)
 {
 #if IABN_HAVE_NCCL
-    if (c && c->nccl) return iabn_comm_nccl_copy(c, dst, src, bytes, e);
+    if (c && c->nccl) return c->nccl_api.copy(c, dst, src, bytes, e);
 #endif
     (void)c;
     (void)dst;
@@ -187,8 +222,8 @@ int iabn_comm_allreduce(iabn_comm *c, const iabn_backend *be, void *buf, size_t 
     if (c->broken) return broken(c, e);
     if (is_device(be) && c->nccl) {
 #if IABN_HAVE_NCCL
-        int rc = iabn_comm_nccl_allreduce_start(c, buf, count, (int)dt, what, e);
-        return rc ? rc : iabn_comm_nccl_wait(c, what, e);
+        int rc = c->nccl_api.allreduce_start(c, buf, count, (int)dt, what, e);
+        return rc ? rc : c->nccl_api.wait(c, what, e);
 #endif
     }
     size_t bytes = count * dtype_bytes(dt);
@@ -316,7 +351,7 @@ int iabn_comm_iallreduce(iabn_comm *c, int key, const iabn_backend *be, void *bu
     p->nccl = 0;
     if (is_device(be) && c->nccl) {
 #if IABN_HAVE_NCCL
-        int rc = iabn_comm_nccl_allreduce_start(c, buf, count, (int)dt, what, e);
+        int rc = c->nccl_api.allreduce_start(c, buf, count, (int)dt, what, e);
         if (rc) return rc;
         p->nccl = 1;
         p->used = 1;
@@ -358,7 +393,7 @@ int iabn_comm_wait(iabn_comm *c, int key, iabn_err *e)
     double t0 = iabn_now();
     if (p->nccl) {
 #if IABN_HAVE_NCCL
-        rc = iabn_comm_nccl_wait(c, p->op.what, e);
+        rc = c->nccl_api.wait(c, p->op.what, e);
 #endif
     } else {
 #if IABN_HAVE_MPI

@@ -42,11 +42,26 @@ typedef struct iabn_comm_pending {
 typedef struct iabn_comm_mpi iabn_comm_mpi;
 typedef struct iabn_comm_nccl iabn_comm_nccl;
 
+/* The NCCL transport (cuda/comm_nccl.cu, libiabn_nccl.so), loaded on attach.
+ * allreduce_start queues on NCCL's stream after the compute stream's work so
+ * far; wait makes the compute stream wait for every NCCL collective started
+ * so far, the host polling NCCL's asynchronous error state against the
+ * deadline meanwhile. */
+typedef struct iabn_comm_nccl_api {
+    int (*init)(iabn_comm *c, void *cuda_ctx, iabn_err *e);
+    void (*fini)(iabn_comm *c);
+    int (*allreduce_start)(iabn_comm *c, void *buf, size_t count, int dtype, const char *what,
+                           iabn_err *e);
+    int (*wait)(iabn_comm *c, const char *what, iabn_err *e);
+    int (*copy)(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e);
+} iabn_comm_nccl_api;
+
 struct iabn_comm {
     int rank, size, local_rank, local_size;
     double timeout;
     iabn_comm_mpi *mpi;      /* NULL: one process */
     iabn_comm_nccl *nccl;    /* NULL unless attached */
+    iabn_comm_nccl_api nccl_api;
     int broken;
     iabn_err fail;
     iabn_comm_pending pend[IABN_COMM_MAX_PENDING];
@@ -61,16 +76,8 @@ void iabn_comm_mpi_submit(iabn_comm *c, iabn_comm_op *op);
 /* Blocks until op is done; returns its status (message in e). */
 int iabn_comm_mpi_wait(iabn_comm *c, iabn_comm_op *op, iabn_err *e);
 
-/* cuda/comm_nccl.cu (only in builds with NCCL) */
-int iabn_comm_nccl_init(iabn_comm *c, void *cuda_ctx, iabn_err *e);
-void iabn_comm_nccl_fini(iabn_comm *c);
-/* Queued on NCCL's stream after the compute stream's work so far. */
-int iabn_comm_nccl_allreduce_start(iabn_comm *c, void *buf, size_t count, int dtype,
-                                   const char *what, iabn_err *e);
-/* The compute stream waits for every NCCL collective started so far; the host
- * polls NCCL's asynchronous error state against the deadline meanwhile. */
-int iabn_comm_nccl_wait(iabn_comm *c, const char *what, iabn_err *e);
-int iabn_comm_nccl_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e);
+/* cuda/comm_nccl.cu (libiabn_nccl.so): fills the table. */
+void iabn_comm_nccl_api_get(iabn_comm_nccl_api *api);
 
 #ifdef __cplusplus
 }

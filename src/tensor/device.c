@@ -1,7 +1,10 @@
-/* device.c: --device for the commands.  Everything CUDA-specific the tools
- * need is here (the one C file outside src/tensor/cuda/ that reads
- * IABN_HAVE_CUDA), so the commands themselves only see
- * an iabn_backend. */
+/* device.c: opening a device by name.  The CUDA backend is a separate
+ * library (libiabn_cuda.so, built when the toolkit, cuBLAS and cuDNN are
+ * found) that this file loads on the first use of a CUDA device, so that a
+ * CPU run never maps cudart, cuBLAS or cuDNN.  This is the one C file
+ * outside src/tensor/cuda/ that reads IABN_HAVE_CUDA; the commands only see
+ * an iabn_backend and iabn_backend_available(). */
+#define _GNU_SOURCE /* dladdr */
 #include "tensor/device.h"
 
 #include <stdio.h>
@@ -10,6 +13,63 @@
 
 #include "iabn_config.h"
 #include "tensor/cuda/backend.h"
+
+#if IABN_HAVE_CUDA
+#include <dlfcn.h>
+
+/* The CUDA backend's entry points, from libiabn_cuda.so: the file beside
+ * this library (build tree and install alike), or $IABN_CUDA_MODULE.  The
+ * module is opened with RTLD_NODELETE and our reference dropped at once, so
+ * it stays mapped for the process once loaded and the dynamic loader, not a
+ * variable of ours, remembers it: a second call costs a lookup. */
+static const iabn_cuda_api *cuda_api(iabn_err *e)
+{
+    char path[4096];
+    const char *env = getenv("IABN_CUDA_MODULE");
+    Dl_info self;
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else if (dladdr((void *)cuda_api, &self) && self.dli_fname && strrchr(self.dli_fname, '/')) {
+        int dir = (int)(strrchr(self.dli_fname, '/') - self.dli_fname);
+        snprintf(path, sizeof path, "%.*s/libiabn_cuda.so", dir, self.dli_fname);
+    } else {
+        snprintf(path, sizeof path, "libiabn_cuda.so");
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!h) {
+        iabn_err_set(e, IABN_EDEVICE, "the CUDA backend could not be loaded: %s", dlerror());
+        return NULL;
+    }
+    const iabn_cuda_api *(*get)(void);
+    void *sym = dlsym(h, "iabn_cuda_api_get");
+    memcpy(&get, &sym, sizeof get);
+    dlclose(h);
+    if (!sym) {
+        iabn_err_set(e, IABN_EDEVICE, "%s is not the CUDA backend of iabn (no iabn_cuda_api_get)",
+                     path);
+        return NULL;
+    }
+    const iabn_cuda_api *api = get();
+    if (api->version != IABN_CUDA_API_VERSION) {
+        iabn_err_set(e, IABN_EDEVICE, "%s speaks CUDA backend interface %d, this library %d",
+                     path, api->version, IABN_CUDA_API_VERSION);
+        return NULL;
+    }
+    return api;
+}
+#else
+static int no_cuda(iabn_err *e)
+{
+    return iabn_err_set(e, IABN_EDEVICE, "this build of iabn has no CUDA backend (no CUDA "
+                                         "toolkit with cuDNN was found when it was configured)");
+}
+
+static const iabn_cuda_api *cuda_api(iabn_err *e)
+{
+    no_cuda(e);
+    return NULL;
+}
+#endif
 
 int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index)
 {
@@ -29,14 +89,6 @@ int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index)
     return 0;
 }
 
-#if !IABN_HAVE_CUDA
-static int no_cuda(iabn_err *e)
-{
-    return iabn_err_set(e, IABN_EDEVICE, "this build of iabn has no CUDA backend (no CUDA "
-                                         "toolkit with cuDNN was found when it was configured)");
-}
-#endif
-
 int iabn_backend_available(iabn_device_kind kind, iabn_err *why)
 {
     if (kind == IABN_DEV_CPU) return 1;
@@ -44,13 +96,9 @@ int iabn_backend_available(iabn_device_kind kind, iabn_err *why)
         iabn_err_set(why, IABN_EINVAL, "unknown device kind %d (valid: cpu, cuda)", (int)kind);
         return 0;
     }
-#if IABN_HAVE_CUDA
+    const iabn_cuda_api *api = cuda_api(why);
     int count = 0;
-    return iabn_cuda_device_count(&count, why) == 0;
-#else
-    no_cuda(why);
-    return 0;
-#endif
+    return api && api->device_count(&count, why) == 0;
 }
 
 const char *iabn_device_kind_name(int kind)
@@ -74,28 +122,22 @@ int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
         snprintf(d->name, sizeof d->name, "cpu");
         return 0;
     }
-#if IABN_HAVE_CUDA
+    const iabn_cuda_api *api = cuda_api(e);
     iabn_cuda_ctx *cu = NULL;
-    int rc = iabn_cuda_ctx_new(index, &cu, e);
-    if (rc) return iabn_err_prefix(e, "--device %s: ", spec);
+    if (!api || api->ctx_new(index, &cu, e)) return iabn_err_prefix(e, "--device %s: ", spec);
     d->cuda = cu;
-    d->be = iabn_cuda_backend(cu);
+    d->cuda_api = api;
+    d->be = api->backend(cu);
     char dev[128] = "?";
     iabn_err ignore = {0};
-    iabn_cuda_device_name(cu, dev, sizeof dev, &ignore);
+    api->device_name(cu, dev, sizeof dev, &ignore);
     snprintf(d->name, sizeof d->name, "cuda:%d %s", index, dev);
     return 0;
-#else
-    no_cuda(e);
-    return iabn_err_prefix(e, "--device %s: ", spec);
-#endif
 }
 
 void iabn_device_close(iabn_device *d)
 {
-#if IABN_HAVE_CUDA
-    if (d->cuda) iabn_cuda_ctx_free((iabn_cuda_ctx *)d->cuda);
-#endif
+    if (d->cuda) d->cuda_api->ctx_free((iabn_cuda_ctx *)d->cuda);
     memset(d, 0, sizeof *d);
 }
 
@@ -120,13 +162,9 @@ static size_t host_available(void)
 static void gpu_mem(const iabn_device *d, size_t *free_b, size_t *total)
 {
     *free_b = *total = 0;
-#if IABN_HAVE_CUDA
     iabn_err e = {0};
-    if (d->cuda && iabn_cuda_mem_info((iabn_cuda_ctx *)d->cuda, free_b, total, &e))
+    if (d->cuda && d->cuda_api->mem_info((iabn_cuda_ctx *)d->cuda, free_b, total, &e))
         *free_b = *total = 0;
-#else
-    (void)d;
-#endif
 }
 
 size_t iabn_device_available(const iabn_device *d)
@@ -146,12 +184,7 @@ size_t iabn_device_used(const iabn_device *d)
 
 int iabn_device_tf32(const iabn_device *d)
 {
-#if IABN_HAVE_CUDA
-    if (d->cuda) return iabn_cuda_tf32((const iabn_cuda_ctx *)d->cuda);
-#else
-    (void)d;
-#endif
-    return 0;
+    return d->cuda ? d->cuda_api->tf32((const iabn_cuda_ctx *)d->cuda) : 0;
 }
 
 size_t iabn_device_staging_bytes(const iabn_backend *be, size_t input_bytes)
@@ -165,15 +198,11 @@ void iabn_device_host_allocator(const iabn_device *d, void *(**alloc)(size_t byt
     *alloc = NULL;
     *release = NULL;
     *user_out = NULL;
-#if IABN_HAVE_CUDA
     if (d->cuda) {
-        *alloc = iabn_cuda_host_alloc;
-        *release = iabn_cuda_host_free;
+        *alloc = d->cuda_api->host_alloc;
+        *release = d->cuda_api->host_free;
         *user_out = d->cuda;
     }
-#else
-    (void)d;
-#endif
 }
 
 int iabn_device_planning_backend(const char *spec, const iabn_backend **be, iabn_err *e)
@@ -186,11 +215,8 @@ int iabn_device_planning_backend(const char *spec, const iabn_backend **be, iabn
         *be = iabn_backend_cpu();
         return 0;
     }
-#if IABN_HAVE_CUDA
-    *be = iabn_cuda_backend_planning();
+    const iabn_cuda_api *api = cuda_api(e);
+    if (!api) return iabn_err_prefix(e, "--device %s: ", spec);
+    *be = api->backend_planning();
     return 0;
-#else
-    no_cuda(e);
-    return iabn_err_prefix(e, "--device %s: ", spec);
-#endif
 }

@@ -16,16 +16,22 @@ extern "C" {
 #endif
 #endif
 
+struct iabn_cuda_api;
+
 typedef struct iabn_device {
     const iabn_backend *be;
     void *cuda;               /* iabn_cuda_ctx, NULL on the CPU */
+    const struct iabn_cuda_api *cuda_api; /* the loaded CUDA backend's entry points */
     char name[160];           /* "cpu" or "cuda:0 NVIDIA H100 ... " */
 } iabn_device;
 
 /* Whether backends of this kind can be opened here: 1, or 0 with the reason
- * in why (may be NULL): the build has no such backend, or the machine has
- * no usable device ("no CUDA device: ..." with the runtime's words).  The
- * one query programs use instead of build flags. */
+ * in why (may be NULL): the build has no such backend, its library
+ * (libiabn_cuda.so, or $IABN_CUDA_MODULE) cannot be loaded, or the machine
+ * has no usable device ("no CUDA device: ..." with the runtime's words).
+ * The one query programs use instead of build flags.  The CUDA libraries
+ * are loaded by this query, by iabn_device_open and by
+ * iabn_device_planning_backend for a CUDA spec, and by nothing else. */
 int iabn_backend_available(iabn_device_kind kind, iabn_err *why);
 /* The kinds' names, for listings ("cpu", "cuda"); NULL past the last. */
 const char *iabn_device_kind_name(int kind);

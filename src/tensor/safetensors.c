@@ -285,6 +285,16 @@ static int st_parse_owned(unsigned char *buf, size_t len, const char *path, iabn
         return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory", path);
     }
     int rc = 0;
+    /* A PyTorch checkpoint (zip since torch 1.6, a pickle before) handed
+     * where safetensors is expected would otherwise read as a nonsense
+     * header length; safetensors has '{' right after the length. */
+    if (len >= 4 && (len < 9 || buf[8] != '{') &&
+        ((buf[0] == 'P' && buf[1] == 'K' && buf[2] == 3 && buf[3] == 4) ||
+         (buf[0] == 0x80 && buf[1] >= 2 && buf[1] <= 5))) {
+        rc = iabn_err_set(e, IABN_EFORMAT,
+                          "%s: this is a PyTorch checkpoint; convert it with iabn convert", path);
+        goto done;
+    }
     if (len < 8) {
         rc = iabn_err_set(e, IABN_EFORMAT, "%s: truncated: %zu bytes, less than the 8-byte header length",
                           path, len);

@@ -82,9 +82,11 @@ static int build_net(const iabn_session_cfg *c, const iabn_model_cfg *mc, iabn_s
             return iabn_err_set(e, IABN_EINVAL, "the graph builder gave no output");
         if (rc && e->code) return rc;
     }
-    if (rc || !iabn_graph_ok(g)) {
+    if (iabn_graph_ok(g) && rc)
+        return iabn_err_set(e, IABN_EINVAL, "building the network failed (code %d)", rc);
+    if (!iabn_graph_ok(g)) {
         *e = *iabn_graph_error(g);
-        return e->code ? e->code : IABN_EINVAL;
+        return e->code;
     }
     return 0;
 }
@@ -176,7 +178,10 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
     /* class labels come before the network, as the plans were always made */
     int per_pixel = per_pixel_labels(c, mcp ? mcp->arch : NULL);
     if (!rc && c->loss == IABN_LOSS_SOFTMAX_XENT) {
-        int ls[3] = {c->batch, c->height, c->width};
+        /* per-pixel labels at the logits' size (a segmentation model may
+         * upsample straight to another size: out_h, out_w) */
+        int ls[3] = {c->batch, mcp && mcp->out_h > 0 ? mcp->out_h : c->height,
+                     mcp && mcp->out_w > 0 ? mcp->out_w : c->width};
         s->labels = iabn_graph_input(g, "labels", IABN_I32, per_pixel ? 3 : 1, ls);
     }
     if (!rc) rc = build_net(c, mcp, s, e);

@@ -49,7 +49,8 @@ typedef enum iabn_loss_kind {
 
 /* Softmax cross-entropy labels: one per image (N) or one per pixel (N,H,W). */
 typedef enum iabn_labels_kind {
-    IABN_LABELS_AUTO = 0,        /* per pixel for segmentation models and 4-D outputs */
+    IABN_LABELS_AUTO = 0,        /* per pixel for the registry's segmentation models, */
+                                 /* else per image                                    */
     IABN_LABELS_PER_IMAGE,
     IABN_LABELS_PER_PIXEL
 } iabn_labels_kind;

@@ -1,8 +1,9 @@
 /* train_eval.c: evaluation over a loader, shared by validation during
  * training, `iabn eval` and `iabn segeval`.  Classification: top-1 / top-5
  * (ten-crop: logits averaged over the crops).  Segmentation: the confusion
- * matrix over all images, with optional test-time scales and flip (logits
- * averaged at the image's size). */
+ * matrix over all images, with optional test-time scales and flip (class
+ * probabilities averaged at the image's size, the reference's mean fusion)
+ * and an optional sliding window. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,17 +11,24 @@
 #include "models/train/segmetrics.h"
 #include "models/train/train_internal.h"
 
-/* An evaluation graph for (n, h, w), reusing one of two cached ones. */
+/* An evaluation graph for (n, h, w) with logits at tr->mcfg.out_h x out_w,
+ * reusing one of two cached ones. */
 static int eval_graph(trainer *tr, int n, int h, int w, iabn_session **out, iabn_err *e)
 {
     for (int i = 0; i < 2; i++)
-        if (tr->evals[i].graph && tr->evals[i].batch == n && tr->evals[i].height == h && tr->evals[i].width == w) {
+        if (tr->evals[i].graph && tr->evals[i].batch == n && tr->evals[i].height == h &&
+            tr->evals[i].width == w && tr->eval_oh[i] == tr->mcfg.out_h &&
+            tr->eval_ow[i] == tr->mcfg.out_w) {
             *out = &tr->evals[i];
             return 0;
         }
     iabn_session_free(&tr->evals[1]);
     tr->evals[1] = tr->evals[0];
+    tr->eval_oh[1] = tr->eval_oh[0];
+    tr->eval_ow[1] = tr->eval_ow[0];
     memset(&tr->evals[0], 0, sizeof tr->evals[0]);
+    tr->eval_oh[0] = tr->mcfg.out_h;
+    tr->eval_ow[0] = tr->mcfg.out_w;
     int rc = gset_build(tr, 0, n, h, w, 1, &tr->evals[0], e);
     if (rc) {
         iabn_session_free(&tr->evals[0]);
@@ -112,44 +120,134 @@ static void flip_w(int c, int h, int w, float *x)
         }
 }
 
-/* Logits of one image (3,h,w) averaged over scales and flips, at (K,h,w). */
+/* One network pass on a (3,h,w) input: logits (K,oh,ow) into out, upsampled
+ * once inside the graph from the feature map. */
+static int seg_pass(trainer *tr, const float *in, int h, int w, int oh, int ow, float *out,
+                    iabn_err *e)
+{
+    iabn_session *gs = NULL;
+    size_t ohw = (size_t)oh * ow;
+    int32_t *lab = malloc(ohw * sizeof *lab);
+    if (!lab) return iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating");
+    for (size_t i = 0; i < ohw; i++) lab[i] = IABN_IGNORE_LABEL;
+    tr->mcfg.out_h = oh == h && ow == w ? 0 : oh;
+    tr->mcfg.out_w = oh == h && ow == w ? 0 : ow;
+    int rc = eval_graph(tr, 1, h, w, &gs, e);
+    tr->mcfg.out_h = tr->mcfg.out_w = 0;
+    if (!rc) rc = iabn_exec_set(gs->exec, gs->input, in, (size_t)3 * h * w * sizeof *in, e);
+    if (!rc) rc = iabn_exec_set(gs->exec, gs->labels, lab, ohw * sizeof *lab, e);
+    if (!rc) rc = iabn_exec_run(gs->exec, e);
+    if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
+    if (!rc) memcpy(out, tr->host, (size_t)tr->classes * ohw * sizeof *out);
+    free(lab);
+    return rc;
+}
+
+/* Window starts along a side of length n for windows of k: evenly spaced,
+ * stride at most 2k/3, the last flush with the end. */
+static int window_starts(int n, int k, int *starts, int max)
+{
+    if (n <= k) {
+        starts[0] = 0;
+        return 1;
+    }
+    int stride = 2 * k / 3 > 0 ? 2 * k / 3 : 1;
+    int cnt = (n - k + stride - 1) / stride + 1;
+    if (cnt > max) cnt = max;
+    for (int i = 0; i < cnt; i++) starts[i] = (int)lround((double)i * (n - k) / (cnt - 1));
+    return cnt;
+}
+
+/* Logits (K,h,w) of a (3,h,w) input by sliding windows. */
+static int seg_windowed(trainer *tr, const float *in, int h, int w, float *out, iabn_err *e)
+{
+    int k = tr->classes, th = tr->win_h, tw = tr->win_w;
+    if (th > h) th = h;
+    if (tw > w) tw = w;
+    enum { MAXW = 256 };
+    int ys[MAXW], xs[MAXW];
+    int ny = window_starts(h, th, ys, MAXW), nx = window_starts(w, tw, xs, MAXW);
+    float *crop = malloc((size_t)3 * th * tw * sizeof *crop);
+    float *lg = malloc((size_t)k * th * tw * sizeof *lg);
+    float *cnt = calloc((size_t)h * w, sizeof *cnt);
+    int rc = !crop || !lg || !cnt ? iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating") : 0;
+    if (!rc) memset(out, 0, (size_t)k * h * w * sizeof *out);
+    for (int a = 0; a < ny && !rc; a++)
+        for (int b = 0; b < nx && !rc; b++) {
+            for (int c = 0; c < 3; c++)
+                for (int y = 0; y < th; y++)
+                    memcpy(crop + ((size_t)c * th + y) * tw,
+                           in + ((size_t)c * h + ys[a] + y) * w + xs[b], (size_t)tw * sizeof *crop);
+            rc = seg_pass(tr, crop, th, tw, th, tw, lg, e);
+            for (int c = 0; !rc && c < k; c++)
+                for (int y = 0; y < th; y++) {
+                    float *o = out + ((size_t)c * h + ys[a] + y) * w + xs[b];
+                    const float *l = lg + ((size_t)c * th + y) * tw;
+                    for (int x = 0; x < tw; x++) o[x] += l[x];
+                }
+            for (int y = 0; !rc && y < th; y++)
+                for (int x = 0; x < tw; x++) cnt[(size_t)(ys[a] + y) * w + xs[b] + x] += 1.f;
+        }
+    for (int c = 0; !rc && c < k; c++)
+        for (size_t i = 0; i < (size_t)h * w; i++) out[(size_t)c * h * w + i] /= cnt[i];
+    free(crop);
+    free(lg);
+    free(cnt);
+    return rc;
+}
+
+/* acc += softmax over the K channels of lg (K,hw), per pixel */
+static void add_softmax(int k, size_t hw, const float *lg, float *acc)
+{
+    for (size_t i = 0; i < hw; i++) {
+        float m = lg[i];
+        for (int c = 1; c < k; c++)
+            if (lg[(size_t)c * hw + i] > m) m = lg[(size_t)c * hw + i];
+        double sum = 0;
+        for (int c = 0; c < k; c++) sum += exp((double)lg[(size_t)c * hw + i] - m);
+        for (int c = 0; c < k; c++)
+            acc[(size_t)c * hw + i] += (float)(exp((double)lg[(size_t)c * hw + i] - m) / sum);
+    }
+}
+
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
-                      int flip, float *acc, iabn_err *e)
+               int flip, float *acc, iabn_err *e)
 {
     int k = tr->classes;
     size_t hw = (size_t)h * w;
     memset(acc, 0, (size_t)k * hw * sizeof *acc);
     int passes = 0, rc = 0;
     for (int si = 0; si < ns && !rc; si++) {
-        int hs = (int)lround(h * scales[si]), ws = (int)lround(w * scales[si]);
+        /* rint: round half to even, as the reference's Python round() */
+        int hs = (int)rint(h * scales[si]), ws = (int)rint(w * scales[si]);
         if (hs < 8) hs = 8;
         if (ws < 8) ws = 8;
+        int windows = tr->win_h > 0 && tr->win_w > 0 && (hs > tr->win_h || ws > tr->win_w);
         float *in = malloc((size_t)3 * hs * ws * sizeof *in);
+        float *out = windows ? malloc((size_t)k * hs * ws * sizeof *out) : NULL;
         float *lg = malloc((size_t)k * hw * sizeof *lg);
-        int32_t *lab = malloc((size_t)hs * ws * sizeof *lab);
-        if (!in || !lg || !lab) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating");
-        for (size_t i = 0; !rc && i < (size_t)hs * ws; i++) lab[i] = IABN_IGNORE_LABEL;
+        if (!in || (windows && !out) || !lg)
+            rc = iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating");
         for (int f = 0; f <= (flip ? 1 : 0) && !rc; f++) {
             if (hs == h && ws == w) memcpy(in, img, (size_t)3 * hw * sizeof *in);
             else iabn_bilinear_fwd(1, 3, h, w, hs, ws, img, in);
             if (f) flip_w(3, hs, ws, in);
-            iabn_session *gs = NULL;
-            rc = eval_graph(tr, 1, hs, ws, &gs, e);
-            if (!rc) rc = iabn_exec_set(gs->exec, gs->input, in, (size_t)3 * hs * ws * 4, e);
-            if (!rc) rc = iabn_exec_set(gs->exec, gs->labels, lab, (size_t)hs * ws * 4, e);
-            if (!rc) rc = iabn_exec_run(gs->exec, e);
-            if (!rc) rc = gset_fetch(gs, gs->logits, &tr->host, &tr->host_cap, e);
+            if (!windows) {
+                /* the reference: the 1/8 logits upsampled once, to the image */
+                rc = seg_pass(tr, in, hs, ws, h, w, lg, e);
+            } else {
+                rc = seg_windowed(tr, in, hs, ws, out, e);
+                if (!rc && (hs != h || ws != w)) iabn_bilinear_fwd(1, k, hs, ws, h, w, out, lg);
+                else if (!rc) memcpy(lg, out, (size_t)k * hw * sizeof *lg);
+            }
             if (rc) break;
-            float *out = tr->host;
-            if (f) flip_w(k, hs, ws, out);
-            if (hs == h && ws == w) memcpy(lg, out, (size_t)k * hw * sizeof *lg);
-            else iabn_bilinear_fwd(1, k, hs, ws, h, w, out, lg);
-            iabn_axpy((size_t)k * hw, 1.f, lg, acc);
+            if (f) flip_w(k, h, w, lg);
+            add_softmax(k, hw, lg, acc);
             passes++;
         }
         free(in);
+        free(out);
         free(lg);
-        free(lab);
     }
     if (!rc && passes > 1) iabn_scale((size_t)k * hw, 1.f / (float)passes, acc);
     return rc;
@@ -258,6 +356,11 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
     memset(&tr, 0, sizeof tr);
     memset(res, 0, sizeof *res);
     tr.task = o->task;
+    tr.win_h = o->window_h;
+    tr.win_w = o->window_w;
+    tr.pool_set = o->pool_set;
+    tr.pool_h = o->pool_h;
+    tr.pool_w = o->pool_w;
     tr.log = o->log;
     tr.user = o->user;
     tr.comm = o->comm;
@@ -329,4 +432,70 @@ out:
     free(tr.host);
     iabn_device_close(&tr.dev);
     return rc;
+}
+
+/* ---- prediction -------------------------------------------------------------------- */
+
+struct iabn_predictor {
+    trainer tr;
+};
+
+int iabn_predictor_open(const char *checkpoint, const iabn_predict_opts *o,
+                        iabn_predictor **out, iabn_err *e)
+{
+    *out = NULL;
+    iabn_predictor *p = calloc(1, sizeof *p);
+    if (!p) return iabn_err_set(e, IABN_ENOMEM, "out of memory opening %s", checkpoint);
+    trainer *tr = &p->tr;
+    tr->win_h = o->window_h;
+    tr->win_w = o->window_w;
+    tr->pool_set = o->pool_set;
+    tr->pool_h = o->pool_h;
+    tr->pool_w = o->pool_w;
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(checkpoint, &f, e);
+    if (!rc) {
+        const char *cj = iabn_st_meta(f, "config");
+        iabn_config_defaults(&tr->cfg);
+        if (!cj)
+            rc = iabn_err_set(e, IABN_EFORMAT,
+                              "%s holds no training configuration (not an iabn checkpoint)",
+                              checkpoint);
+        else rc = iabn_config_parse(&tr->cfg, cj, checkpoint, e);
+        iabn_st_free(f);
+    }
+    if (!rc && !iabn_model_is_segmentation(tr->cfg.arch))
+        rc = iabn_err_set(e, IABN_EINVAL, "%s: %s is not a segmentation network", checkpoint,
+                          tr->cfg.arch);
+    if (!rc) {
+        tr->task = IABN_TASK_SEGMENT;
+        tr->classes = tr->cfg.classes;
+        rc = iabn_device_open(o->device, &tr->dev, e);
+    }
+    if (!rc) rc = trainer_load_weights(tr, checkpoint, 64, e);
+    if (rc) {
+        iabn_predictor_close(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void iabn_predictor_close(iabn_predictor *p)
+{
+    if (!p) return;
+    trainer *tr = &p->tr;
+    for (int i = 0; i < 2; i++) iabn_session_free(&tr->evals[i]);
+    iabn_store_free(tr->s);
+    free(tr->host);
+    iabn_device_close(&tr->dev);
+    free(p);
+}
+
+const iabn_config *iabn_predictor_config(const iabn_predictor *p) { return &p->tr.cfg; }
+
+int iabn_predictor_logits(iabn_predictor *p, const float *img, int h, int w,
+                          const float *scales, int ns, int flip, float *acc, iabn_err *e)
+{
+    return seg_logits(&p->tr, img, h, w, scales, ns, flip, acc, e);
 }

@@ -60,6 +60,10 @@ void trainer_model_cfg(trainer *tr)
     tr->mcfg.act = tr->cfg.act;
     tr->mcfg.input_3x3 = tr->cfg.input_3x3;
     tr->mcfg.dilation = tr->cfg.dilation > 1;
+    if (tr->pool_set) {
+        tr->mcfg.pool_h = tr->pool_h;
+        tr->mcfg.pool_w = tr->pool_w;
+    }
 }
 
 int trainer_load_weights(trainer *tr, const char *ckpt, int side, iabn_err *e)

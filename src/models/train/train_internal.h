@@ -40,7 +40,13 @@ typedef struct trainer {
     iabn_comm *comm;          /* data parallel (train_dist.c); NULL: one process */
     int rank, world;
     int stop_agreed;          /* a stop the ranks agreed on (any rank's request) */
+    int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
+    int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
+    int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
 } trainer;
+
+/* The functions below are the trainer's own: not exported from libiabn. */
+#pragma GCC visibility push(hidden)
 
 /* A report line to the caller's log (nothing without one). */
 void trainer_say(const trainer *tr, const char *fmt, ...)
@@ -75,8 +81,13 @@ typedef struct eval_result {
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
                    int nscales, int verbose, eval_result *r, iabn_err *e);
 void eval_result_free(eval_result *r);
-/* Logits of one normalised image (3,h,w), averaged over test scales and the
- * horizontal flip, at the image's size: acc (K,h,w). */
+/* Class probabilities of one normalised image (3,h,w) at the image's size,
+ * acc (K,h,w): the softmax of each pass's logits (upsampled once from the
+ * feature map to the image), averaged over the test scales and the
+ * horizontal flip, the reference's "mean" fusion (its
+ * scripts/test_vistas_single_gpu.py).  With a sliding window (tr->win_h,
+ * win_w) each pass's logits are the mean over windows of that size
+ * overlapping by a third. */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
 
@@ -89,5 +100,7 @@ int dist_check_micro(trainer *tr, iabn_err *e);
 int dist_agree_stop(trainer *tr, int *flags, int n, iabn_err *e);
 int dist_sum(trainer *tr, double *v, size_t n, iabn_err *e);
 void dist_resume_note(trainer *tr);
+
+#pragma GCC visibility pop
 
 #endif

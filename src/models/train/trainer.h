@@ -106,6 +106,8 @@ typedef struct iabn_eval_opts {
     int crop, scale, ten_crops, batch, workers, flip, longest;
     float scales[8];
     int nscales;
+    int window_h, window_w;      /* segmentation: sliding window (0: whole image) */
+    int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size (0x0: global mean) */
     int threads, verbose;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_log_fn log;     /* the result line (and per-class IoU), NULL: silent */
@@ -114,6 +116,25 @@ typedef struct iabn_eval_opts {
 } iabn_eval_opts;
 
 int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);
+
+/* A segmentation checkpoint opened for prediction (iabn predict): the
+ * network and its normalisation come from the configuration the checkpoint
+ * carries in its metadata. */
+typedef struct iabn_predictor iabn_predictor;
+typedef struct iabn_predict_opts {
+    const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
+    int window_h, window_w;      /* sliding-window inference (0: whole image) */
+    int pool_set, pool_h, pool_w;   /* DeepLabV3 pooling size override (0x0: global mean) */
+} iabn_predict_opts;
+int iabn_predictor_open(const char *checkpoint, const iabn_predict_opts *o,
+                        iabn_predictor **out, iabn_err *e);
+void iabn_predictor_close(iabn_predictor *p);
+/* The experiment the checkpoint was trained with (classes, mean / std). */
+const iabn_config *iabn_predictor_config(const iabn_predictor *p);
+/* Logits of one normalised image (3,h,w), averaged over the scales (ns of
+ * them) and, with flip, the horizontal flip, at the image's size: acc (K,h,w). */
+int iabn_predictor_logits(iabn_predictor *p, const float *img, int h, int w,
+                          const float *scales, int ns, int flip, float *acc, iabn_err *e);
 
 #ifdef __cplusplus
 }

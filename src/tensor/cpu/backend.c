@@ -230,6 +230,23 @@ static int k_maxpool_bwd(void *ctx, int n, int c, int h, int w, int k, int s, in
     iabn_maxpool_bwd(n, c, h, w, ho, wo, dy, argmax, dx);
     return 0;
 }
+static int k_avgpool(int n, int c, int h, int w, const int win[8], int oh, int ow,
+                     const float *src, float *dst, int bwd, iabn_err *e)
+{
+    if (iabn_avgpool_window(n, c, h, w, win, oh, ow, src, dst, bwd))
+        return iabn_err_set(e, IABN_ENOMEM, "average pool: out of memory for the window sums");
+    return 0;
+}
+static int k_avgpool_fwd(void *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                         int ow, const float *x, float *y, iabn_err *e)
+{
+    return k_avgpool(n, c, h, w, win, oh, ow, x, y, 0, e);
+}
+static int k_avgpool_bwd(void *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                         int ow, const float *dy, float *dx, iabn_err *e)
+{
+    return k_avgpool(n, c, h, w, win, oh, ow, dy, dx, 1, e);
+}
 static int k_gap_fwd(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e)
 {
     iabn_gap_fwd(n, c, hw, x, y);
@@ -277,16 +294,16 @@ static int k_xent_bwd(void *ctx, int n, int k, int hw, const float *logits, cons
     return 0;
 }
 
-static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *y, const float *t,
-                          float *loss, iabn_err *e)
+static int k_reg_loss_fwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *loss, iabn_err *e)
 {
-    iabn_reg_loss_fwd(count, mse, y, t, loss);
+    iabn_reg_loss_fwd(count, mse, pred, target, loss);
     return 0;
 }
-static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *y, const float *t,
-                          float *dy, iabn_err *e)
+static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *pred,
+                          const float *target, float *dpred, iabn_err *e)
 {
-    iabn_reg_loss_bwd(count, mse, y, t, dy);
+    iabn_reg_loss_bwd(count, mse, pred, target, dpred);
     return 0;
 }
 
@@ -312,7 +329,7 @@ static const iabn_kernels cpu_kernels = {
     .copy_channels = k_copy_channels, .slice_channels = k_slice_channels,
     .bilinear_fwd = k_bilinear_fwd, .bilinear_bwd = k_bilinear_bwd,
     .maxpool_fwd = k_maxpool_fwd, .maxpool_bwd = k_maxpool_bwd, .gap_fwd = k_gap_fwd,
-    .gap_bwd = k_gap_bwd,
+    .gap_bwd = k_gap_bwd, .avgpool_fwd = k_avgpool_fwd, .avgpool_bwd = k_avgpool_bwd,
     .linear_fwd = k_linear_fwd, .linear_bwd_data = k_linear_bwd_data,
     .linear_bwd_weight = k_linear_bwd_weight,
     .xent_scratch = iabn_xent_scratch_bytes, .xent_fwd = k_xent_fwd, .xent_bwd = k_xent_bwd,

@@ -1,5 +1,6 @@
 /* cpu/loss.c: softmax cross-entropy over channels with an ignore index and
- * online bootstrapping, its gradient, and top-1 / top-k accuracy counts.
+ * online bootstrapping, its gradient, L1 / MSE, and top-1 / top-k accuracy
+ * counts.
  *
  * Logits are N,K,HW: a pixel's K logits lie hw apart, so the kernels work on
  * tiles of neighbouring pixels and walk the channels over the whole tile
@@ -259,6 +260,22 @@ void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *lab
     }
 }
 
+void iabn_reg_loss_fwd(size_t count, int mse, const float *pred, const float *target,
+                       float *loss)
+{
+    double sum = 0;
+    for (size_t i = 0; i < count; i++) sum += iabn_reg_term((double)pred[i] - (double)target[i], mse);
+    *loss = count ? (float)(sum / (double)count) : 0.f;
+}
+
+void iabn_reg_loss_bwd(size_t count, int mse, const float *pred, const float *target,
+                       float *dpred)
+{
+    float inv = count ? 1.f / (float)count : 0.f;
+#pragma omp parallel for schedule(static) if (count >= PAR_MIN)
+    for (size_t i = 0; i < count; i++) dpred[i] = iabn_reg_grad(pred[i] - target[i], inv, mse);
+}
+
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk)
 {
@@ -278,20 +295,4 @@ void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
     }
     if (correct1) *correct1 = c1;
     if (correctk) *correctk = ck;
-}
-
-/* ---- L1 / MSE ------------------------------------------------------------- */
-
-void iabn_reg_loss_fwd(size_t count, int mse, const float *y, const float *t, float *loss)
-{
-    double sum = 0;
-    for (size_t i = 0; i < count; i++) sum += iabn_reg_term(y[i], t[i], mse);
-    *loss = count ? (float)(sum / (double)count) : 0.f;
-}
-
-void iabn_reg_loss_bwd(size_t count, int mse, const float *y, const float *t, float *dy)
-{
-    float inv = count ? 1.f / (float)count : 0.f;
-#pragma omp parallel for if (count > 65536)
-    for (size_t i = 0; i < count; i++) dy[i] = iabn_reg_grad(y[i], t[i], mse, inv);
 }

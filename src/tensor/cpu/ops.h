@@ -40,6 +40,11 @@ void iabn_maxpool_bwd(int n, int c, int h, int w, int ho, int wo, const float *d
 /* ---- global average pool: N,C,H,W -> N,C ---------------------------------- */
 void iabn_gap_fwd(int n, int c, int hw, const float *x, float *y);
 void iabn_gap_bwd(int n, int c, int hw, const float *dy, float *dx);          /* dx overwritten */
+/* Windowed average (backend.h's avgpool_fwd / avgpool_bwd, win = kh, kw, sh,
+ * sw, ph, pw, top, left): src x (n,c,H,W) -> dst y (n,c,OH,OW), or with bwd
+ * src dy -> dst dx (overwritten).  -1 when out of memory for the sums. */
+int iabn_avgpool_window(int n, int c, int H, int W, const int win[8], int OH, int OW,
+                        const float *src, float *dst, int bwd);
 
 /* ---- linear: y[N,O] = x[N,I] w[O,I]^T + b[O] ------------------------------ */
 void iabn_linear_fwd(int n, int in, int out, const float *x, const float *w,
@@ -92,14 +97,16 @@ int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labe
  * of its gradients is written.  Pixels of weight 0 get an exact 0. */
 void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                    const float *weight, float scale, float *dlogits);
-/* L1 / MSE (mse 0 / 1) over count elements: *loss = the mean of the terms
- * of math/loss.h, summed in double in index order (the same bits whatever
- * the thread count); dy = the per-element gradient, which may be y. */
-void iabn_reg_loss_fwd(size_t count, int mse, const float *y, const float *t, float *loss);
-void iabn_reg_loss_bwd(size_t count, int mse, const float *y, const float *t, float *dy);
 /* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
  * Rank of the label = larger logits + equal logits at a lower class index;
  * labels outside [0,K) (ignored samples) never count as correct. */
+/* L1 (mse 0) or MSE (mse 1) between pred and target, count floats: *loss =
+ * the mean (summed in double, serially: the same bits for every thread
+ * count); the backward writes dpred (which may be pred's storage). */
+void iabn_reg_loss_fwd(size_t count, int mse, const float *pred, const float *target,
+                       float *loss);
+void iabn_reg_loss_bwd(size_t count, int mse, const float *pred, const float *target,
+                       float *dpred);
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk);
 

@@ -10,6 +10,7 @@
 #include "tensor/tensor.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define PAR_MIN ((size_t)1 << 14)
@@ -100,4 +101,96 @@ void iabn_gap_bwd(int n, int c, int hw, const float *dy, float *dx)
         float *dxp = dx + (size_t)pl * hw;
         for (int i = 0; i < hw; i++) dxp[i] = g;
     }
+}
+
+/* ---- windowed average (src/layers/avgpool.c) ------------------------------------
+ * Separable running sums in double: a window costs O(1) per output whatever
+ * its size (the DeepLabV3 head's 84 x 84), and the result does not depend on
+ * the summation order.  The backward spreads each pooled cell's gradient over
+ * its window with difference arrays, the transpose of the same sums. */
+
+typedef struct avgwin {
+    int kh, kw, sh, sw, ph, pw, top, left;
+} avgwin;
+
+static int clampi(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+/* one plane: x (H x W) -> y (OH x OW); buf: H*pw + max(H, W) + 1 + ph*pw doubles */
+static void avg_plane(const avgwin *P, int H, int W, int OH, int OW, const float *x, float *y,
+                      double *buf)
+{
+    double *hs = buf, *pre = hs + (size_t)H * P->pw, *pooled = pre + (H > W ? H : W) + 1;
+    for (int r = 0; r < H; r++) {
+        const float *xr = x + (size_t)r * W;
+        pre[0] = 0;
+        for (int c = 0; c < W; c++) pre[c + 1] = pre[c] + xr[c];
+        for (int j = 0; j < P->pw; j++)
+            hs[(size_t)r * P->pw + j] = pre[j * P->sw + P->kw] - pre[j * P->sw];
+    }
+    double inv = 1.0 / ((double)P->kh * P->kw);
+    for (int j = 0; j < P->pw; j++) {
+        pre[0] = 0;
+        for (int r = 0; r < H; r++) pre[r + 1] = pre[r] + hs[(size_t)r * P->pw + j];
+        for (int i = 0; i < P->ph; i++)
+            pooled[(size_t)i * P->pw + j] = (pre[i * P->sh + P->kh] - pre[i * P->sh]) * inv;
+    }
+    for (int i = 0; i < OH; i++) {
+        const double *pr = pooled + (size_t)clampi(i - P->top, P->ph - 1) * P->pw;
+        for (int j = 0; j < OW; j++) y[(size_t)i * OW + j] = (float)pr[clampi(j - P->left, P->pw - 1)];
+    }
+}
+
+/* one plane: dy (OH x OW) -> dx (H x W), overwritten */
+static void avg_plane_bwd(const avgwin *P, int H, int W, int OH, int OW, const float *dy, float *dx,
+                          double *buf)
+{
+    double *col = buf, *diff = col + (size_t)H * P->pw, *dp = diff + (H > W ? H : W) + 1;
+    for (size_t k = 0; k < (size_t)P->ph * P->pw; k++) dp[k] = 0;
+    for (int i = 0; i < OH; i++) {
+        double *pr = dp + (size_t)clampi(i - P->top, P->ph - 1) * P->pw;
+        for (int j = 0; j < OW; j++) pr[clampi(j - P->left, P->pw - 1)] += dy[(size_t)i * OW + j];
+    }
+    for (int j = 0; j < P->pw; j++) {
+        for (int r = 0; r <= H; r++) diff[r] = 0;
+        for (int i = 0; i < P->ph; i++) {
+            diff[i * P->sh] += dp[(size_t)i * P->pw + j];
+            diff[i * P->sh + P->kh] -= dp[(size_t)i * P->pw + j];
+        }
+        double run = 0;
+        for (int r = 0; r < H; r++) col[(size_t)r * P->pw + j] = run += diff[r];
+    }
+    double inv = 1.0 / ((double)P->kh * P->kw);
+    for (int r = 0; r < H; r++) {
+        for (int c = 0; c <= W; c++) diff[c] = 0;
+        for (int j = 0; j < P->pw; j++) {
+            diff[j * P->sw] += col[(size_t)r * P->pw + j];
+            diff[j * P->sw + P->kw] -= col[(size_t)r * P->pw + j];
+        }
+        double run = 0;
+        for (int c = 0; c < W; c++) dx[(size_t)r * W + c] = (float)((run += diff[c]) * inv);
+    }
+}
+
+int iabn_avgpool_window(int n, int c, int H, int W, const int win[8], int OH, int OW,
+                        const float *src, float *dst, int bwd)
+{
+    avgwin P = {win[0], win[1], win[2], win[3], win[4], win[5], win[6], win[7]};
+    long planes = (long)n * c;
+    size_t per = (size_t)H * P.pw + (size_t)(H > W ? H : W) + 1 + (size_t)P.ph * P.pw;
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
+    {
+        double *buf = malloc(per * sizeof *buf);
+        if (!buf) failed = 1;
+#pragma omp for schedule(static)
+        for (long p = 0; p < planes; p++) {
+            if (!buf) continue;
+            if (bwd)
+                avg_plane_bwd(&P, H, W, OH, OW, src + p * OH * OW, dst + p * H * W, buf);
+            else
+                avg_plane(&P, H, W, OH, OW, src + p * H * W, dst + p * OH * OW, buf);
+        }
+        free(buf);
+    }
+    return failed ? -1 : 0;
 }

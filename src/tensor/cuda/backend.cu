@@ -409,3 +409,13 @@ const iabn_backend *iabn_cuda_backend_planning(void)
         virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, &cuda_kernels};
     return &virt;
 }
+
+const iabn_cuda_api *iabn_cuda_api_get(void)
+{
+    static const iabn_cuda_api api = {
+        IABN_CUDA_API_VERSION, iabn_cuda_device_count, iabn_cuda_ctx_new,
+        iabn_cuda_ctx_free,    iabn_cuda_backend,      iabn_cuda_device_name,
+        iabn_cuda_mem_info,    iabn_cuda_tf32,         iabn_cuda_host_alloc,
+        iabn_cuda_host_free,   iabn_cuda_backend_planning};
+    return &api;
+}

@@ -19,8 +19,11 @@
  *     ... graphs, plans, executors on s ...
  *     iabn_cuda_ctx_free(cu);   // after everything allocated through it
  *
- * This header compiles with or without CUDA; without it (IABN_HAVE_CUDA 0)
- * nothing here is defined in the library and callers must not use it.
+ * This code is its own library, libiabn_cuda.so, which libiabn loads on the
+ * first use of a CUDA device (src/tensor/device.c) through the one symbol
+ * iabn_cuda_api_get: libiabn itself never links cudart, cuBLAS or cuDNN.
+ * A program may also link libiabn_cuda and call these functions directly
+ * (tests/test_cuda.c does).  The header itself needs no CUDA headers.
  */
 #ifndef IABN_CUDA_BACKEND_H
 #define IABN_CUDA_BACKEND_H
@@ -73,6 +76,27 @@ int iabn_cuda_device_name(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e
  * mem --device cuda` reports the CUDA plan (cuDNN workspaces, 256-byte
  * alignment) on a machine without a GPU. */
 const iabn_backend *iabn_cuda_backend_planning(void);
+
+/* ---- the entry points libiabn loads ------------------------------------- */
+
+#define IABN_CUDA_API_VERSION 1
+
+typedef struct iabn_cuda_api {
+    int version; /* IABN_CUDA_API_VERSION of the module */
+    int (*device_count)(int *count, iabn_err *e);
+    int (*ctx_new)(int device, iabn_cuda_ctx **out, iabn_err *e);
+    void (*ctx_free)(iabn_cuda_ctx *ctx);
+    const iabn_backend *(*backend)(iabn_cuda_ctx *ctx);
+    int (*device_name)(iabn_cuda_ctx *ctx, char *buf, size_t cap, iabn_err *e);
+    int (*mem_info)(iabn_cuda_ctx *ctx, size_t *free_bytes, size_t *total_bytes, iabn_err *e);
+    int (*tf32)(const iabn_cuda_ctx *ctx);
+    void *(*host_alloc)(size_t bytes, void *ctx);
+    void (*host_free)(void *p, void *ctx);
+    const iabn_backend *(*backend_planning)(void);
+} iabn_cuda_api;
+
+/* The module's table (constant). */
+const iabn_cuda_api *iabn_cuda_api_get(void);
 
 #ifdef __cplusplus
 }

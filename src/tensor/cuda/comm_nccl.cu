@@ -8,7 +8,8 @@
  * NCCL's stream that the compute stream waits for.  While it waits the host
  * polls that event and ncclCommGetAsyncError against the communicator's
  * deadline; past it the NCCL communicator is aborted and the error says which
- * collective stalled on which rank. */
+ * collective stalled on which rank.  A library of its own (libiabn_nccl.so),
+ * which comm.c loads when NCCL is attached, so that nothing else maps NCCL. */
 #include "tensor/comm_internal.h"
 #include "tensor/cuda/internal.h"
 
@@ -33,15 +34,21 @@ static int nccl_fail(iabn_comm *c, iabn_err *e, const char *what, const char *ca
     return iabn_err_set(e, IABN_EDEVICE, "%s", c->fail.msg);
 }
 
+#define CUDA_TRY(e, call)                                                                \
+    do {                                                                                 \
+        cudaError_t st_ = (call);                                                        \
+        if (st_ != cudaSuccess)                                                          \
+            return iabn_err_set((e), IABN_EDEVICE, "%s failed: %s", #call,               \
+                                cudaGetErrorString(st_));                                \
+    } while (0)
+
 #define NCCL_TRY(c, e, what, call)                                                       \
     do {                                                                                 \
         ncclResult_t r_ = (call);                                                        \
         if (r_ != ncclSuccess) return nccl_fail((c), (e), (what), #call, r_);            \
     } while (0)
 
-extern "C" {
-
-int iabn_comm_nccl_init(iabn_comm *c, void *cuda_ctx, iabn_err *e)
+static int nccl_init(iabn_comm *c, void *cuda_ctx, iabn_err *e)
 {
     iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)cuda_ctx;
     ncclUniqueId id;
@@ -73,7 +80,7 @@ int iabn_comm_nccl_init(iabn_comm *c, void *cuda_ctx, iabn_err *e)
     return 0;
 }
 
-void iabn_comm_nccl_fini(iabn_comm *c)
+static void nccl_fini(iabn_comm *c)
 {
     iabn_comm_nccl *n = c->nccl;
     if (!n) return;
@@ -86,21 +93,21 @@ void iabn_comm_nccl_fini(iabn_comm *c)
     c->nccl = NULL;
 }
 
-int iabn_comm_nccl_allreduce_start(iabn_comm *c, void *buf, size_t count, int dtype,
-                                   const char *what, iabn_err *e)
+static int nccl_allreduce_start(iabn_comm *c, void *buf, size_t count, int dtype,
+                                const char *what, iabn_err *e)
 {
     iabn_comm_nccl *n = c->nccl;
-    IABN_CUDA_CHECK(e, cudaEventRecord(n->ready, n->ctx->stream));
-    IABN_CUDA_CHECK(e, cudaStreamWaitEvent(n->stream, n->ready, 0));
+    CUDA_TRY(e, cudaEventRecord(n->ready, n->ctx->stream));
+    CUDA_TRY(e, cudaStreamWaitEvent(n->stream, n->ready, 0));
     ncclDataType_t t = dtype == IABN_COMM_F64 ? ncclFloat64 : ncclFloat32;
     NCCL_TRY(c, e, what, ncclAllReduce(buf, buf, count, t, ncclSum, n->comm, n->stream));
     return 0;
 }
 
-int iabn_comm_nccl_wait(iabn_comm *c, const char *what, iabn_err *e)
+static int nccl_wait(iabn_comm *c, const char *what, iabn_err *e)
 {
     iabn_comm_nccl *n = c->nccl;
-    IABN_CUDA_CHECK(e, cudaEventRecord(n->done, n->stream));
+    CUDA_TRY(e, cudaEventRecord(n->done, n->stream));
     double t0 = iabn_now();
     for (;;) {
         cudaError_t st = cudaEventQuery(n->done);
@@ -122,15 +129,22 @@ int iabn_comm_nccl_wait(iabn_comm *c, const char *what, iabn_err *e)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
-    IABN_CUDA_CHECK(e, cudaStreamWaitEvent(n->ctx->stream, n->done, 0));
+    CUDA_TRY(e, cudaStreamWaitEvent(n->ctx->stream, n->done, 0));
     return 0;
 }
 
-int iabn_comm_nccl_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e)
+static int nccl_copy(iabn_comm *c, void *dst, const void *src, size_t bytes, iabn_err *e)
 {
-    IABN_CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+    CUDA_TRY(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
                                        c->nccl->ctx->stream));
     return 0;
 }
 
-} /* extern "C" */
+extern "C" void iabn_comm_nccl_api_get(iabn_comm_nccl_api *api)
+{
+    api->init = nccl_init;
+    api->fini = nccl_fini;
+    api->allreduce_start = nccl_allreduce_start;
+    api->wait = nccl_wait;
+    api->copy = nccl_copy;
+}

@@ -122,13 +122,14 @@ int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momen
 int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
                        const int32_t *labels, int ignore_index, float top_frac, float *loss,
                        float *weight, long *bad, int *bad_label, iabn_err *e);
-int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *y,
-                           const float *t, float *loss, iabn_err *e);
-int iabn_cuda_reg_loss_bwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *y,
-                           const float *t, float *dy, iabn_err *e);
 int iabn_cuda_xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
                        const int32_t *labels, const float *weight, float scale, float *dlogits,
                        iabn_err *e);
+/* L1 / MSE (cpu/ops.h's iabn_reg_loss_*); the loss stays on the device. */
+int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,
+                           const float *target, float *loss, iabn_err *e);
+int iabn_cuda_reg_loss_bwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,
+                           const float *target, float *dpred, iabn_err *e);
 
 /* ---- convolution (cuDNN) and linear (cuBLAS) ------------------------------------
  * Workspace: the node's scratch, sized by iabn_cuda_conv_workspace_bytes(),

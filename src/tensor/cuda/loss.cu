@@ -27,32 +27,7 @@
 
 namespace {
 
-enum { SEL_BLOCK = 1024, REG_BLOCK = 1024 };
-
-/* L1 / MSE forward: one block, each thread sums a fixed grid-stride share in
- * double, the block adds them in a fixed tree: the same bits every run. */
-__global__ void __launch_bounds__(REG_BLOCK)
-reg_fwd_k(size_t count, int mse, const float *y, const float *t, float *loss)
-{
-    __shared__ double sh[REG_BLOCK];
-    const int tid = (int)threadIdx.x;
-    double s = 0;
-    for (size_t i = (size_t)tid; i < count; i += REG_BLOCK) s += iabn_reg_term(y[i], t[i], mse);
-    sh[tid] = s;
-    __syncthreads();
-    for (int h = REG_BLOCK / 2; h > 0; h /= 2) {
-        if (tid < h) sh[tid] += sh[tid + h];
-        __syncthreads();
-    }
-    if (tid == 0) *loss = count ? (float)(sh[0] / (double)count) : 0.f;
-}
-
-__global__ void reg_bwd_k(size_t count, int mse, const float *y, const float *t, float inv,
-                          float *dy)
-{
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i < count) dy[i] = iabn_reg_grad(y[i], t[i], mse, inv);
-}
+enum { SEL_BLOCK = 1024 };
 
 __global__ void xent_pix_k(int n, int k, int hw, const float *logits, const int32_t *labels,
                            int ignore, float *loss_pix, unsigned long long *bad)
@@ -236,6 +211,33 @@ __global__ void xent_bwd_k(int n, int k, int hw, const float *logits, const int3
     }
 }
 
+/* L1 / MSE sum: one block walks the whole array (grid-stride in double)
+ * and adds its threads in a fixed tree, so the bits do not vary run to run;
+ * the mean goes straight to the loss on the device. */
+enum { REG_THREADS = 1024 };
+__global__ void __launch_bounds__(REG_THREADS)
+    reg_fwd_k(size_t n, int mse, const float *y, const float *t, float *loss)
+{
+    __shared__ double sh[REG_THREADS];
+    double s = 0;
+    for (size_t i = threadIdx.x; i < n; i += REG_THREADS)
+        s += iabn_reg_term((double)y[i] - (double)t[i], mse);
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = REG_THREADS / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *loss = n ? (float)(sh[0] / (double)n) : 0.f;
+}
+
+__global__ void reg_bwd_k(size_t n, int mse, float inv, const float *y, const float *t, float *dy)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dy[i] = iabn_reg_grad(y[i] - t[i], inv, mse);
+}
+
 } // namespace
 
 extern "C" {
@@ -286,20 +288,20 @@ int iabn_cuda_xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *lo
     return 0;
 }
 
-int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *y,
-                           const float *t, float *loss, iabn_err *e)
+int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,
+                           const float *target, float *loss, iabn_err *e)
 {
-    reg_fwd_k<<<1, REG_BLOCK, 0, ctx->stream>>>(count, mse, y, t, loss);
+    reg_fwd_k<<<1, REG_THREADS, 0, ctx->stream>>>(count, mse, pred, target, loss);
     IABN_LAUNCHED(e, "reg_fwd_k");
     return 0;
 }
 
-int iabn_cuda_reg_loss_bwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *y,
-                           const float *t, float *dy, iabn_err *e)
+int iabn_cuda_reg_loss_bwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,
+                           const float *target, float *dpred, iabn_err *e)
 {
     if (!count) return 0;
     reg_bwd_k<<<iabn_cuda_grid(count, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0, ctx->stream>>>(
-        count, mse, y, t, 1.f / (float)count, dy);
+        count, mse, 1.f / (float)count, pred, target, dpred);
     IABN_LAUNCHED(e, "reg_bwd_k");
     return 0;
 }

@@ -1,5 +1,6 @@
-/* math/loss.h: the softmax cross-entropy gradient per logit and the
- * order-preserving float key of the bootstrapping selection, shared by
+/* math/loss.h: the softmax cross-entropy gradient per logit, the
+ * order-preserving float key of the bootstrapping selection and the L1 / MSE
+ * terms, shared by
  * cpu/loss.c and cuda/loss.cu.  IABN_HD conventions: math/hd.h.
  */
 #ifndef IABN_MATH_LOSS_H
@@ -24,19 +25,17 @@ IABN_HD float iabn_xent_grad(float logit, float max, float inv_sum, int is_label
     return w * (p - (is_label ? 1.f : 0.f));
 }
 
-/* ---- regression losses (mean over all elements) -----------------------------
- * One element's term of the sum (the mean divides by the count afterwards)
- * and its gradient, inv = 1 / count: L1 |d| with gradient sign(d) * inv (0
- * where the prediction equals the target), MSE d^2 with gradient
- * 2 d * inv, for d = prediction - target. */
-IABN_HD double iabn_reg_term(float y, float t, int mse)
+/* ---- L1 / MSE ----------------------------------------------------------------
+ * d = pred - target.  The loss is the mean of the terms (summed in double);
+ * the gradient of one element is sign(d) / count (0 where equal) for L1 and
+ * 2 d / count for MSE, inv = 1 / count. */
+IABN_HD double iabn_reg_term(double d, int mse)
 {
-    double d = (double)y - (double)t;
     return mse ? d * d : fabs(d);
 }
-IABN_HD float iabn_reg_grad(float y, float t, int mse, float inv)
+
+IABN_HD float iabn_reg_grad(float d, float inv, int mse)
 {
-    float d = y - t;
     return mse ? 2.f * d * inv : (d > 0.f ? inv : d < 0.f ? -inv : 0.f);
 }
 
