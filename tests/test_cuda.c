@@ -371,11 +371,7 @@ static void test_norm_act(void)
             run(nm, 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
             /* planes wider than a block, channels not a multiple of it */
             if (acts[a] != IABN_ACT_IDENTITY) run(nm, 3, 4, 37, 41, b_norm_act, &cfg, -1, 1.f, 1, 0);
-            /* torchvision's plain gamma (the in-place modes refuse it) */
-            cfg.plain_gamma = 1;
-            if (!inplace) run(nm, 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
             /* frozen (running statistics, backward to x only) and evaluation */
-            cfg.plain_gamma = 0;
             cfg.frozen = 1;
             run("frozen", 3, 4, 7, 5, b_norm_act, &cfg, -1, 1.f, 1, 0);
             cfg.frozen = 0;
@@ -523,6 +519,19 @@ static void norm_kernels(const float *x, const float *dy, const float *gam, cons
     CHECK_OK(iabn_cuda_bn_param_grads(cu, CK, dga, 1, ds0, ds1, dgg, dbb, &e_));
     dev_cmp("bn_param_grads", "dgamma", dgg, dg, CK);
     dev_cmp("bn_param_grads", "dbeta", dbb, db, CK);
+    /* a gamma of exactly 0 (either sign) trains: dgamma = sum(dy*xhat) */
+    float gz[CK];
+    for (int c = 0; c < CK; c++) {
+        gz[c] = c == 0 ? 0.f : c == 1 ? -0.f : gam[c];
+        dg[c] = 0.f;
+    }
+    CHECK_OK(be->h2d(be->ctx, dga, gz, sizeof gz));
+    CHECK_OK(be->h2d(be->ctx, dgg, dg, sizeof dg));
+    iabn_bn_param_grads(CK, gz, 1, s0, s1, dg, db);
+    CHECK(dg[0] == s1[0] && dg[1] == s1[1] && s1[0] != 0.f);
+    CHECK_OK(iabn_cuda_bn_param_grads(cu, CK, dga, 1, ds0, ds1, dgg, dbb, &e_));
+    dev_cmp("bn_param_grads", "dgamma at gamma 0", dgg, dg, CK);
+    CHECK_OK(be->h2d(be->ctx, dga, gam, sizeof gz));
     /* in-place ABN: z over x forward; I and II backward with dx over dz, and
      * the evaluation backward, from the CPU's z so that only the kernel differs */
     static const iabn_act acts[] = {{IABN_ACT_LEAKY_RELU, 0.01f}, {IABN_ACT_ELU, 1.f},

@@ -418,6 +418,12 @@ static void fast_init(iabn_store *s)
         else if (p->kind == IABN_P_BUFFER) scale = 0.f;
         int var = strstr(p->name, "running_var") != NULL;
         for (size_t k = 0; k < p->count; k++) p->data[k] = var ? 1.f : scale * p->data[k];
+        /* plain-gamma units (standard, checkpoint*) get the scale |gamma|+eps
+         * the in-place units apply to the same draw: every mode computes the
+         * same function (train_step turns dgamma back with the sign) */
+        if (p->kind == IABN_P_BN_WEIGHT && !p->bn_abs)
+            for (size_t k = 0; k < p->count; k++)
+                p->data[k] = iabn_bn_scale(p->data[k], p->bn_eps, 1);
     }
 }
 
@@ -479,6 +485,9 @@ static int train_step(const char *arch, iabn_bn_mode mode, int hw, int no_dropou
         out->counts[i] = p->count;
         out->grads[i] = malloc(p->count * sizeof(float));
         memcpy(out->grads[i], p->grad, p->count * sizeof(float));
+        if (p->kind == IABN_P_BN_WEIGHT && p->bn_abs) /* d|gamma|/dgamma, see fast_init */
+            for (size_t k = 0; k < p->count; k++)
+                out->grads[i][k] *= iabn_bn_dgamma_factor(p->data[k], 1);
     }
     CHECK_MSG(moved, "%s: running statistics did not move", arch);
     t_free(&t);

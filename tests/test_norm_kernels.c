@@ -671,16 +671,22 @@ static void test_sync_combine(void)
     free_case(&t);
 }
 
-/* dgamma through |gamma|: sign(0) = 0; plain gamma: factor 1; accumulates. */
+/* dgamma through |gamma|: the sign of gamma, +1 at 0 (issue 16.2: the
+ * reference's dgamma = sum(xhat*dy) there, so a zero gamma trains); plain
+ * gamma: factor 1; accumulates.  The factor is the iabn_math.h function the
+ * CUDA kernel calls too. */
 static void test_param_grads(void)
 {
-    float gamma[3] = {-2.f, 0.f, 3.f}, sdy[3] = {1, 2, 3}, sdyx[3] = {4, 5, 6};
-    float dg[3] = {1, 1, 1}, db[3] = {0, 0, 0};
-    iabn_bn_param_grads(3, gamma, 1, sdy, sdyx, dg, db);
-    CHECK(dg[0] == -3.f && dg[1] == 1.f && dg[2] == 7.f);
-    CHECK(db[0] == 1.f && db[1] == 2.f && db[2] == 3.f);
-    iabn_bn_param_grads(3, gamma, 0, sdy, sdyx, dg, db);
-    CHECK(dg[0] == 1.f && dg[1] == 6.f && dg[2] == 13.f);
+    float gamma[4] = {-2.f, 0.f, 3.f, -0.f}, sdy[4] = {1, 2, 3, 4}, sdyx[4] = {4, 5, 6, 7};
+    float dg[4] = {1, 1, 1, 1}, db[4] = {0, 0, 0, 0};
+    iabn_bn_param_grads(4, gamma, 1, sdy, sdyx, dg, db);
+    CHECK_MSG(dg[0] == -3.f && dg[1] == 6.f && dg[2] == 7.f && dg[3] == 8.f,
+              "dgamma %g %g %g %g, expected -3 6 7 8", dg[0], dg[1], dg[2], dg[3]);
+    CHECK(db[0] == 1.f && db[1] == 2.f && db[2] == 3.f && db[3] == 4.f);
+    iabn_bn_param_grads(4, gamma, 0, sdy, sdyx, dg, db);
+    CHECK(dg[0] == 1.f && dg[1] == 11.f && dg[2] == 13.f && dg[3] == 15.f);
+    CHECK(iabn_bn_dgamma_factor(0.f, 1) == 1.f && iabn_bn_dgamma_factor(-0.f, 1) == 1.f);
+    CHECK(iabn_bn_dgamma_factor(-1e-30f, 1) == -1.f && iabn_bn_dgamma_factor(-5.f, 0) == 1.f);
 }
 
 int main(void)

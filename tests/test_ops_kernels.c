@@ -580,6 +580,12 @@ static void test_topk(void)
     const int32_t ign[4] = {255, 2, -1, 0};
     iabn_topk_correct(4, 5, l, ign, 5, &c1, &ck);
     CHECK(c1 == 0 && ck == 2);
+    /* issue 16.1: NaN or Inf logits are never correct (NaN compares false,
+     * which used to rank every label first: 100% top-1) */
+    float bad[10] = {NAN, NAN, NAN, NAN, NAN, 0.1f, INFINITY, 0.2f, 0.3f, 0.4f};
+    const int32_t lb[2] = {0, 1};
+    iabn_topk_correct(2, 5, bad, lb, 5, &c1, &ck);
+    CHECK_MSG(c1 == 0 && ck == 0, "non-finite logits: top-1 %ld, top-5 %ld correct", c1, ck);
 }
 
 /* ---- SGD ------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/data.h"
 #include "test_util.h"
@@ -194,15 +195,24 @@ static void test_cityscapes(void)
     CHECK(iabn_dataset_open_cityscapes(data, "val", &ds, &e) == 0);
     iabn_confusion cm;
     iabn_confusion_init(&cm, 19);
-    for (int city = 0; ds && city < 2; city++) {
-        snprintf(imgs, sizeof imgs, "%s/leftImg8bit/val/%s", data, city ? "synthB" : "synthA");
-        char *argv[] = {"predict", ckpt, imgs, pred, NULL};
-        CHECK(iabn_cmd_predict(4, argv) == 0);
-    }
+    /* the whole split: predict walks the city folders (issue 16.8) and
+     * mirrors them in its output */
+    snprintf(imgs, sizeof imgs, "%s/leftImg8bit/val", data);
+    char *argv[] = {"predict", ckpt, imgs, pred, NULL};
+    CHECK(iabn_cmd_predict(4, argv) == 0);
+    /* no image at all is an error, not "0 label maps written" */
+    char empty[400];
+    snprintf(empty, sizeof empty, "%s/empty_split", tmpdir);
+    mkdir(empty, 0777);
+    char *argv0[] = {"predict", ckpt, empty, pred, NULL};
+    CHECK(iabn_cmd_predict(4, argv0) != 0);
     for (size_t i = 0; ds && i < ds->count; i++) {
         const char *base_name = strrchr(ds->paths[i], '/') + 1;
-        char p[700];
-        snprintf(p, sizeof p, "%s/%.*s.png", pred, (int)(strrchr(base_name, '.') - base_name), base_name);
+        const char *city = base_name - 2;
+        while (city > ds->paths[i] && city[-1] != '/') city--;
+        char p[900];
+        snprintf(p, sizeof p, "%s/%.*s%.*s.png", pred, (int)(base_name - city), city,
+                 (int)(strrchr(base_name, '.') - base_name), base_name);
         iabn_image pi = {0}, gi = {0};
         CHECK_MSG(iabn_label_load(p, &pi, &e) == 0, "%s: %s", p, e.msg);
         CHECK(iabn_label_load(ds->label_paths[i], &gi, &e) == 0);

@@ -316,6 +316,7 @@ static void test_sigint(void)
     c.schedule.epochs = (int)(r.steps_done / 12) + 2;
     opts_for(&o, &c, out);
     o.resume = ck;
+    o.resume_override = 1; /* the epoch count changed: accepted, and said */
     o.max_steps = 2;
     o.stop = iabn_cli_stop_on_signals(); /* a new run: the old request is served */
     iabn_train_result r2;

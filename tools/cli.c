@@ -2,12 +2,14 @@
 #include "tools/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "iabn_config.h"
 #include "models/train/trainer.h"
@@ -69,12 +71,12 @@ int iabn_parse_hw(const char *s, int *h, int *w)
 {
     char *end;
     long a = strtol(s, &end, 10);
-    if (end == s || a < 1) return -1;
+    if (end == s || a < 1 || a > INT_MAX) return -1;
     long b = a;
     if (*end == 'x' || *end == 'X') {
         char *e2;
         b = strtol(end + 1, &e2, 10);
-        if (e2 == end + 1 || *e2 || b < 1) return -1;
+        if (e2 == end + 1 || *e2 || b < 1 || b > INT_MAX) return -1;
     } else if (*end) {
         return -1;
     }
@@ -112,16 +114,24 @@ int iabn_check_device(const char *dev, const char *cmd)
 }
 
 static iabn_trainer_stop stop_request;
+static volatile sig_atomic_t stop_signal;
 
+/* First SIGINT / SIGTERM: stop after the step (the trainer writes its
+ * checkpoint).  Second: leave at once; checkpoints are written to a
+ * temporary file and renamed, so the last complete one stays intact. */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (stop_signal) _exit(128 + sig);
+    stop_signal = sig;
     iabn_trainer_request_stop(&stop_request);
 }
+
+int iabn_cli_stop_signal(void) { return stop_signal; }
 
 iabn_trainer_stop *iabn_cli_stop_on_signals(void)
 {
     stop_request.requested = 0;
+    stop_signal = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -22,6 +22,9 @@ struct iabn_trainer_stop;
  * the handlers and returns the request they set, cleared (the program's one
  * piece of signal state lives here, never in the library). */
 struct iabn_trainer_stop *iabn_cli_stop_on_signals(void);
+/* The signal that asked for the stop (SIGINT, SIGTERM), 0 if none: the
+ * program then exits 128 + it (130, 143).  A second signal exits at once. */
+int iabn_cli_stop_signal(void);
 /* The trainer's log callback of the commands: the line on stdout, flushed. */
 void iabn_cli_log(void *user, const char *line);
 

@@ -1,5 +1,6 @@
 /* cmd_predict.c: `iabn predict CHECKPOINT IN_DIR OUT_DIR`: every .png / .jpg /
- * .jpeg of IN_DIR (sorted) to a PNG label map of the same name in OUT_DIR:
+ * .jpeg of IN_DIR and its sub-folders (a Cityscapes split holds one folder per
+ * city), sorted, to a PNG label map of the same relative path in OUT_DIR:
  * raw class ids by default, the data set's palette with --color, Cityscapes
  * labelIds (for the official evaluation scripts) with --labelids.  The model
  * and its input normalisation come from the configuration stored in the
@@ -35,6 +36,65 @@ static int has_image_ext(const char *name)
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+typedef struct namelist {
+    char **v;
+    int n, cap;
+} namelist;
+
+/* Adds the images under root/rel (rel "" for root itself) to l, as paths
+ * relative to root.  Real directories only (a symlinked one could loop);
+ * depth bounds a pathological tree. */
+static int collect(const char *root, const char *rel, int depth, namelist *l, iabn_err *e)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s%s%s", root, *rel ? "/" : "", rel);
+    DIR *d = opendir(dir);
+    if (!d) return iabn_err_set(e, IABN_EIO, "cannot read directory %s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (struct dirent *de; !rc && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        char r[4096], full[8192];
+        int k = snprintf(r, sizeof r, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+        if (k < 0 || (size_t)k >= sizeof r) continue;
+        snprintf(full, sizeof full, "%s/%s", root, r);
+        struct stat st;
+        if (lstat(full, &st)) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (depth < 16) rc = collect(root, r, depth + 1, l, e);
+            continue;
+        }
+        if (!has_image_ext(de->d_name)) continue;
+        if (l->n == l->cap) {
+            int nc = l->cap ? 2 * l->cap : 64;
+            char **q = realloc(l->v, (size_t)nc * sizeof *q);
+            if (!q) {
+                rc = iabn_err_set(e, IABN_ENOMEM, "out of memory listing %s", dir);
+                break;
+            }
+            l->v = q;
+            l->cap = nc;
+        }
+        if (!(l->v[l->n] = strdup(r))) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory listing %s", dir);
+        else l->n++;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* mkdir -p of out/<the directories of rel> */
+static int make_parents(const char *out, const char *rel, iabn_err *e)
+{
+    char p[8192];
+    int k = snprintf(p, sizeof p, "%s/%s", out, rel);
+    if (k < 0 || (size_t)k >= sizeof p) return iabn_err_set(e, IABN_EIO, "path too long: %s/%s", out, rel);
+    for (char *c = p + strlen(out) + 1; (c = strchr(c, '/')); c++) {
+        *c = '\0';
+        if (mkdir(p, 0777) && errno != EEXIST) return iabn_err_set(e, IABN_EIO, "cannot create %s: %s", p, strerror(errno));
+        *c = '/';
+    }
+    return 0;
 }
 
 static void usage(void)
@@ -93,21 +153,13 @@ int iabn_cmd_predict(int argc, char **argv)
     int classes = cfg ? cfg->classes : 0;
     if (!rc && labelids && classes != 19)
         rc = iabn_err_set(&e, IABN_EINVAL, "--labelids needs a 19-class Cityscapes model (%d classes)", classes);
-    DIR *d = rc ? NULL : opendir(pos[1]);
-    if (!rc && !d) rc = iabn_err_set(&e, IABN_EIO, "cannot read directory %s", pos[1]);
-    char **names = NULL;
-    int n = 0, cap = 0;
-    for (struct dirent *de; d && (de = readdir(d));) {
-        if (!has_image_ext(de->d_name)) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            char **q = realloc(names, (size_t)cap * sizeof *q);
-            if (!q) break;
-            names = q;
-        }
-        names[n++] = strdup(de->d_name);
-    }
-    if (d) closedir(d);
+    namelist l = {0};
+    if (!rc) rc = collect(pos[1], "", 0, &l, &e);
+    if (!rc && l.n == 0)
+        rc = iabn_err_set(&e, IABN_EIO, "no .png, .jpg or .jpeg image in %s or its sub-folders",
+                          pos[1]);
+    char **names = l.v;
+    int n = l.n;
     if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
     if (!rc && mkdir(pos[2], 0777) && errno != EEXIST)
         rc = iabn_err_set(&e, IABN_EIO, "cannot create %s", pos[2]);
@@ -118,9 +170,10 @@ int iabn_cmd_predict(int argc, char **argv)
                                                             : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
     int written = 0;
     for (int i = 0; i < n && !rc; i++) {
-        char in[2048], out[2048];
+        char in[8192], out[8192];
         snprintf(in, sizeof in, "%s/%s", pos[1], names[i]);
         snprintf(out, sizeof out, "%s/%.*s.png", pos[2], (int)(strrchr(names[i], '.') - names[i]), names[i]);
+        if ((rc = make_parents(pos[2], names[i], &e))) break;
         iabn_image img = {0}, lab = {0};
         if ((rc = iabn_image_load(in, 0, &img, &e))) break;
         size_t hw = (size_t)img.width * img.height;

@@ -52,6 +52,7 @@ static void usage_train(int seg)
            "  -j, --workers N     data loading threads (2)\n"
            "  --bn MODE           standard, checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii\n"
            "  --resume CKPT       continue exactly where CKPT left off\n"
+           "  --resume-override   resume although the config or data differ (listed)\n"
            "  --output-dir DIR    config.json, metrics.jsonl, TensorBoard events, checkpoints\n"
            "  --print-freq N      progress line every N steps (10)\n"
            "  --seed N            data order, augmentation, init and dropout (1)\n"
@@ -61,7 +62,10 @@ static void usage_train(int seg)
            "  --no-accumulate     refuse instead of splitting the batch into micro-batches\n"
            "  --threads T         CPU threads\n"
            "  --max-steps N, --time-limit SECONDS   stop early (checkpoint kept)\n"
+           "  --checkpoint-every N  checkpoint_last every N steps, mid-epoch too\n"
            "  --strict            an undecodable image is an error, not a skipped file\n"
+           "  --on-nonfinite stop|skip   a NaN/Inf loss or gradient stops the run (stop,\n"
+           "                      default) or skips the step (skip); either names the step\n"
            "  -q, --quiet / -v, --verbose\n");
 }
 
@@ -89,6 +93,10 @@ int run_train_like(int argc, char **argv, int seg)
         else if (!strcmp(a, "--seed")) { INT(o.seed); }
         else if (!strcmp(a, "--threads")) { INT(o.threads); }
         else if (!strcmp(a, "--max-steps")) { INT(o.max_steps); }
+        else if (!strcmp(a, "--checkpoint-every")) {
+            INT(o.checkpoint_every);
+            if (n < 1) { fprintf(stderr, "iabn %s: --checkpoint-every must be at least 1\n", cmd); return 2; }
+        }
         else if (!strcmp(a, "--lr")) {
             VAL();
             if (iabn_parse_float(v, &f) || f <= 0) { fprintf(stderr, "iabn %s: --lr %s\n", cmd, v); return 2; }
@@ -116,6 +124,15 @@ int run_train_like(int argc, char **argv, int seg)
         }
         else if (!strcmp(a, "--evaluate")) o.evaluate_only = 1;
         else if (!strcmp(a, "--no-accumulate")) o.no_accumulate = 1;
+        else if (!strcmp(a, "--resume-override")) o.resume_override = 1;
+        else if (!strcmp(a, "--on-nonfinite")) {
+            VAL();
+            if (!strcmp(v, "skip")) o.on_nonfinite_skip = 1;
+            else if (strcmp(v, "stop")) {
+                fprintf(stderr, "iabn %s: --on-nonfinite %s: stop or skip\n", cmd, v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--strict")) o.strict_data = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o.quiet = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o.verbose = 1;
@@ -141,7 +158,9 @@ int run_train_like(int argc, char **argv, int seg)
     char dev[32];
     if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
     int rc = iabn_trainer_run(&o, &res, &e);
-    return job_close(cmd, o.comm, rc, &e);
+    if (rc || !res.stopped_by_signal || !iabn_cli_stop_signal()) return job_close(cmd, o.comm, rc, &e);
+    job_close(cmd, o.comm, 0, &e);
+    return 128 + iabn_cli_stop_signal();
 }
 
 int iabn_cmd_train(int argc, char **argv) { return run_train_like(argc, argv, 0); }

@@ -69,13 +69,30 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
         return iabn_graph_fail(g, IABN_EINVAL, "tensor %s: %d dimensions (1..4 allowed)",
                                name, nd);
     size_t count = 1;
+    int big = 0;             /* count past IABN_MAX_ELEMS (then count is not exact) */
     int dims[IABN_MAX_DIMS]; /* shape may point into g->t, which grow() moves */
     for (int i = 0; i < nd; i++) {
         if (shape[i] <= 0)
             return iabn_graph_fail(g, IABN_EINVAL, "tensor %s: dimension %d is %d", name, i,
                                    shape[i]);
         dims[i] = shape[i];
-        count *= (size_t)shape[i];
+        if (count > IABN_MAX_ELEMS / (size_t)shape[i]) big = 1;
+        count = big ? IABN_MAX_ELEMS + 1 : count * (size_t)shape[i];
+    }
+    if (big) {
+        /* the exact need, in double (it may exceed size_t), for the message */
+        char sh[64];
+        size_t k = 0;
+        double need = (double)iabn_dtype_size(dt);
+        for (int i = 0; i < nd; i++) {
+            need *= (double)dims[i];
+            k += (size_t)snprintf(sh + k, sizeof sh - k, i ? "x%d" : "%d", dims[i]);
+            if (k >= sizeof sh) k = sizeof sh - 1;
+        }
+        return iabn_graph_fail(g, IABN_ENOMEM,
+                               "tensor %s (%s) does not fit: needs %.0f bytes; one tensor holds "
+                               "at most %zu elements",
+                               name, sh, need, (size_t)IABN_MAX_ELEMS);
     }
     if (grow((void **)&g->t, &g->tcap, g->nt + 1, sizeof *g->t))
         return iabn_graph_fail(g, IABN_ENOMEM, "out of memory adding tensor %s", name);

@@ -36,6 +36,11 @@ extern "C" {
 #endif
 
 #define IABN_MAX_DIMS 4
+/* Elements of one tensor at most: kernels take counts, planes and channels
+ * as int, so every partial product of a shape must fit in one.  A larger
+ * shape is refused when the tensor is added ("does not fit: needs N bytes"),
+ * with IABN_ENOMEM like any plan that does not fit. */
+#define IABN_MAX_ELEMS ((size_t)2147483647)
 #define IABN_MAX_IN 8
 #define IABN_MAX_OUT 4
 #define IABN_NAME_LEN 96
@@ -170,6 +175,9 @@ typedef struct iabn_param {
     float *mom;          /* optimizer state, allocated on first step */
     int lr_group;        /* 0 body, 1 classifier (separate lr) */
     int frozen;          /* no gradient */
+    int bn_abs;          /* BN weight: its unit scales by |gamma| + bn_eps (the
+                            in-place modes); 0: by gamma itself                 */
+    float bn_eps;        /* BN weight: its unit's eps                           */
 } iabn_param;
 
 iabn_store *iabn_store_new(const iabn_backend *be, iabn_err *e);
@@ -208,7 +216,9 @@ typedef struct iabn_sgd_opts {
     float grad_scale;        /* gradients times this first (1 / micro-batches) */
     float clip;              /* > 0: the global L2 norm is clipped to this     */
 } iabn_sgd_opts;
-/* *grad_norm (may be NULL): the global norm after grad_scale, before clipping. */
+/* *grad_norm (may be NULL): the global norm after grad_scale, before clipping.
+ * A NaN or Inf gradient is IABN_ENUM naming the parameter, with no weight or
+ * momentum changed (the gradients are then scaled, not zeroed). */
 int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm, iabn_err *e);
 
 /* ---- graph ---------------------------------------------------------------- */

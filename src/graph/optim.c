@@ -23,8 +23,12 @@ int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm
         iabn_param *p = iabn_store_get(s, i);
         if (!trainable(p)) continue;
         if (o->grad_scale != 1.f) rc = be->k->scale(be->ctx, p->count, o->grad_scale, p->grad, e);
+        /* always: a NaN or Inf gradient must not reach the weights */
         double q = 0;
-        if (!rc && (o->clip > 0 || grad_norm)) rc = be->k->sumsq(be->ctx, p->count, p->grad, &q, e);
+        if (!rc) rc = be->k->sumsq(be->ctx, p->count, p->grad, &q, e);
+        if (!rc && !isfinite(q))
+            rc = iabn_err_set(e, IABN_ENUM, "the gradient of %s is not finite: no update made",
+                              p->name);
         sq += q;
     }
     if (rc) return rc;

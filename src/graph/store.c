@@ -94,6 +94,21 @@ int iabn_store_param(iabn_store *s, const char *name, iabn_pkind kind, int nd,
         *id = i;
         return 0;
     }
+    if (nd < 1 || nd > IABN_MAX_DIMS)
+        return iabn_err_set(e, IABN_EINVAL, "parameter %s: %d dimensions (1..4 allowed)", name, nd);
+    double need = sizeof(float);
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] <= 0)
+            return iabn_err_set(e, IABN_EINVAL, "parameter %s: dimension %d is %d", name, d,
+                                shape[d]);
+        need *= (double)shape[d];
+    }
+    /* doubles are exact to 2^53: well past the limit */
+    if (need > (double)IABN_MAX_ELEMS * sizeof(float))
+        return iabn_err_set(e, IABN_ENOMEM,
+                            "parameter %s does not fit: needs %.0f bytes; one tensor holds at "
+                            "most %zu elements",
+                            name, need, (size_t)IABN_MAX_ELEMS);
     if (s->np == s->cap) {
         int nc = s->cap ? s->cap * 2 : 64;
         iabn_param *q = realloc(s->p, (size_t)nc * sizeof *q);

@@ -67,9 +67,31 @@ typedef struct iabn_norm_act_cfg {
     float eps;          /* 1e-5 */
     float momentum;     /* 0.1  */
     int frozen;         /* running statistics, no gradient to gamma / beta       */
-    int plain_gamma;    /* scale = gamma (torchvision BN) instead of |gamma|+eps;
-                           the in-place modes refuse it                           */
 } iabn_norm_act_cfg;
+
+/* The scale a mode applies: standard, checkpoint and checkpoint_opt use gamma
+ * itself (the reference's ABN, torch.nn.BatchNorm2d); the in-place modes use
+ * |gamma| + eps, which is always > 0 so that y -> xhat can be inverted.  The
+ * unit records its convention on its weight in the store (iabn_param.bn_abs,
+ * bn_eps); weight files carry it in their metadata, below. */
+int iabn_bn_mode_abs_gamma(iabn_bn_mode m);
+
+/* ---- the BN scale convention of weight files (bn_gamma.c) -------------------
+ * Metadata "bn_gamma" = "plain" or "abs+eps=<eps>" for every BN weight of the
+ * file, or "bn_gamma.<name>" per weight when they differ.  A file without it
+ * is read in the loading unit's own convention (reference state dicts), except
+ * iabn-checkpoint-1 files, which predate plain gamma (|gamma|+eps). */
+/* Adds the store's BN conventions to a file being written. */
+int iabn_bn_gamma_write_meta(iabn_store *s, iabn_st_writer *w, iabn_err *e);
+/* Before anything is loaded: IABN_EFORMAT naming every in-place unit of s
+ * whose weight in f has plain gamma that |gamma|+eps cannot reproduce
+ * (negative or below eps).  Only tensors of the store's names are looked at. */
+int iabn_bn_gamma_check(iabn_store *s, const iabn_st_file *f, iabn_err *e);
+/* Converts v (p->count values of file tensor fname, read for p) from the
+ * file's convention to p's, exactly (see bn_gamma.c); no-op for other params
+ * or the same convention.  IABN_EFORMAT, v unchanged, when it cannot. */
+int iabn_bn_gamma_convert(const iabn_st_file *f, const char *fname, const iabn_param *p,
+                          float *v, iabn_err *e);
 
 iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode);
 int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cfg *cfg);

@@ -13,10 +13,11 @@
  *                   (count, mean, var) and combines them, the backward
  *                   all-reduces (count, sum dy, sum dy*xhat) after taking the
  *                   local sums for dgamma / dbeta (INPLACE_ABN.md section 3).
- * The scale is |gamma| + eps in every mode (so every mode computes the same
- * function and weights move freely between modes) unless plain_gamma asks for
- * torchvision's gamma, which the in-place modes refuse: they need g > 0 to
- * invert y -> xhat.
+ * The scale is gamma itself in standard, checkpoint and checkpoint_opt (the
+ * reference's plain BN, so its checkpoints load as they are) and |gamma| + eps
+ * in the in-place modes, which need g > 0 to invert y -> xhat.  The gamma
+ * tensor in the store records which (iabn_param.bn_abs), so that weight files
+ * convert between the two (bn_gamma.c).
  */
 #include "layers/layer_util.h"
 
@@ -89,6 +90,7 @@ int iabn_bn_mode_is_sync(iabn_bn_mode m)
     }
     return 0;
 }
+int iabn_bn_mode_abs_gamma(iabn_bn_mode m) { return iabn_bn_mode_is_inplace(m); }
 
 iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode)
 {
@@ -535,11 +537,6 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
                                "its input (standard, checkpoint, checkpoint_opt)",
                                name, iabn_bn_mode_name(cfg->mode), iabn_act_name(cfg->act.kind),
                                iabn_act_name(cfg->act.kind));
-    if (inplace && cfg->plain_gamma)
-        return iabn_graph_fail(g, IABN_EINVAL,
-                               "%s: mode %s needs the |gamma|+eps scale (plain gamma may be 0 or "
-                               "negative, which makes y -> xhat not invertible)",
-                               name, iabn_bn_mode_name(cfg->mode));
     if (cfg->eps <= 0.f || cfg->momentum < 0.f || cfg->momentum > 1.f)
         return iabn_graph_fail(g, IABN_EINVAL, "%s: eps must be > 0 and momentum in [0, 1]", name);
     na_p P;
@@ -547,7 +544,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     nchw(xt, &P.n, &P.c, &P.hw);
     P.eps = cfg->eps;
     P.momentum = cfg->momentum;
-    P.abs_gamma = !cfg->plain_gamma;
+    P.abs_gamma = iabn_bn_mode_abs_gamma(cfg->mode);
     P.act = cfg->act;
     P.variant = bn_mode_variant(cfg->mode);
     P.sync = iabn_bn_mode_is_sync(cfg->mode);
@@ -564,6 +561,10 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     int rmean = param(g, name, ".running_mean", IABN_P_BUFFER, 1, cs);
     int rvar = param(g, name, ".running_var", IABN_P_BUFFER, 1, cs);
     if (!iabn_graph_ok(g)) return -1;
+    /* the store keeps the convention with the weight, for the weight files */
+    iabn_param *gp = iabn_store_get(iabn_graph_store(g), lt(g, gamma)->store_id);
+    gp->bn_abs = P.abs_gamma;
+    gp->bn_eps = cfg->eps;
     if (cfg->frozen) {
         /* the store remembers it, so the optimizer leaves them alone too */
         iabn_store *st = iabn_graph_store(g);

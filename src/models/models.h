@@ -27,8 +27,9 @@
  * Every BN + activation unit takes the BN mode, activation, eps, momentum and
  * frozen flag from the config; units that the reference builds with an
  * identity activation (post-activation nets' last BN of a block and proj_bn)
- * keep it.  The BN scale is |gamma| + eps everywhere, VGG-BN and MobileNet
- * included, so that every BN mode computes the same function.
+ * keep it.  The BN scale follows the mode (layers.h): gamma in standard,
+ * checkpoint and checkpoint_opt, |gamma| + eps in the in-place modes; weight
+ * files record which, and loading converts where that is exact.
  */
 #ifndef IABN_MODELS_H
 #define IABN_MODELS_H

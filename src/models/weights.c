@@ -101,6 +101,12 @@ int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e)
         iabn_st_free(f);
         return IABN_EFORMAT;
     }
+    /* plain-gamma weights an in-place unit cannot reproduce: refused here,
+     * before anything is written */
+    if ((rc = iabn_bn_gamma_check(s, f, e))) {
+        iabn_st_free(f);
+        return rc;
+    }
     float *host = NULL;
     size_t cap = 0;
     for (int i = 0; i < np && !rc; i++) {
@@ -117,6 +123,7 @@ int iabn_weights_load(iabn_store *s, const char *path, int strict, iabn_err *e)
             }
         }
         rc = iabn_st_read_f32(t, host, p->count, e);
+        if (!rc) rc = iabn_bn_gamma_convert(f, p->name, p, host, e);
         if (!rc) rc = iabn_store_write(s, i, host, e);
         if (rc) iabn_err_prefix(e, "loading %s from %s: ", p->name, path);
     }
@@ -148,6 +155,7 @@ int iabn_weights_save(iabn_store *s, const char *path, const char *const *meta_k
         rc = iabn_store_read(s, i, host, e);
         if (!rc) rc = iabn_st_writer_add(w, p->name, IABN_F32, p->nd, shape, host, e);
     }
+    if (!rc) rc = iabn_bn_gamma_write_meta(s, w, e);
     for (int i = 0; !rc && meta_kv && meta_kv[i]; i += 2) {
         if (!meta_kv[i + 1]) {
             rc = iabn_err_set(e, IABN_EINVAL, "saving %s: metadata key '%s' has no value", path,

@@ -16,8 +16,10 @@ typedef struct iabn_ckpt_pos {
     long long best_epoch;
     long long world_size;     /* ranks of the job that wrote it (0: one) */
     long long global_batch;   /* its batch over all ranks (0: unknown)   */
+    long long train_images;   /* size of the training set (0: not recorded) */
 } iabn_ckpt_pos;
 
+/* Refuses (IABN_ENUM, nothing written) a store holding NaN or Inf. */
 int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
                    const char *config_json, iabn_err *e);
 /* Loads weights (all store tensors must be present with their shapes); with

@@ -361,27 +361,52 @@ double iabn_schedule_factor(const iabn_schedule *s, double t, double total)
     return f;
 }
 
+/* The double whose shortest decimal form reads back as f: 0.1f is written
+ * "0.1", not "0.10000000149011612" (cJSON prints doubles with up to 17
+ * digits, so it gets the double of the shortest float-exact string). */
+static double shortest(float f)
+{
+    char buf[32];
+    for (int p = 1; p < 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+static void add_float(cJSON *o, const char *k, float f)
+{
+    cJSON_AddNumberToObject(o, k, shortest(f));
+}
+
+static cJSON *float_array(const float *v, int n)
+{
+    double d[4];
+    for (int i = 0; i < n && i < 4; i++) d[i] = shortest(v[i]);
+    return cJSON_CreateDoubleArray(d, n < 4 ? n : 4);
+}
+
 char *iabn_config_to_json(const iabn_config *c)
 {
     cJSON *r = cJSON_CreateObject();
     cJSON *n = cJSON_AddObjectToObject(r, "network");
     cJSON_AddStringToObject(n, "arch", c->arch);
     cJSON_AddStringToObject(n, "activation", iabn_act_name(c->act.kind));
-    cJSON_AddNumberToObject(n, "activation_param", c->act.param);
+    add_float(n, "activation_param", c->act.param);
     cJSON_AddBoolToObject(n, "input_3x3", c->input_3x3);
     cJSON_AddStringToObject(n, "bn_mode", iabn_bn_mode_name(c->bn_mode));
     cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);
     cJSON_AddStringToObject(n, "weight_init", c->weight_init);
-    cJSON_AddNumberToObject(n, "weight_gain_multiplier", c->weight_gain_multiplier);
+    add_float(n, "weight_gain_multiplier", c->weight_gain_multiplier);
     cJSON *o = cJSON_AddObjectToObject(r, "optimizer");
     cJSON_AddNumberToObject(o, "batch_size", c->batch_size);
     cJSON_AddStringToObject(o, "type", "SGD");
-    cJSON_AddNumberToObject(o, "momentum", c->momentum);
-    cJSON_AddNumberToObject(o, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(o, "clip", c->clip);
-    cJSON_AddNumberToObject(o, "learning_rate", c->learning_rate);
-    cJSON_AddNumberToObject(o, "classifier_lr", c->classifier_lr);
+    add_float(o, "momentum", c->momentum);
+    add_float(o, "weight_decay", c->weight_decay);
+    add_float(o, "clip", c->clip);
+    add_float(o, "learning_rate", c->learning_rate);
+    add_float(o, "classifier_lr", c->classifier_lr);
     cJSON_AddBoolToObject(o, "nesterov", c->nesterov);
     cJSON *s = cJSON_AddObjectToObject(o, "schedule");
     cJSON_AddStringToObject(s, "type", iabn_sched_name(c->schedule.kind));
@@ -391,18 +416,18 @@ char *iabn_config_to_json(const iabn_config *c)
     switch (c->schedule.kind) {
     case IABN_SCHED_STEP:
         cJSON_AddNumberToObject(p, "step_size", c->schedule.step_size);
-        cJSON_AddNumberToObject(p, "gamma", c->schedule.gamma);
+        add_float(p, "gamma", c->schedule.gamma);
         break;
     case IABN_SCHED_MULTISTEP:
         cJSON_AddItemToObject(p, "milestones", cJSON_CreateIntArray(c->schedule.milestones, c->schedule.nmilestones));
-        cJSON_AddNumberToObject(p, "gamma", c->schedule.gamma);
+        add_float(p, "gamma", c->schedule.gamma);
         break;
-    case IABN_SCHED_EXPONENTIAL: cJSON_AddNumberToObject(p, "gamma", c->schedule.gamma); break;
+    case IABN_SCHED_EXPONENTIAL: add_float(p, "gamma", c->schedule.gamma); break;
     case IABN_SCHED_LINEAR:
-        cJSON_AddNumberToObject(p, "alpha", c->schedule.alpha);
-        cJSON_AddNumberToObject(p, "beta", c->schedule.beta);
+        add_float(p, "alpha", c->schedule.alpha);
+        add_float(p, "beta", c->schedule.beta);
         break;
-    case IABN_SCHED_POLY: cJSON_AddNumberToObject(p, "power", c->schedule.power); break;
+    case IABN_SCHED_POLY: add_float(p, "power", c->schedule.power); break;
     case IABN_SCHED_CONSTANT: break;
     }
     if (c->schedule.warmup) cJSON_AddNumberToObject(p, "warmup", c->schedule.warmup);
@@ -413,14 +438,14 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON_AddBoolToObject(in, "lighting_train", c->lighting_train);
     cJSON_AddNumberToObject(in, "scale_val", c->scale_val);
     cJSON_AddNumberToObject(in, "crop_val", c->crop_val);
-    cJSON_AddItemToObject(in, "mean", cJSON_CreateFloatArray(c->mean, 3));
-    cJSON_AddItemToObject(in, "std", cJSON_CreateFloatArray(c->std, 3));
+    cJSON_AddItemToObject(in, "mean", float_array(c->mean, 3));
+    cJSON_AddItemToObject(in, "std", float_array(c->std, 3));
     cJSON *sg = cJSON_AddObjectToObject(r, "segmentation");
     int crop[2] = {c->crop_h, c->crop_w};
     cJSON_AddItemToObject(sg, "crop_size", cJSON_CreateIntArray(crop, 2));
     float sr[2] = {c->scale_min, c->scale_max};
-    cJSON_AddItemToObject(sg, "scale_range", cJSON_CreateFloatArray(sr, 2));
-    cJSON_AddNumberToObject(sg, "bootstrap", c->bootstrap);
+    cJSON_AddItemToObject(sg, "scale_range", float_array(sr, 2));
+    add_float(sg, "bootstrap", c->bootstrap);
     cJSON_AddNumberToObject(sg, "eval_every", c->eval_every);
     cJSON_AddNumberToObject(sg, "longest_val", c->longest_val);
     cJSON_AddBoolToObject(sg, "class_uniform", c->class_uniform);

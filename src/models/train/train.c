@@ -7,11 +7,17 @@
  * position), so --resume from a checkpoint written after step k continues with
  * the same losses as a run that never stopped. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "models/train/train_internal.h"
 
@@ -220,6 +226,7 @@ static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
         float *host = malloc(p->count * sizeof *host);
         if (!host) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory loading %s", path);
         if (!rc) rc = iabn_st_read_f32(iabn_st_get(f, src[i]), host, p->count, e);
+        if (!rc) rc = iabn_bn_gamma_convert(f, iabn_st_get(f, src[i])->name, p, host, e);
         if (!rc) rc = iabn_store_write(s, i, host, e);
         free(host);
     }
@@ -232,6 +239,81 @@ static int load_body_weights(iabn_store *s, const char *path, iabn_err *e)
 static int is_classifier(const iabn_param *p)
 {
     return strstr(p->name, "fc") != NULL || strncmp(p->name, "cls", 3) == 0;
+}
+
+/* Leaves of a and b that differ, as "path: old -> new" into buf. */
+static void json_diff(const cJSON *a, const cJSON *b, const char *path, char *buf, size_t cap,
+                      int *count)
+{
+    if (cJSON_IsObject(a) && cJSON_IsObject(b)) {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, a) {
+            char p[256];
+            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
+            json_diff(x, cJSON_GetObjectItemCaseSensitive(b, x->string), p, buf, cap, count);
+        }
+        cJSON_ArrayForEach(x, b) {
+            if (cJSON_GetObjectItemCaseSensitive(a, x->string)) continue;
+            char p[256];
+            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", x->string);
+            json_diff(NULL, x, p, buf, cap, count);
+        }
+        return;
+    }
+    if (a && b && cJSON_Compare(a, b, 1)) return;
+    char *sa = a ? cJSON_PrintUnformatted(a) : NULL, *sb = b ? cJSON_PrintUnformatted(b) : NULL;
+    size_t len = strlen(buf);
+    if (len + 8 < cap)
+        snprintf(buf + len, cap - len, "%s%s: %.40s -> %.40s", *count ? ", " : "", path,
+                 sa ? sa : "(none)", sb ? sb : "(none)");
+    (*count)++;
+    cJSON_free(sa);
+    cJSON_free(sb);
+}
+
+/* --resume: the checkpoint's configuration and data size against this run's.
+ * A change (batch size, model, schedule, data) would silently continue a
+ * different run at the saved position: refused, listing what differs, unless
+ * resume_override, which says what changed.  A finished run says so. */
+static int check_resume(trainer *tr, iabn_err *e)
+{
+    const iabn_train_opts *o = tr->o;
+    iabn_st_file *f = NULL;
+    int rc = iabn_st_load(o->resume, &f, e);
+    if (rc) return rc;
+    char diff[1024] = "";
+    int count = 0;
+    const char *cj = iabn_st_meta(f, "config");
+    cJSON *a = cj ? cJSON_Parse(cj) : NULL, *b = cJSON_Parse(tr->config_json);
+    if (a && b) json_diff(a, b, "", diff, sizeof diff, &count);
+    else if (!cj) {
+        snprintf(diff, sizeof diff, "the checkpoint holds no configuration");
+        count = 1;
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    const char *ti = iabn_st_meta(f, "train_images");
+    if (ti && strtoll(ti, NULL, 10) != (long long)tr->dtrain->count) {
+        size_t len = strlen(diff);
+        snprintf(diff + len, sizeof diff - len, "%straining images: %s -> %zu", count ? ", " : "",
+                 ti, tr->dtrain->count);
+        count++;
+    }
+    iabn_st_free(f);
+    if (count && !o->resume_override)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "--resume %s: %d setting%s differ%s from the checkpoint's run: %s; "
+                            "resume with the same settings, or add --resume-override to continue "
+                            "with these",
+                            o->resume, count, count > 1 ? "s" : "", count > 1 ? "" : "s", diff);
+    if (count) trainer_say(tr, "resuming %s with %d changed setting%s (--resume-override): %s",
+                           o->resume, count, count > 1 ? "s" : "", diff);
+    if (tr->pos.epoch >= tr->cfg.schedule.epochs)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "--resume %s: that run is finished (epoch %lld of %d): nothing left "
+                            "to train; raise --epochs (with --resume-override) to train further",
+                            o->resume, tr->pos.epoch, tr->cfg.schedule.epochs);
+    return 0;
 }
 
 static int setup(trainer *tr, iabn_err *e)
@@ -279,6 +361,7 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->init && (rc = load_body_weights(tr->s, o->init, e))) return rc;
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
+        if (!o->evaluate_only && (rc = check_resume(tr, e))) return rc;
         dist_resume_note(tr);
     } else {
         tr->pos.best = -1;
@@ -373,12 +456,71 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
     return 0;
 }
 
+/* ---- non-finite steps ----------------------------------------------------------------- */
+
+/* The running statistics before a step, so that a skipped step leaves no
+ * trace (its forward pass updated them). */
+static int buffers_copy(trainer *tr, int restore, iabn_err *e)
+{
+    size_t total = 0, off = 0;
+    for (int i = 0; i < iabn_store_count(tr->s); i++) {
+        const iabn_param *p = iabn_store_get(tr->s, i);
+        if (p->kind == IABN_P_BUFFER) total += p->count;
+    }
+    if (total > tr->snap_cap) {
+        float *q = realloc(tr->snap, total * sizeof *q);
+        if (!q) return iabn_err_set(e, IABN_ENOMEM, "out of memory saving the running statistics");
+        tr->snap = q;
+        tr->snap_cap = total;
+    }
+    int rc = 0;
+    for (int i = 0; i < iabn_store_count(tr->s) && !rc; i++) {
+        const iabn_param *p = iabn_store_get(tr->s, i);
+        if (p->kind != IABN_P_BUFFER) continue;
+        rc = restore ? iabn_store_write(tr->s, i, tr->snap + off, e)
+                     : iabn_store_read(tr->s, i, tr->snap + off, e);
+        off += p->count;
+    }
+    return rc;
+}
+
+/* Reruns the micro-batches of b with the executor's check mode, which stops
+ * at the first node whose output holds NaN or Inf: its message into out.
+ * Then stages `next` again if it was (the reruns took the input). */
+static void first_nonfinite(trainer *tr, const iabn_batch *b, const iabn_batch *next, char *out,
+                            size_t n)
+{
+    iabn_session *gs = &tr->train;
+    snprintf(out, n, "no node on a rerun (the non-finite value came from the update)");
+    iabn_exec_set_check(gs->exec, 1);
+    for (int k = 0; k < tr->nmicro; k++) {
+        iabn_err e2 = {0};
+        if (stage_micro(tr, b, k, &e2)) break;
+        if (iabn_exec_run(gs->exec, &e2)) {
+            snprintf(out, n, "%.500s", e2.msg);
+            break;
+        }
+    }
+    const char *chk = getenv("IABN_CHECK");
+    iabn_exec_set_check(gs->exec, chk && chk[0] == '1');
+    iabn_err e3 = {0};
+    if (next) (void)stage_micro(tr, next, 0, &e3);
+}
+
 /* ---- logging ------------------------------------------------------------------------ */
 
-static void log_metric(trainer *tr, const char *json_line)
+/* One metrics.jsonl record: the wall-clock time (UTC, ISO 8601, ms) first,
+ * then the fields ("\"k\": v, ..."). */
+static void log_metric(trainer *tr, const char *fields)
 {
     if (!tr->metrics) return;
-    fprintf(tr->metrics, "%s\n", json_line);
+    struct timespec ts;
+    struct tm tm;
+    char when[40] = "";
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && gmtime_r(&ts.tv_sec, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(tr->metrics, "{\"time\": \"%s.%03ldZ\", %s}\n", when, (long)(ts.tv_nsec / 1000000),
+            fields);
     fflush(tr->metrics);
 }
 
@@ -395,13 +537,46 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
     tr->pos.global_batch = tr->cfg.batch_size;
     snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
     tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
+    tr->pos.train_images = (long long)tr->dtrain->count;
     return iabn_ckpt_save(tr->s, path, &tr->pos, tr->config_json, e);
+}
+
+/* One run per output directory: an exclusive flock on DIR/.iabn.lock, held
+ * until the process ends or the run tears down (the kernel drops it if the
+ * process dies), with the holder's pid in the file for the message. */
+static int lock_outdir(trainer *tr, iabn_err *e)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/.iabn.lock", tr->outdir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return iabn_err_set(e, IABN_EIO, "cannot open %s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        char pid[24] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        return iabn_err_set(e, IABN_EIO,
+                            "%s is in use by another run (process %s holds %s): two runs would "
+                            "interleave their metrics and checkpoints; wait for it or choose "
+                            "another --output-dir",
+                            tr->outdir, pid[0] ? pid : "?", path);
+    }
+    char pid[24];
+    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)k, 0) != k) {
+        close(fd);
+        return iabn_err_set(e, IABN_EIO, "cannot write %s: %s", path, strerror(errno));
+    }
+    tr->lock_fd = fd + 1;
+    return 0;
 }
 
 static int open_outputs(trainer *tr, iabn_err *e)
 {
     if (tr->rank > 0) return 0; /* rank 0 writes */
     int rc = mkdirs(tr->outdir, e);
+    if (!rc) rc = lock_outdir(tr, e);
     if (rc) return rc;
     char path[1100];
     snprintf(path, sizeof path, "%s/config.json", tr->outdir);
@@ -425,10 +600,12 @@ static void teardown(trainer *tr)
     iabn_dataset_free(tr->dval);
     iabn_store_free(tr->s);
     free(tr->host);
+    free(tr->snap);
     iabn_device_close(&tr->dev); /* last: the loaders' pinned batches came from it */
     free(tr->config_json);
     if (tr->metrics) fclose(tr->metrics);
     if (tr->tb) iabn_tb_close(tr->tb, NULL);
+    if (tr->lock_fd) close(tr->lock_fd - 1); /* last: releases the directory */
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
@@ -444,13 +621,13 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     res->last_pixel_acc = r.pixel_acc;
     char line[512];
     if (tr->task == IABN_TASK_SEGMENT) {
-        snprintf(line, sizeof line, "{\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f}",
-                 epoch, tr->pos.global_step, r.miou, r.pixel_acc);
+        snprintf(line, sizeof line, "\"epoch\": %d, \"step\": %lld, \"val_miou\": %.4f, \"val_pixel_acc\": %.4f",
+                 epoch + 1, tr->pos.global_step, r.miou, r.pixel_acc);
         tb_scalar(tr, "val/miou", tr->pos.global_step, r.miou);
     } else {
         snprintf(line, sizeof line,
-                 "{\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f}",
-                 epoch, tr->pos.global_step, r.loss, r.top1, r.top5);
+                 "\"epoch\": %d, \"step\": %lld, \"val_loss\": %.6f, \"top1\": %.4f, \"top5\": %.4f",
+                 epoch + 1, tr->pos.global_step, r.loss, r.top1, r.top5);
         tb_scalar(tr, "val/loss", tr->pos.global_step, r.loss);
         tb_scalar(tr, "val/top1", tr->pos.global_step, r.top1);
         tb_scalar(tr, "val/top5", tr->pos.global_step, r.top5);
@@ -533,22 +710,54 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             long correct = 0;
             int ahead = !(o->max_steps > 0 && steps_this_run + 1 >= o->max_steps);
             iabn_batch *next = NULL;
+            if (o->on_nonfinite_skip && (rc = buffers_copy(tr, 0, e))) break;
             rc = train_batch(tr, b, ahead, &next, &wait, &epoch_end, &loss, &correct, e);
+            /* a NaN or Inf loss, or gradient (sgd_step refuses it), never
+             * reaches the weights: stop, or skip the step with --on-nonfinite skip */
+            char why[512] = "";
+            if (!rc && !isfinite(loss))
+                snprintf(why, sizeof why, "the loss is %s", isnan(loss) ? "NaN" : "infinite");
+            if (!rc && !why[0] && (rc = sgd_step(tr, lr, e)) == IABN_ENUM) {
+                snprintf(why, sizeof why, "%.500s", e->msg);
+                rc = 0;
+            }
+            if (!rc && why[0]) {
+                char node[512];
+                first_nonfinite(tr, b, next, node, sizeof node);
+                if (!o->on_nonfinite_skip) {
+                    res->stopped_by_nan = 1;
+                    rc = iabn_err_set(e, IABN_ENUM,
+                                      "%.200s at epoch %d, step %lld (global step %lld); first "
+                                      "non-finite output: %.200s.  Stopped without saving this "
+                                      "state (the last good checkpoint stays in %s); "
+                                      "--on-nonfinite skip skips such steps",
+                                      why, epoch + 1, tr->pos.step_in_epoch + 1,
+                                      tr->pos.global_step + 1, node, tr->outdir);
+                } else {
+                    rc = buffers_copy(tr, 1, e);
+                    if (!rc) rc = iabn_store_zero_grads(tr->s, e);
+                    res->skipped_steps++;
+                    trainer_say(tr, "epoch %d/%d  step %lld/%lld skipped: %.200s; first "
+                                "non-finite output: %.200s (%lld skipped so far)",
+                                epoch + 1, epochs, tr->pos.step_in_epoch + 1, spe, why, node,
+                                res->skipped_steps);
+                    char line[512];
+                    snprintf(line, sizeof line, "\"step\": %lld, \"epoch\": %d, \"skipped\": "
+                             "\"non-finite\", \"skipped_total\": %lld",
+                             tr->pos.global_step + 1, epoch + 1, res->skipped_steps);
+                    log_metric(tr, line);
+                }
+            }
             iabn_loader_release(tr->ltrain, b);
             b = next;
             if (rc) break;
-            if (!isfinite(loss)) {
-                res->stopped_by_nan = 1;
-                rc = iabn_err_set(e, IABN_ENUM,
-                                  "the loss is %s at epoch %d, step %lld: stopping without "
-                                  "saving this state; the last good checkpoint is %s/"
-                                  "checkpoint_last.safetensors (IABN_CHECK=1 names the first "
-                                  "layer whose output is not finite)",
-                                  isnan(loss) ? "NaN" : "infinite", epoch + 1,
-                                  tr->pos.step_in_epoch + 1, tr->outdir);
-                break;
+            if (why[0]) { /* skipped: the batch is used up, the position moves on */
+                tr->pos.step_in_epoch++;
+                tr->pos.global_step++;
+                steps_this_run++;
+                t_prev = iabn_now();
+                continue;
             }
-            if ((rc = sgd_step(tr, lr, e))) break;
             double t_now = iabn_now(), dt = t_now - t_prev;
             t_prev = t_now;
             tr->pos.step_in_epoch++;
@@ -561,6 +770,12 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             avg_loss = ep_loss / ep_steps;
             res->final_loss = loss;
             res->steps_done++;
+            /* mid-epoch checkpoints: a kill loses at most N steps, and the
+             * position (epoch, step, executor runs) resumes bit-exactly */
+            if (o->checkpoint_every > 0 && tr->pos.global_step % o->checkpoint_every == 0 &&
+                tr->pos.step_in_epoch < spe &&
+                (rc = save_ckpt(tr, "checkpoint_last.safetensors", e)))
+                break;
             double lr_now = tr->cfg.learning_rate * lr;
             if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
                                       tr->pos.step_in_epoch == spe)) {
@@ -586,8 +801,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                     epoch + 1, epochs, tr->pos.step_in_epoch, spe, loss, avg_loss, top, lr_now,
                     ips, data_wait, eta, (double)tr->train.plan->arena_bytes / 1048576.0);
                 snprintf(line, sizeof line,
-                         "{\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
-                         "\"img_s\": %.2f, \"arena_bytes\": %zu}",
+                         "\"step\": %lld, \"epoch\": %d, \"loss\": %.6f, \"lr\": %.8g, "
+                         "\"img_s\": %.2f, \"arena_bytes\": %zu",
                          tr->pos.global_step, epoch + 1, loss, lr_now, ips, tr->train.plan->arena_bytes);
                 log_metric(tr, line);
                 tb_scalar(tr, "train/loss", tr->pos.global_step, loss);
@@ -613,7 +828,9 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         if (finished) res->epochs_done++;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
-        if ((eval_now || !finished) && (rc = validate(tr, res, epoch, e))) break;
+        /* a stop on request leaves at once: no validation of a partial epoch */
+        int eval_partial = !finished && !stop_requested(tr);
+        if ((eval_now || eval_partial) && (rc = validate(tr, res, epoch, e))) break;
         if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         if (!finished) {
             if (stop_requested(tr)) {

@@ -82,6 +82,8 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
                 for (int c = 0; c < k; c++) avg[(size_t)(i / ipc) * k + c] += lg[(size_t)i * k + c] / ipc;
             long a = 0, bb = 0;
             if (!rc) iabn_topk_correct(b->n, k, avg, b->labels, k < 5 ? k : 5, &a, &bb);
+            for (int i = 0; !rc && i < b->n; i++)
+                r->nonfinite += !iabn_all_finite((size_t)k, avg + (size_t)i * k);
             c1 += a;
             c5 += bb;
             seen += b->n;
@@ -296,7 +298,10 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
                 memcpy(gt + (size_t)y * vw, b->labels + (size_t)i * hw + (size_t)y * w,
                        (size_t)vw * sizeof *gt);
             if (!rc) rc = seg_logits(tr, img, vh, vw, scales, ns, flip, acc, e);
-            if (!rc) {
+            if (!rc && !iabn_all_finite((size_t)tr->classes * vh * vw, acc)) {
+                r->nonfinite++; /* never counted as a prediction */
+                seen++;
+            } else if (!rc) {
                 iabn_argmax_channels(tr->classes, (size_t)vh * vw, acc, pred);
                 iabn_confusion_add(&cm, gt, pred, (size_t)vh * vw);
                 seen++;
@@ -332,12 +337,26 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
     return rc;
 }
 
+/* A metric over non-finite outputs means nothing: an error naming how many. */
+static int check_finite(const eval_result *r, iabn_err *e)
+{
+    if (!r->nonfinite) return 0;
+    return iabn_err_set(e, IABN_ENUM,
+                        "%ld of %ld samples gave NaN or Inf outputs (counted as wrong): the "
+                        "weights or the input are broken, the metric is not reported",
+                        r->nonfinite, r->samples);
+}
+
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,
                    int nscales, int verbose, eval_result *r, iabn_err *e)
 {
     memset(r, 0, sizeof *r);
-    if (tr->task == IABN_TASK_CLASSIFY) return eval_classify(tr, ld, ten, r, e);
+    if (tr->task == IABN_TASK_CLASSIFY) {
+        int rc = eval_classify(tr, ld, ten, r, e);
+        return rc ? rc : check_finite(r, e);
+    }
     int rc = eval_segment(tr, ld, flip, scales, nscales, r, e);
+    if (!rc) rc = check_finite(r, e);
     if (!rc && verbose && r->iou) {
         const iabn_dataset *ds = tr->dval;
         trainer_say(tr, "  %-28s %8s", "class", "IoU %");

@@ -43,6 +43,9 @@ typedef struct trainer {
     int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
     int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
     int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
+    int lock_fd;              /* the output directory's lock, fd + 1 (0: none) */
+    float *snap;              /* --on-nonfinite skip: the buffers before the step */
+    size_t snap_cap;
 } trainer;
 
 /* The functions below are the trainer's own: not exported from libiabn. */
@@ -76,6 +79,7 @@ void fill_transform(const trainer *tr, int train, iabn_transform_cfg *t);
 typedef struct eval_result {
     double top1, top5, loss, miou, pixel_acc;
     long samples;
+    long nonfinite;           /* samples whose outputs held NaN or Inf */
     double *iou;              /* per class, segmentation (owned) */
 } eval_result;
 int run_evaluation(trainer *tr, iabn_loader *ld, int ten, int flip, const float *scales,

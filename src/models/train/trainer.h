@@ -63,9 +63,12 @@ typedef struct iabn_train_opts {
     const char *init;            /* segmentation: ImageNet body weights */
     const char *output_dir;
     int quiet, verbose, evaluate_only, no_accumulate, strict_data;
+    int resume_override;         /* resume although the config or data changed */
+    int on_nonfinite_skip;       /* a NaN/Inf loss or gradient skips the step (else stops) */
     double budget_bytes;         /* 0: the machine's available memory */
     double time_limit;           /* seconds; 0: none (the demo uses it) */
     long long max_steps;         /* 0: none */
+    long long checkpoint_every;  /* > 0: checkpoint_last every N steps, mid-epoch too */
     int threads;
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_stop *stop;     /* NULL: runs to its end */
@@ -90,6 +93,7 @@ typedef struct iabn_train_result {
     size_t step_bytes;            /* everything the step needs (arena, io, store) */
     int micro_batches;
     int stopped_by_signal, stopped_by_nan, stopped_by_time;
+    long long skipped_steps;      /* --on-nonfinite skip */
 } iabn_train_result;
 
 /* Runs training (or evaluation with evaluate_only); reports through the

@@ -286,6 +286,9 @@ void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
         if (y < 0 || y >= k) continue;
         const float *l = logits + (size_t)i * k;
         float ly = l[y];
+        /* a non-finite logit anywhere makes the sample wrong: comparisons
+         * with NaN are false, which would rank the label first */
+        if (!iabn_all_finite((size_t)k, l)) continue;
         /* Rank of the label: larger logits, and equal ones at a lower index
          * (the order a stable sort would give). */
         int rank = 0;

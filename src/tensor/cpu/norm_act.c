@@ -646,7 +646,7 @@ void iabn_bn_param_grads(int c, const float *gamma, int abs_gamma, const float *
                          const float *sum_dy_xhat, float *dgamma, float *dbeta)
 {
     for (int ci = 0; ci < c; ci++) {
-        float s = abs_gamma ? iabn_sign(gamma[ci]) : 1.f;
+        float s = iabn_bn_dgamma_factor(gamma[ci], abs_gamma);
         dgamma[ci] += sum_dy_xhat[ci] * s;
         dbeta[ci] += sum_dy[ci];
     }

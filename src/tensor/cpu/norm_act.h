@@ -89,8 +89,8 @@ void iabn_bn_bwd_apply_xhat(int n, int c, int hw, const float *xhat, const float
                             const float *sum_dy, const float *sum_dy_xhat, double count,
                             int training, float *dx);
 
-/* dgamma += sum_dy_xhat * (abs_gamma ? sign(gamma) : 1); dbeta += sum_dy.
- * sign(0) = 0, as PyTorch's abs backward. */
+/* dgamma += sum_dy_xhat * iabn_bn_dgamma_factor(gamma, abs_gamma) (sign of
+ * gamma with +1 at 0, as the reference; 1 for plain gamma); dbeta += sum_dy. */
 void iabn_bn_param_grads(int c, const float *gamma, int abs_gamma, const float *sum_dy,
                          const float *sum_dy_xhat, float *dgamma, float *dbeta);
 

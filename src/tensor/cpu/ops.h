@@ -97,9 +97,6 @@ int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labe
  * of its gradients is written.  Pixels of weight 0 get an exact 0. */
 void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                    const float *weight, float scale, float *dlogits);
-/* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
- * Rank of the label = larger logits + equal logits at a lower class index;
- * labels outside [0,K) (ignored samples) never count as correct. */
 /* L1 (mse 0) or MSE (mse 1) between pred and target, count floats: *loss =
  * the mean (summed in double, serially: the same bits for every thread
  * count); the backward writes dpred (which may be pred's storage). */
@@ -107,6 +104,10 @@ void iabn_reg_loss_fwd(size_t count, int mse, const float *pred, const float *ta
                        float *loss);
 void iabn_reg_loss_bwd(size_t count, int mse, const float *pred, const float *target,
                        float *dpred);
+/* Accuracy helpers: counts of samples whose label is in the top-1 / top-k.
+ * Rank of the label = larger logits + equal logits at a lower class index;
+ * labels outside [0,K) (ignored samples) and samples with a NaN or Inf among
+ * their logits never count as correct. */
 void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels, int topk,
                        long *correct1, long *correctk);
 

@@ -335,7 +335,7 @@ __global__ void param_grads_kernel(int c, const float *gamma, int abs_gamma, con
 {
     int ci = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (ci >= c) return;
-    float s = abs_gamma ? iabn_sign(gamma[ci]) : 1.f;
+    float s = iabn_bn_dgamma_factor(gamma[ci], abs_gamma);
     dgamma[ci] += sum_dy_xhat[ci] * s;
     dbeta[ci] += sum_dy[ci];
 }

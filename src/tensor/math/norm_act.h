@@ -23,10 +23,14 @@ IABN_HD float iabn_invstd(float var, float eps)
     return 1.f / sqrtf(var + eps);
 }
 
-/* d|gamma|/dgamma; 0 at 0 like PyTorch's abs backward. */
-IABN_HD float iabn_sign(float v)
+/* The factor that turns sum(dy*xhat) into dgamma: d(|gamma|+eps)/dgamma for
+ * the in-place modes, 1 for plain gamma.  At gamma == 0 it is +1, as in the
+ * reference library (dgamma = sum(xhat*dy)), not sign(0) = 0: with 0 a gamma
+ * initialised or decayed to exactly 0 (zero-init of a residual block's last
+ * BN) would never move again. */
+IABN_HD float iabn_bn_dgamma_factor(float gamma, int abs_gamma)
 {
-    return v > 0.f ? 1.f : (v < 0.f ? -1.f : 0.f);
+    return abs_gamma && gamma < 0.f ? -1.f : 1.f;
 }
 
 /* ---- batch-norm element formulas ------------------------------------------
