@@ -10,7 +10,13 @@
  * offload) store the saved activations as graph/strategy.h says; on the CPU
  * they run on the simulated device (src/tensor/sim) with a copy thread at
  * --copy-bw (pcie3: PCIe 3 x16, memcpy: the measured host memcpy, or GB/s),
- * and the device peak is the simulated device's measured high-water mark. */
+ * and the device peak is the simulated device's measured high-water mark.
+ *
+ * Under mpirun (`mpirun -np N iabn bench step ...`) --batch is the global
+ * batch, split over the ranks; the step carries the gradient all-reduce
+ * buckets, and the line adds the all-reduce time (the communicator thread's,
+ * rank 0) and the fraction of it hidden behind the backward (1 - the time
+ * the step waited for the sums / the all-reduce time).  Rank 0 prints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +88,22 @@ int iabn_bench_step(int argc, char **argv)
     if (!h) h = w = iabn_model_is_segmentation(arch) ? 512 : 224;
     int seg = iabn_model_is_segmentation(arch);
     iabn_err e = {0};
+    iabn_comm *comm = NULL;
+    if (iabn_comm_new(NULL, &comm, &e)) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        return 1;
+    }
+    int ranks = iabn_comm_size(comm), rank = iabn_comm_rank(comm), global_batch = batch;
+    if (batch % ranks) {
+        fprintf(stderr, "iabn bench step: --batch %d does not split over %d ranks\n", batch, ranks);
+        iabn_comm_free(comm);
+        return 2;
+    }
+    batch /= ranks;
     iabn_device dev;
     if (iabn_device_open(device, &dev, &e)) {
         fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        iabn_comm_free(comm);
         return 1;
     }
     const iabn_backend *be = dev.be;
@@ -123,6 +142,10 @@ int iabn_bench_step(int argc, char **argv)
     sc.storage = storage;
     sc.strategy = &sopt;
     sc.budget_bytes = sopt.budget; /* over it: refused before allocating */
+    if (ranks > 1) {
+        sc.comm = comm;
+        sc.grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
+    }
     iabn_session ss;
     int rc = iabn_session_build(&sc, &ss, &e);
     iabn_store *s = ss.store;
@@ -132,6 +155,8 @@ int iabn_bench_step(int argc, char **argv)
     if (!rc) rc = iabn_model_init(s, &mc, 1, &e);
     double *tot = calloc((size_t)repeat, sizeof *tot), *fw = calloc((size_t)repeat, sizeof *fw),
            *bw = calloc((size_t)repeat, sizeof *bw), *up = calloc((size_t)repeat, sizeof *up);
+    double *ar = calloc((size_t)repeat, sizeof *ar), *arw = calloc((size_t)repeat, sizeof *arw);
+    if (!tot || !fw || !bw || !up || !ar || !arw) rc = iabn_err_set(&e, IABN_ENOMEM, "out of memory");
     if (!rc) {
         /* host buffers and exec_set: the same code feeds either backend */
         size_t nx = (size_t)batch * 3 * h * w, nl = seg ? (size_t)batch * h * w : (size_t)batch;
@@ -152,6 +177,7 @@ int iabn_bench_step(int argc, char **argv)
         iabn_sgd_opts so = {.lr = {1e-4f, 1e-4f}, .momentum = 0.9f, .weight_decay = 1e-4f,
                             .nesterov = 1, .grad_scale = 1.f};
         for (int k = 0; k <= repeat && !rc; k++) {
+            iabn_comm_reset_times(comm);
             double t0 = iabn_now();
             rc = iabn_session_run(&ss, &e);
             if (!rc && be->sync(be->ctx)) /* a GPU run is only queued so far */
@@ -185,6 +211,7 @@ int iabn_bench_step(int argc, char **argv)
                 }
                 if (q < nops) ops[q].s += st[j];
             }
+            iabn_comm_times(comm, &ar[k - 1], &arw[k - 1]);
             tot[k - 1] = t2 - t0;
             fw[k - 1] = f;
             bw[k - 1] = profile ? t1 - t0 - f : 0; /* the backward and the executor's own time */
@@ -206,19 +233,32 @@ int iabn_bench_step(int argc, char **argv)
             printf("  %-24s %10.1f ms\n", ops[i].name, 1e3 * ops[i].s / repeat);
     }
     if (rc) {
-        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        fprintf(stderr, "iabn bench step (rank %d): %s\n", rank, e.msg);
+    } else if (rank > 0) {
+        /* rank 0 prints */
     } else {
         qsort(tot, (size_t)repeat, sizeof *tot, cmp_d);
         qsort(fw, (size_t)repeat, sizeof *fw, cmp_d);
         qsort(bw, (size_t)repeat, sizeof *bw, cmp_d);
         qsort(up, (size_t)repeat, sizeof *up, cmp_d);
+        qsort(ar, (size_t)repeat, sizeof *ar, cmp_d);
+        qsort(arw, (size_t)repeat, sizeof *arw, cmp_d);
         int m = repeat / 2;
+        double hidden = ar[m] > 0 ? 1.0 - arw[m] / ar[m] : 0;
+        if (hidden < 0) hidden = 0;
         if (json) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "model", arch);
             cJSON_AddStringToObject(o, "bn_mode", iabn_bn_mode_name(mc.bn));
             cJSON_AddStringToObject(o, "device", dev.name);
             cJSON_AddNumberToObject(o, "batch", batch);
+            cJSON_AddNumberToObject(o, "ranks", ranks);
+            cJSON_AddNumberToObject(o, "global_batch", global_batch);
+            if (ranks > 1) {
+                cJSON_AddNumberToObject(o, "allreduce_ms", 1e3 * ar[m]);
+                cJSON_AddNumberToObject(o, "allreduce_waited_ms", 1e3 * arw[m]);
+                cJSON_AddNumberToObject(o, "allreduce_hidden_fraction", hidden);
+            }
             cJSON_AddNumberToObject(o, "size", h);
             cJSON_AddNumberToObject(o, "threads", iabn_num_threads());
             cJSON_AddNumberToObject(o, "step_ms", 1e3 * tot[m]);
@@ -267,6 +307,10 @@ int iabn_bench_step(int argc, char **argv)
                        (double)p->host_bytes / 1048576.0, iabn_storage_name(storage),
                        copy_bw / 1e9, 1e3 * st.wait_seconds / repeat);
             }
+            if (ranks > 1)
+                printf("; %d ranks (global batch %d): gradient all-reduce %.1f ms, waited for "
+                       "%.1f ms, %.0f%% hidden behind the backward",
+                       ranks, global_batch, 1e3 * ar[m], 1e3 * arw[m], 100.0 * hidden);
             printf("\n");
         }
     }
@@ -274,8 +318,12 @@ int iabn_bench_step(int argc, char **argv)
     free(fw);
     free(bw);
     free(up);
+    free(ar);
+    free(arw);
     iabn_session_free(&ss);
     iabn_sim_close(sim);
     iabn_device_close(&dev);
+    if (rc) iabn_comm_give_up(comm);
+    iabn_comm_free(comm);
     return rc ? 1 : 0;
 }

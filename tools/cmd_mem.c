@@ -62,6 +62,7 @@ typedef struct mem_args {
     const iabn_backend *be;     /* planning backend of --device */
     const char *device;
     iabn_strategy_opts sopts;   /* cost model, lookahead, budget for auto */
+    int world, global_batch;    /* --world: ranks sharing --batch */
 } mem_args;
 
 /* The forward steps at which the report's next row (module, or block with
@@ -115,6 +116,7 @@ static void step_cfg(const mem_args *a, iabn_bn_mode mode, iabn_storage st, int 
     c->plan_only = 1;
     c->storage = st;
     c->strategy = &a->sopts;
+    if (a->world > 1) c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
 }
 
 /* Plans one training step; fills r (rows and live when full). */
@@ -216,9 +218,12 @@ static double base_est(const report *r, int n, int i)
 
 static void print_table(const mem_args *a, report *r, int n)
 {
-    printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n\n",
+    printf("%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n",
            a->arch, a->batch, a->h, a->w, a->be->name);
     char cn[40];
+    if (a->world > 1)
+        printf("per rank of %d: global batch %d split %d per rank (the largest share)\n",
+               a->world, a->global_batch, a->batch);
     printf("%-34s", "");
     for (int i = 0; i < n; i++) printf(" %16s", col_name(&r[i], cn, sizeof cn));
     printf("\n");
@@ -244,6 +249,10 @@ static void print_table(const mem_args *a, report *r, int n)
          mib(r[i].m.scratch_max), "%16.1f");
     LINE("without reuse MiB", mib(r[i].m.naive), "%16.1f");
     LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
+    if (a->world > 1) {
+        LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, "%16.0f");
+        LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), "%16.1f");
+    }
     LINE("total step MiB (device)", mib(r[i].m.total), "%16.1f");
     LINE("host pool MiB (offloaded copies)", mib(r[i].m.host), "%16.1f");
     LINE("offloaded tensors", (double)r[i].n_off, "%16.0f");
@@ -301,6 +310,12 @@ static void print_json(const mem_args *a, report *r, int n)
         if (r[i].storage == IABN_STORAGE_AUTO || r[i].storage == IABN_STORAGE_RECOMPUTE)
             cJSON_AddNumberToObject(o, "strategy_seconds", r[i].strategy_s);
         cJSON_AddNumberToObject(o, "batch", a->batch);
+        if (a->world > 1) {
+            cJSON_AddNumberToObject(o, "world", a->world);
+            cJSON_AddNumberToObject(o, "global_batch", a->global_batch);
+            cJSON_AddNumberToObject(o, "allreduce_buckets", r[i].m.buckets);
+            cJSON_AddNumberToObject(o, "bucket_bytes", (double)r[i].m.bucket_bytes);
+        }
         cJSON_AddNumberToObject(o, "height", a->h);
         cJSON_AddNumberToObject(o, "width", a->w);
         cJSON_AddNumberToObject(o, "params", (double)r[i].m.params);
@@ -404,7 +419,7 @@ static int write_svg(const char *path, const mem_args *a, report *r, int n, iabn
 
 int iabn_cmd_mem(int argc, char **argv)
 {
-    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", {0}};
+    mem_args a = {NULL, 32, 0, 0, 0, 0, 0, 0, NULL, "cpu", {0}, 1, 32};
     iabn_args o;
     int prc = iabn_args_parse(&o, IABN_C_MEM, argc, argv);
     if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
@@ -427,6 +442,7 @@ int iabn_cmd_mem(int argc, char **argv)
     if (o.v[IABN_O_SIZE].set) a.h = o.v[IABN_O_SIZE].h, a.w = o.v[IABN_O_SIZE].w;
     if (o.v[IABN_O_BUDGET].set) a.budget = o.v[IABN_O_BUDGET].f;
     if (o.v[IABN_O_DEVICE].set) a.device = o.v[IABN_O_DEVICE].s;
+    if (o.v[IABN_O_WORLD].set) a.world = (int)o.v[IABN_O_WORLD].i;
     a.arch = o.npos ? o.pos[0] : o.v[IABN_O_MODEL].s;
     if (o.npos && o.v[IABN_O_MODEL].set) {
         fprintf(stderr, "iabn mem: the model both as --model and as an argument\n");
@@ -473,6 +489,15 @@ int iabn_cmd_mem(int argc, char **argv)
         return 2;
     }
     if (!a.h) a.h = a.w = iabn_model_is_segmentation(a.arch) ? 512 : 224;
+    a.global_batch = a.batch;
+    if (a.world > 1) {
+        if (a.batch < a.world) {
+            fprintf(stderr, "iabn mem: --batch %d cannot be split over --world %d ranks\n",
+                    a.batch, a.world);
+            return 2;
+        }
+        a.batch = (a.batch + a.world - 1) / a.world;
+    }
     if ((want[IABN_STORAGE_AUTO] || want[IABN_STORAGE_RECOMPUTE] || largest) && a.budget <= 0) {
         fprintf(stderr, "iabn mem: --strategy auto|recompute and --largest-batch need --budget\n");
         return 2;

@@ -14,6 +14,37 @@
 #include "tools/options.h"
 #include "tools/progress.h"
 
+/* Under mpirun / srun: the job's communicator (MPI_Init), and on GPUs the
+ * local rank's device when --device names none; one process otherwise. */
+static int job_open(const char *cmd, iabn_comm **comm, const char **device, char *dev, size_t n)
+{
+    iabn_err e = {0};
+    if (iabn_comm_new(NULL, comm, &e)) {
+        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
+        return 1;
+    }
+    if (iabn_comm_size(*comm) > 1 && *device && !strcmp(*device, "cuda")) {
+        snprintf(dev, n, "cuda:%d", iabn_comm_local_rank(*comm));
+        *device = dev;
+    }
+    return 0;
+}
+
+/* Reports a failure naming the rank, and ends the job's communicator. */
+static int job_close(const char *cmd, iabn_comm *comm, int rc, const iabn_err *e)
+{
+    if (rc && iabn_comm_size(comm) > 1)
+        fprintf(stderr, "iabn %s (rank %d of %d): %s\n", cmd, iabn_comm_rank(comm),
+                iabn_comm_size(comm), e->msg);
+    else if (rc)
+        fprintf(stderr, "iabn %s: %s\n", cmd, e->msg);
+    /* after a failure this rank neither waits for the others nor finalises
+     * MPI: the launcher ends them when this one exits non-zero */
+    if (rc) iabn_comm_give_up(comm);
+    iabn_comm_free(comm);
+    return rc ? 1 : 0;
+}
+
 static int ends_with(const char *s, const char *suf)
 {
     size_t n = strlen(s), k = strlen(suf);
@@ -167,12 +198,12 @@ static int run_train_like(int argc, char **argv, int seg)
     o.user = &prog;
     o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
-    if (iabn_trainer_run(&o, &res, &e)) {
-        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
-        return 1;
-    }
-    if (res.stopped_by_signal && iabn_cli_stop_signal()) return 128 + iabn_cli_stop_signal();
-    return 0;
+    char dev[32];
+    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    rc = iabn_trainer_run(&o, &res, &e);
+    if (rc || !res.stopped_by_signal || !iabn_cli_stop_signal()) return job_close(cmd, o.comm, rc, &e);
+    job_close(cmd, o.comm, 0, &e);
+    return 128 + iabn_cli_stop_signal();
 }
 
 int iabn_cmd_train(int argc, char **argv) { return run_train_like(argc, argv, 0); }
@@ -249,11 +280,10 @@ static int run_eval_like(int argc, char **argv, int seg)
     o.verbose = a.v[IABN_O_VERBOSE].set;
     iabn_train_result res;
     o.log = iabn_cli_log;
-    if (iabn_trainer_evaluate(&o, &res, &e)) {
-        fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
-        return 1;
-    }
-    return 0;
+    char dev[32];
+    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    rc = iabn_trainer_evaluate(&o, &res, &e);
+    return job_close(cmd, o.comm, rc, &e);
 }
 
 int iabn_cmd_eval(int argc, char **argv) { return run_eval_like(argc, argv, 0); }

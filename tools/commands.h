@@ -29,5 +29,7 @@ int iabn_run_script(const char *cmd, const char *script, int argc, char **argv);
 int iabn_bench_conv(int argc, char **argv);
 int iabn_bench_block(int argc, char **argv);
 int iabn_bench_step(int argc, char **argv);
+/* mpirun -np N iabn bench allreduce [--json] [--repeat N] [--max BYTES] */
+int iabn_bench_allreduce(int argc, char **argv);
 
 #endif

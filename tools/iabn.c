@@ -38,7 +38,7 @@ static const command commands[] = {
     {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
     {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
     {"plot", iabn_cmd_plot, "loss, top-1 / mIoU and learning rate of runs as one SVG"},
-    {"bench", cmd_bench, "benchmarks: conv, block, step"},
+    {"bench", cmd_bench, "benchmarks: conv, block, step, allreduce"},
     {"completion", cmd_completion, "bash completion script (source <(iabn completion bash))"},
     {"version", cmd_version, "print the version and the backends built in"},
     {"help", cmd_help, "this list"},
@@ -49,6 +49,7 @@ static const command benches[] = {
     {"conv", iabn_bench_conv, "convolution GFLOP/s against the machine's peak"},
     {"block", iabn_bench_block, "BN+ACT+CONV blocks in every BN mode (paper Fig. 4)"},
     {"step", iabn_bench_step, "one training step of a model, median time"},
+    {"allreduce", iabn_bench_allreduce, "all-reduce bandwidth per message size (under mpirun)"},
 };
 #define NBENCHES (int)(sizeof benches / sizeof benches[0])
 

@@ -273,6 +273,8 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_COPY_BW] = {"copy-bw", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "BW", NULL, ME | BS,
                         "host copy bandwidth: GB/s (mem); pcie3, memcpy or GB/s (bench step, "
                         "on the simulated device)"},
+    [IABN_O_WORLD] = {"world", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", NULL, ME,
+                      "plan one rank of N: --batch split over the ranks, gradient buckets"},
     [IABN_O_SIM] = {"sim", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
                     "run on the simulated device (device arena, host pool, copy thread)"},
 };

@@ -88,6 +88,8 @@ typedef enum iabn_opt_id {
     /* saved activations: offloading and the automatic strategy */
     IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
     IABN_O_COPY_BW, IABN_O_SIM,
+    /* data parallel */
+    IABN_O_WORLD,
     IABN_O_COUNT
 } iabn_opt_id;
 

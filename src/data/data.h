@@ -269,6 +269,20 @@ const char *iabn_cityscapes_class_name(int train_id);
 int iabn_vistas_config_parse(const char *json, size_t len, iabn_label_map *map,
                              int *num_classes, char ***names, iabn_err *e);
 
+/* ---- distributed sampler (sampler.c) ------------------------------------------
+ * One permutation per epoch from (seed, epoch); rank r of world reads
+ * positions r, r + world, ... of it, so step t of all ranks together reads
+ * what one process with a world-times-larger batch reads at step t.  With
+ * drop_last every rank keeps floor(count / world) samples and full batches
+ * (the same number of steps on every rank); without, the shards cover every
+ * sample once and the last batch of a rank may be short. */
+void iabn_sampler_perm(int64_t count, uint64_t seed, int64_t epoch, int shuffle, int64_t *perm);
+int64_t iabn_sampler_shard_size(int64_t count, int rank, int world, int drop_last);
+/* order receives rank's shard (shard_size entries); returns its size. */
+int64_t iabn_sampler_shard(const int64_t *perm, int64_t count, int rank, int world,
+                           int drop_last, int64_t *order);
+int64_t iabn_sampler_batches(int64_t count, int rank, int world, int batch, int drop_last);
+
 /* ---- loader ----------------------------------------------------------------- */
 
 typedef struct iabn_batch {

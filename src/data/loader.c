@@ -332,20 +332,10 @@ int iabn_loader_start_epoch(iabn_loader *ld, int64_t epoch, iabn_err *e)
     while (ld->busy) pthread_cond_wait(&ld->idle_cv, &ld->mu);
     for (int i = 0; i < ld->nslots; i++)
         if (ld->slots[i].state != SLOT_OUT) ld->slots[i].state = SLOT_FREE;
-    int64_t n = (int64_t)ld->ds->count, world = ld->cfg.world_size, rank = ld->cfg.rank;
-    for (int64_t i = 0; i < n; i++) ld->perm[i] = i;
-    if (ld->cfg.shuffle) {
-        iabn_draw d = {ld->cfg.seed, iabn_sample_key(epoch, -1) ^ 0x5eed5eed5eedull, 0};
-        for (int64_t i = n - 1; i > 0; i--) {
-            int64_t k = (int64_t)(iabn_draw_u01(&d) * (double)(i + 1));
-            if (k > i) k = i;
-            int64_t t = ld->perm[i];
-            ld->perm[i] = ld->perm[k];
-            ld->perm[k] = t;
-        }
-    }
-    int64_t per = ld->cfg.drop_last ? n / world : (n - rank + world - 1) / world;
-    for (int64_t k = 0; k < per; k++) ld->order[k] = ld->perm[rank + k * world];
+    int64_t n = (int64_t)ld->ds->count;
+    iabn_sampler_perm(n, ld->cfg.seed, epoch, ld->cfg.shuffle, ld->perm);
+    int64_t per = iabn_sampler_shard(ld->perm, n, ld->cfg.rank, ld->cfg.world_size,
+                                     ld->cfg.drop_last, ld->order);
     int64_t B = ld->cfg.batch_size;
     ld->shard_n = per;
     ld->nbatches = ld->cfg.drop_last ? per / B : (per + B - 1) / B;
@@ -448,9 +438,8 @@ void iabn_loader_close(iabn_loader *ld)
 
 int64_t iabn_loader_batches_per_epoch(const iabn_loader *ld)
 {
-    int64_t n = (int64_t)ld->ds->count, w = ld->cfg.world_size, B = ld->cfg.batch_size;
-    int64_t per = ld->cfg.drop_last ? n / w : (n - ld->cfg.rank + w - 1) / w;
-    return ld->cfg.drop_last ? per / B : (per + B - 1) / B;
+    return iabn_sampler_batches((int64_t)ld->ds->count, ld->cfg.rank, ld->cfg.world_size,
+                                ld->cfg.batch_size, ld->cfg.drop_last);
 }
 
 int64_t iabn_loader_samples_per_epoch(const iabn_loader *ld)

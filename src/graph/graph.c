@@ -54,6 +54,8 @@ void iabn_graph_free(iabn_graph *g)
     free(g->t);
     free(g->n);
     free(g->sched);
+    free(g->buckets);
+    free(g->bucket_members);
     free(g->blocks);
     free(g);
 }
@@ -334,3 +336,6 @@ int iabn_graph_insert_before(iabn_graph *g, int node, int pos)
     g->sched[pos] = node;
     return 0;
 }
+
+void iabn_graph_set_comm(iabn_graph *g, iabn_comm *c) { g->comm = c; }
+iabn_comm *iabn_graph_comm(const iabn_graph *g) { return g->comm; }

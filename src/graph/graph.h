@@ -29,6 +29,7 @@
 
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
+#include "tensor/comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -304,6 +305,26 @@ int iabn_graph_offload_conv_inputs(iabn_graph *g);
 int iabn_graph_offloadable(const iabn_graph *g, int t);
 /* A deep copy sharing the store (strategy search plans clones). */
 iabn_graph *iabn_graph_clone(const iabn_graph *g);
+
+/* The communicator of a data-parallel job (tensor/comm.h): synchronised BN
+ * nodes, the loss's global normalisation and the gradient buckets use it.
+ * NULL (the default) or a size-1 communicator: one process. */
+void iabn_graph_set_comm(iabn_graph *g, iabn_comm *c);
+iabn_comm *iabn_graph_comm(const iabn_graph *g);
+
+/* Data-parallel gradient all-reduce as schedule nodes (buckets.c): after
+ * finalize, packs the trainable gradients in buckets of about bucket_bytes
+ * (IABN_BUCKET_BYTES_DEFAULT: 25 MiB) in the order the backward finishes
+ * them; each bucket's sum over the ranks starts as soon as its last gradient
+ * is written and is waited for at the end of the run.  Bucket buffers are
+ * arena tensors ("allreduce.bucket<k>"), planned and reported like the rest.
+ * The nodes do nothing without a communicator of several ranks, or while
+ * grad sync is off (gradient accumulation: on for the last run of a step). */
+#define IABN_BUCKET_BYTES_DEFAULT ((size_t)25 << 20)
+int iabn_graph_grad_buckets(iabn_graph *g, size_t bucket_bytes, iabn_err *e);
+int iabn_graph_nbuckets(const iabn_graph *g);
+size_t iabn_graph_bucket_bytes(const iabn_graph *g, int k);
+void iabn_graph_set_grad_sync(iabn_graph *g, int on);
 
 int iabn_graph_backward(iabn_graph *g, int loss, iabn_err *e);
 int iabn_graph_finalize(iabn_graph *g, iabn_err *e);

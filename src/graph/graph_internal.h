@@ -5,6 +5,14 @@
 
 #include "graph/graph.h"
 
+/* A gradient bucket (buckets.c): store ids bucket_members[first ..
+ * first+count), elems floats, complete after schedule step ready_step. */
+typedef struct iabn_grad_bucket {
+    int first, count;
+    size_t elems;
+    int ready_step;
+} iabn_grad_bucket;
+
 struct iabn_graph {
     iabn_store *store;
     iabn_mode mode;
@@ -22,6 +30,11 @@ struct iabn_graph {
     int ncopies;
     int finalized, has_backward;
     iabn_offload_opts offload;
+    iabn_comm *comm;             /* data-parallel job, or NULL */
+    iabn_grad_bucket *buckets;
+    int nbuckets;
+    int *bucket_members;
+    int grad_sync_off;
 };
 
 /* finalize's OFFLOAD step (offload.c). */

@@ -17,6 +17,7 @@ typedef struct na_p {
     int variant;       /* 1 or 2 for the in-place backward */
     int training;
     int grads;         /* gamma / beta receive gradients */
+    int sync;          /* statistics and backward sums over every rank */
 } na_p;
 
 /* conv.c */

@@ -20,26 +20,32 @@ extern "C" {
 /* ---- BN + activation ------------------------------------------------------ */
 
 /* The BN memory modes: this list is the only place they are enumerated.
- * X(ENUM, name, aliases, in-place backward variant) where the variant is 0
- * for the modes that keep their input (no in-place) and 1 / 2 for the
+ * X(ENUM, name, aliases, in-place backward variant, sync) where the variant
+ * is 0 for the modes that keep their input (no in-place) and 1 / 2 for the
  * in-place backward formulas of InPlace-ABN I / II; aliases (comma-separated)
- * are the reference configs' and short spellings.
+ * are the reference configs' and short spellings; sync 1: the statistics and
+ * the backward sums are combined over the ranks of the graph's communicator
+ * (INPLACE_ABN.md section 3; with one rank, exactly the unsynchronised mode).
  *   standard        BN then act, separate nodes; keeps x and z
  *   checkpoint      keeps x; BN and act recomputed in the backward
  *   checkpoint_opt  keeps xhat; z recomputed from xhat
  *   inplace_abn     InPlace-ABN I: z over x, backward from z
  *   inplace_abn_ii  InPlace-ABN II: dx = A*dy + B*y + C
- *   inplace_abn_sync II with statistics synchronised across workers */
+ *   inplace_abn_sync    II with statistics synchronised across workers
+ *   inplace_abn_sync_i  I with statistics synchronised across workers
+ *   standard_sync       standard BN synchronised across workers (comparison) */
 #define IABN_BN_MODES(X)                                                                 \
-    X(STANDARD, "standard", "std", 0)                                                    \
-    X(CHECKPOINT, "checkpoint", "ckpt", 0)                                               \
-    X(CHECKPOINT_OPT, "checkpoint_opt", "", 0)                                           \
-    X(INPLACE, "inplace_abn", "inplace,iabn,inplace_abn_i", 1)                           \
-    X(INPLACE_II, "inplace_abn_ii", "inplace_ii,iabn_ii", 2)                             \
-    X(INPLACE_SYNC, "inplace_abn_sync", "sync", 2)
+    X(STANDARD, "standard", "std", 0, 0)                                                 \
+    X(CHECKPOINT, "checkpoint", "ckpt", 0, 0)                                            \
+    X(CHECKPOINT_OPT, "checkpoint_opt", "", 0, 0)                                        \
+    X(INPLACE, "inplace_abn", "inplace,iabn,inplace_abn_i", 1, 0)                        \
+    X(INPLACE_II, "inplace_abn_ii", "inplace_ii,iabn_ii", 2, 0)                          \
+    X(INPLACE_SYNC, "inplace_abn_sync", "sync,inplace_sync,inplace_abn_sync_ii", 2, 1)  \
+    X(INPLACE_SYNC_I, "inplace_abn_sync_i", "inplace_sync_i", 1, 1)                      \
+    X(STANDARD_SYNC, "standard_sync", "sync_bn,syncbn", 0, 1)
 
 typedef enum iabn_bn_mode {
-#define IABN_X_(E, name, aliases, variant) IABN_BN_##E,
+#define IABN_X_(E, name, aliases, variant, sync) IABN_BN_##E,
     IABN_BN_MODES(IABN_X_)
 #undef IABN_X_
     IABN_BN_NMODES
@@ -52,6 +58,8 @@ int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out, iabn_err *e);
 /* 0, or IABN_EINVAL naming the valid modes when m is not one. */
 int iabn_bn_mode_check(iabn_bn_mode m, iabn_err *e);
 int iabn_bn_mode_is_inplace(iabn_bn_mode m);
+/* 1 for the synchronised modes (the list's sync column). */
+int iabn_bn_mode_is_sync(iabn_bn_mode m);
 
 typedef struct iabn_norm_act_cfg {
     iabn_bn_mode mode;

@@ -3,14 +3,60 @@
  * forward writes the mean loss (a graph output) and per-pixel weights (0 or
  * 1/counted) that the backward uses, so the backward needs the logits and
  * labels only.  Also the regression
- * losses L1 and MSE (mean over all elements). */
+ * losses L1 and MSE (mean over all elements).
+ *
+ * In a data-parallel job (the graph has a communicator of several ranks) the
+ * cross-entropy's mean is over every rank's counted pixels: the forward
+ * all-reduces (loss sum, count) and sets the weights to 1/global count, so
+ * each rank's gradient is its share of the job's mean and the gradient
+ * all-reduce is a plain sum; unequal per-rank batches stay exact. */
 #include "layers/layer_util.h"
+
+#include <stdlib.h>
 
 static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
     (void)g;
     IABN_PARAMS(xent_p, n);
     return be->k->xent_scratch(P.n, P.hw);
+}
+
+/* A rank's mean loss and weights (1/local count, host arrays) -> the job's. */
+static int global_mean_host(const iabn_graph *g, const iabn_node *n, size_t m, float *loss,
+                            float *weight, iabn_err *e)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < m; i++) kept += weight[i] != 0.f;
+    double d[2] = {(double)*loss * (double)kept, (double)kept};
+    int rc = iabn_comm_allreduce(iabn_graph_comm(g), NULL, d, 2, IABN_COMM_F64, n->name, e);
+    if (rc) return rc;
+    float w = d[1] > 0 ? (float)(1.0 / d[1]) : 0.f;
+    for (size_t i = 0; i < m; i++)
+        if (weight[i] != 0.f) weight[i] = w;
+    *loss = d[1] > 0 ? (float)(d[0] / d[1]) : 0.f;
+    return 0;
+}
+
+/* The job's mean over several ranks (nothing with one), on any backend: the
+ * loss and the weights go through host memory off the CPU. */
+static int global_mean(const iabn_graph *g, const iabn_node *n, const xent_p *P,
+                       const iabn_bind *b, iabn_err *e)
+{
+    if (iabn_comm_size(iabn_graph_comm(g)) == 1) return 0;
+    const iabn_backend *be = b->backend;
+    size_t m = (size_t)P->n * (size_t)P->hw;
+    if (be->kind == IABN_DEV_CPU) return global_mean_host(g, n, m, b->out[0], b->out[1], e);
+    float *h = malloc((m + 1) * sizeof *h);
+    if (!h) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory", n->name);
+    int rc = be->d2h(be->ctx, h, b->out[0], sizeof(float)) ||
+                     be->d2h(be->ctx, h + 1, b->out[1], m * sizeof(float))
+                 ? iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights failed", n->name)
+                 : global_mean_host(g, n, m, h, h + 1, e);
+    if (!rc && (be->h2d(be->ctx, b->out[0], h, sizeof(float)) ||
+                be->h2d(be->ctx, b->out[1], h + 1, m * sizeof(float))))
+        rc = iabn_err_set(e, IABN_EDEVICE, "%s: copying the weights back failed", n->name);
+    free(h);
+    return rc;
 }
 
 /* in: logits, labels   out: loss, weight */
@@ -27,7 +73,7 @@ static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
                             "label %d at position %ld is outside [0, %d) and is not the ignore "
                             "index %d",
                             bad_label, bad, P.k, P.ignore);
-    return rc;
+    return rc ? rc : global_mean(g, n, &P, b, e);
 }
 
 /* in: logits, labels, weight   out: dlogits */

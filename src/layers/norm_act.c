@@ -9,6 +9,10 @@
  *   inplace_abn(_ii) one node writing z over x (MUST); the backward reads z
  *                   and the per-channel statistics only and writes dx over dz.
  *   evaluation / frozen: one node with the running statistics.
+ *   *_sync          the same nodes; the forward all-gathers every rank's
+ *                   (count, mean, var) and combines them, the backward
+ *                   all-reduces (count, sum dy, sum dy*xhat) after taking the
+ *                   local sums for dgamma / dbeta (INPLACE_ABN.md section 3).
  * The scale is gamma itself in standard, checkpoint and checkpoint_opt (the
  * reference's plain BN, so its checkpoints load as they are) and |gamma| + eps
  * in the in-place modes, which need g > 0 to invert y -> xhat.  The gamma
@@ -17,12 +21,13 @@
  */
 #include "layers/layer_util.h"
 
+#include <stdlib.h>
 #include <strings.h>
 
 const char *iabn_bn_mode_name(iabn_bn_mode m)
 {
     switch (m) {
-#define X(E, name, aliases, variant) case IABN_BN_##E: return name;
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return name;
         IABN_BN_MODES(X)
 #undef X
     case IABN_BN_NMODES: break;
@@ -34,7 +39,7 @@ const char *iabn_bn_mode_name(iabn_bn_mode m)
 static int bn_mode_variant(iabn_bn_mode m)
 {
     switch (m) {
-#define X(E, name, aliases, variant) case IABN_BN_##E: return variant;
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return variant;
         IABN_BN_MODES(X)
 #undef X
     case IABN_BN_NMODES: break;
@@ -45,7 +50,7 @@ static int bn_mode_variant(iabn_bn_mode m)
 static int bn_mode_unknown(iabn_err *e, const char *what)
 {
     char valid[256] = "";
-#define X(E, name, aliases, variant) strcat(valid, *valid ? ", " name : name);
+#define X(E, name, aliases, variant, sync) strcat(valid, *valid ? ", " name : name);
     IABN_BN_MODES(X)
 #undef X
     return iabn_err_set(e, IABN_EINVAL, "unknown BN mode %s (valid: %s)", what, valid);
@@ -53,7 +58,7 @@ static int bn_mode_unknown(iabn_err *e, const char *what)
 
 int iabn_bn_mode_parse(const char *s, iabn_bn_mode *out, iabn_err *e)
 {
-#define X(E, name, aliases, variant)                                                       \
+#define X(E, name, aliases, variant, sync)                                                       \
     if (iabn_name_matches(s, name, aliases)) {                                             \
         *out = IABN_BN_##E;                                                                \
         return 0;                                                                          \
@@ -75,6 +80,16 @@ int iabn_bn_mode_check(iabn_bn_mode m, iabn_err *e)
 
 int iabn_bn_mode_is_inplace(iabn_bn_mode m) { return bn_mode_variant(m) != 0; }
 
+int iabn_bn_mode_is_sync(iabn_bn_mode m)
+{
+    switch (m) {
+#define X(E, name, aliases, variant, sync) case IABN_BN_##E: return sync;
+        IABN_BN_MODES(X)
+#undef X
+    case IABN_BN_NMODES: break;
+    }
+    return 0;
+}
 int iabn_bn_mode_abs_gamma(iabn_bn_mode m) { return iabn_bn_mode_is_inplace(m); }
 
 iabn_norm_act_cfg iabn_norm_act_defaults(iabn_bn_mode mode)
@@ -97,15 +112,128 @@ static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, const iabn_b
     return 2 * (size_t)P.c * sizeof(float);
 }
 
+/* ---- synchronisation (INPLACE_ABN.md section 3) -------------------------------- */
+
+/* Every rank's (count, mean, var), all-gathered and combined in double into
+ * the job's statistics; host arrays; *count: the local count in, the job's
+ * out. */
+static int combine_stats(const iabn_graph *g, const iabn_node *n, const na_p *P, float *mean,
+                         float *var, double *count, iabn_err *e)
+{
+    iabn_comm *comm = iabn_graph_comm(g);
+    int world = iabn_comm_size(comm);
+    size_t c = (size_t)P->c, rec = sizeof(double) + 2 * c * sizeof(float);
+    unsigned char *buf = malloc(rec * (size_t)(world + 1));
+    double *counts = malloc((size_t)world * sizeof *counts);
+    float *means = malloc((size_t)world * 2 * c * sizeof *means);
+    if (!buf || !counts || !means) {
+        free(buf);
+        free(counts);
+        free(means);
+        return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory gathering the statistics", n->name);
+    }
+    float *vars = means + (size_t)world * c;
+    memcpy(buf, count, sizeof(double));
+    memcpy(buf + sizeof(double), mean, c * sizeof(float));
+    memcpy(buf + sizeof(double) + c * sizeof(float), var, c * sizeof(float));
+    unsigned char *all = buf + rec;
+    int rc = iabn_comm_allgather(comm, buf, all, rec, n->name, e);
+    if (!rc) {
+        *count = 0;
+        for (int w = 0; w < world; w++) {
+            const unsigned char *r = all + rec * (size_t)w;
+            memcpy(&counts[w], r, sizeof(double));
+            memcpy(means + (size_t)w * c, r + sizeof(double), c * sizeof(float));
+            memcpy(vars + (size_t)w * c, r + sizeof(double) + c * sizeof(float),
+                   c * sizeof(float));
+            *count += counts[w];
+        }
+        iabn_bn_stats_combine(world, P->c, counts, means, vars, mean, var);
+    }
+    free(buf);
+    free(counts);
+    free(means);
+    return rc;
+}
+
+/* The backward's (count, sum dy, sum dy*xhat) summed over the ranks; host
+ * arrays. */
+static int reduce_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, float *sum_dy,
+                       float *sum_dy_xhat, double *count, iabn_err *e)
+{
+    size_t c = (size_t)P->c;
+    double *d = malloc((2 * c + 1) * sizeof *d);
+    if (!d) return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory reducing the sums", n->name);
+    for (size_t i = 0; i < c; i++) {
+        d[i] = sum_dy[i];
+        d[c + i] = sum_dy_xhat[i];
+    }
+    d[2 * c] = *count;
+    int rc = iabn_comm_allreduce(iabn_graph_comm(g), NULL, d, 2 * c + 1, IABN_COMM_F64, n->name, e);
+    if (!rc) {
+        for (size_t i = 0; i < c; i++) {
+            sum_dy[i] = (float)d[i];
+            sum_dy_xhat[i] = (float)d[c + i];
+        }
+        *count = d[2 * c];
+    }
+    free(d);
+    return rc;
+}
+
+/* When P->sync and the graph's communicator has several ranks: two
+ * per-channel arrays on the node's backend (the statistics when stats, else
+ * the backward sums) become the job's, through host memory (they are C
+ * floats each); *count: the local count in, the job's out.  Otherwise nothing
+ * changes: one rank is exactly the unsynchronised layer. */
+static int sync_pair(const iabn_graph *g, const iabn_node *n, const na_p *P, const iabn_bind *b,
+                     float *a0, float *a1, double *count, int stats, iabn_err *e)
+{
+    if (!P->sync || iabn_comm_size(iabn_graph_comm(g)) == 1) return 0;
+    const iabn_backend *be = b->backend;
+    size_t bytes = (size_t)P->c * sizeof(float);
+    float *h0 = a0, *h1 = a1, *tmp = NULL;
+    if (be->kind != IABN_DEV_CPU) {
+        if (!(tmp = malloc(2 * bytes)))
+            return iabn_err_set(e, IABN_ENOMEM, "%s: out of memory for the exchange", n->name);
+        h0 = tmp;
+        h1 = tmp + P->c;
+        if (be->d2h(be->ctx, h0, a0, bytes) || be->d2h(be->ctx, h1, a1, bytes)) {
+            free(tmp);
+            return iabn_err_set(e, IABN_EDEVICE, "%s: copying the per-channel sums failed",
+                                n->name);
+        }
+    }
+    int rc = stats ? combine_stats(g, n, P, h0, h1, count, e)
+                   : reduce_sums(g, n, P, h0, h1, count, e);
+    if (!rc && tmp && (be->h2d(be->ctx, a0, h0, bytes) || be->h2d(be->ctx, a1, h1, bytes)))
+        rc = iabn_err_set(e, IABN_EDEVICE, "%s: copying the job's sums back failed", n->name);
+    free(tmp);
+    return rc;
+}
+
+/* Batch statistics (the job's when synchronised), then the running update. */
+static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p *P,
+                             const iabn_bind *b, float *mean, float *var, iabn_err *e)
+{
+    IABN_K(bn_stats, P->n, P->c, P->hw, b->in[0], mean, var);
+    double m = (double)P->n * P->hw;
+    int rc = sync_pair(g, n, P, b, mean, var, &m, 1, e);
+    if (rc) return rc;
+    IABN_K(bn_update_running, P->c, m, P->momentum, mean, var, b->in[3], b->in[4]);
+    return 0;
+}
+
 /* ---- run functions: the backend's kernels (b->backend->k) -------------------------- */
+
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
-    IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
+    int rc = stats_and_running(g, n, &P, b, mean, var, e);
+    if (rc) return rc;
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
            P.abs_gamma, id, b->out[0], NULL);
@@ -131,8 +259,11 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
            sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
+    double m = (double)P.n * P.hw;
+    int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
+    if (rc) return rc;
     IABN_K(bn_bwd_apply, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
-           P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
+                      P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
 }
 
@@ -191,8 +322,8 @@ static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     float *mean = b->out[1], *var = b->out[2];
-    IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
-    IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
+    int rc = stats_and_running(g, n, &P, b, mean, var, e);
+    if (rc) return rc;
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
            b->out[0], NULL);
     return 0;
@@ -203,16 +334,19 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
+    double m = (double)P.n * P.hw;
     if (P.training) {
         IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
                b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
             IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
-                   b->out[2]);
+                                b->out[2]);
+        int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
+        if (rc) return rc;
     }
     IABN_K(iabn_bwd_apply, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-           b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, (double)P.n * P.hw, P.training,
-           b->out[0]);
+                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,
+                        b->out[0]);
     return 0;
 }
 
@@ -413,6 +547,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     P.abs_gamma = iabn_bn_mode_abs_gamma(cfg->mode);
     P.act = cfg->act;
     P.variant = bn_mode_variant(cfg->mode);
+    P.sync = iabn_bn_mode_is_sync(cfg->mode);
     int training = iabn_graph_mode(g) == IABN_TRAIN && !cfg->frozen;
     P.training = training;
     if (training && (long)P.n * P.hw <= 1)
@@ -449,6 +584,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     int var = named(g, name, ".var", IABN_F32, 1, cs);
     switch (cfg->mode) {
     case IABN_BN_STANDARD:
+    case IABN_BN_STANDARD_SYNC:
     case IABN_BN_CHECKPOINT: {
         int y = named(g, name, ".y", IABN_F32, xnd, xs);
         int outs[3] = {y, mean, var};
@@ -473,6 +609,7 @@ int iabn_norm_act(iabn_graph *g, const char *name, int x, const iabn_norm_act_cf
     case IABN_BN_INPLACE:
     case IABN_BN_INPLACE_II:
     case IABN_BN_INPLACE_SYNC:
+    case IABN_BN_INPLACE_SYNC_I:
     case IABN_BN_NMODES: /* refused above */
         break;
     }

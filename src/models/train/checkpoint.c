@@ -59,6 +59,8 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
     META("runs", "%lld", pos->runs);
     META("best", "%.17g", pos->best);
     META("best_epoch", "%lld", pos->best_epoch);
+    META("world_size", "%lld", pos->world_size > 0 ? pos->world_size : 1);
+    META("global_batch", "%lld", pos->global_batch);
     META("train_images", "%lld", pos->train_images);
 #undef META
     if (!rc) rc = iabn_bn_gamma_write_meta(s, w, e);
@@ -95,6 +97,8 @@ static int read_pos(const iabn_st_file *f, iabn_ckpt_pos *pos, iabn_err *e)
     if (!rc) rc = meta_ll(f, "runs", 0, &pos->runs, e);
     if (!rc) rc = meta_ll(f, "best_epoch", -1, &pos->best_epoch, e);
     if (!rc) rc = meta_ll(f, "train_images", 0, &pos->train_images, e);
+    if (!rc) rc = meta_ll(f, "world_size", 0, &pos->world_size, e);
+    if (!rc) rc = meta_ll(f, "global_batch", 0, &pos->global_batch, e);
     const char *b = iabn_st_meta(f, "best");
     if (!rc && b) {
         char *end;

@@ -14,6 +14,8 @@ typedef struct iabn_ckpt_pos {
     long long runs;           /* executor runs (dropout stream)        */
     double best;              /* best validation metric so far         */
     long long best_epoch;
+    long long world_size;     /* ranks of the job that wrote it (0: one) */
+    long long global_batch;   /* its batch over all ranks (0: unknown)   */
     long long train_images;   /* size of the training set (0: not recorded) */
 } iabn_ckpt_pos;
 

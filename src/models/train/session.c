@@ -176,6 +176,11 @@ static int check_cfg(const iabn_session_cfg *c, iabn_err *e)
         return iabn_err_set(e, IABN_EINVAL, "a training session needs a loss");
     if (c->input_grad && !c->train)
         return iabn_err_set(e, IABN_EINVAL, "the input's gradient needs a training session");
+    if (iabn_comm_size(c->comm) > 1 && c->train && c->loss != IABN_LOSS_SOFTMAX_XENT)
+        return iabn_err_set(e, IABN_EINVAL, "data-parallel training (%d ranks) normalises the "
+                                            "softmax cross-entropy over the job; the L1 / MSE "
+                                            "losses are per rank only",
+                            iabn_comm_size(c->comm));
     if (c->model && !c->model_cfg && !c->build && !iabn_model_exists(c->model))
         return iabn_err_set(e, IABN_EINVAL, "unknown model '%s'", c->model);
     return 0;
@@ -211,6 +216,7 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
         return iabn_err_set(e, IABN_ENOMEM, "out of memory building the graph");
     }
     iabn_graph *g = s->graph;
+    iabn_graph_set_comm(g, c->comm);
     int xs[4] = {c->batch, c->channels, c->height, c->width};
     s->input = iabn_graph_input(g, "input", IABN_F32, 4, xs);
     if (c->input_grad) rc = iabn_graph_input_requires_grad(g, s->input, e);
@@ -230,9 +236,14 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
     if (!rc && c->input_grad) s->input_grad = iabn_graph_input_grad(g, s->input);
     if (!rc && c->train) rc = apply_storage(c, s, e);
     if (!rc) rc = iabn_graph_finalize(g, e);
+    if (!rc && c->train && c->grad_bucket_bytes > 0)
+        rc = iabn_graph_grad_buckets(g, c->grad_bucket_bytes, e);
     if (!rc) rc = iabn_plan_build(g, NULL, &s->plan, e);
     if (!rc) {
         measure(s);
+        s->mem.buckets = iabn_graph_nbuckets(g);
+        for (int k = 0; k < s->mem.buckets; k++)
+            s->mem.bucket_bytes += iabn_graph_bucket_bytes(g, k);
         /* refused here, before the executor allocates anything */
         if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes) rc = over_budget(c, s, e);
     }

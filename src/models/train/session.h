@@ -86,6 +86,13 @@ typedef struct iabn_session_cfg {
      * prefetch lookahead (NULL: calibrated defaults, lookahead 1) */
     iabn_storage storage;
     const iabn_strategy_opts *strategy;
+    /* data parallel (tensor/comm.h): the job's communicator (NULL: one
+     * process), set on the graph (synchronised BN, the loss's job-wide mean);
+     * grad_bucket_bytes > 0 (training): the gradient all-reduce as bucket
+     * nodes of about that size (IABN_BUCKET_BYTES_DEFAULT), also when only
+     * planning (iabn mem --world) */
+    iabn_comm *comm;
+    size_t grad_bucket_bytes;
 } iabn_session_cfg;
 
 /* What the step needs, in bytes (counts for params). */
@@ -97,6 +104,8 @@ typedef struct iabn_session_mem {
     int copies;                  /* copies inserted before in-place ops            */
     size_t total;                /* arena + io + staging + the store's bytes      */
     size_t host;                 /* host pool of offloaded activations            */
+    int buckets;                 /* gradient all-reduce buckets (in the arena)     */
+    size_t bucket_bytes;
 } iabn_session_mem;
 
 typedef struct iabn_session {

@@ -27,7 +27,7 @@ void iabn_trainer_request_stop(iabn_trainer_stop *s)
 
 static int stop_requested(const trainer *tr)
 {
-    return tr->o->stop && tr->o->stop->requested;
+    return tr->stop_agreed || (tr->o->stop && tr->o->stop->requested);
 }
 
 void iabn_trainer_opts_defaults(iabn_train_opts *o)
@@ -148,7 +148,9 @@ static int open_loaders(trainer *tr, iabn_err *e)
     lc.workers = tr->o->workers > 0 ? tr->o->workers : 2;
     lc.seed = (uint64_t)tr->o->seed;
     lc.shuffle = 1;
-    lc.drop_last = 1;
+    lc.drop_last = 1; /* every rank the same number of steps */
+    lc.rank = tr->rank; /* the validation loader below shards the same way */
+    lc.world_size = tr->world;
     lc.strict = tr->o->strict_data;
     iabn_device_loader_cfg(&tr->dev, &lc);
     int rc = iabn_loader_open(&lc, tr->dtrain, &tr->ltrain, e);
@@ -309,10 +311,11 @@ static int setup(trainer *tr, iabn_err *e)
     trainer_model_cfg(tr);
     tr->cfg.classes = tr->classes;
     tr->config_json = iabn_config_to_json(&tr->cfg);
-    tr->batch = tr->cfg.batch_size;
+    if (!tr->config_json) return iabn_err_set(e, IABN_ENOMEM, "out of memory");
+    if ((rc = dist_setup(tr, e))) return rc; /* tr->batch: this rank's share */
     tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
     tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
-    if ((rc = iabn_device_open(o->device, &tr->dev, e))) return rc;
+    if ((rc = iabn_device_open(o->device, &tr->dev, e)) || (rc = dist_device(tr, e))) return rc;
     if (tr->storage != IABN_STORAGE_KEEP) {
         /* auto / recompute aim at --budget, else at what the device has */
         tr->sopts.allow_offload = tr->sopts.allow_recompute = 1;
@@ -323,7 +326,7 @@ static int setup(trainer *tr, iabn_err *e)
     }
     tr->s = iabn_store_new(tr->dev.be, e);
     if (!tr->s) return e->code;
-    if ((rc = choose_micro_batches(tr, e))) return rc;
+    if ((rc = choose_micro_batches(tr, e)) || (rc = dist_check_micro(tr, e))) return rc;
     if ((rc = gset_build(tr, 1, tr->micro, tr->in_h, tr->in_w, 1, &tr->train, e))) return rc;
     for (int i = 0; i < iabn_store_count(tr->s); i++) {
         iabn_param *p = iabn_store_get(tr->s, i);
@@ -338,6 +341,7 @@ static int setup(trainer *tr, iabn_err *e)
     if (o->resume) {
         if ((rc = iabn_ckpt_load(tr->s, o->resume, 1, &tr->pos, e))) return rc;
         if (!o->evaluate_only && (rc = trainer_check_resume(tr, e))) return rc;
+        dist_resume_note(tr);
     } else {
         tr->pos.best = -1;
     }
@@ -406,6 +410,8 @@ static int train_batch(trainer *tr, const iabn_batch *b, int ahead, iabn_batch *
     double sum = 0;
     *next = NULL;
     for (int k = 0; k < tr->nmicro; k++) {
+        /* ranks sum their gradients once per step, after the last micro-batch */
+        iabn_graph_set_grad_sync(gs->graph, k + 1 == tr->nmicro);
         int rc = iabn_exec_run(gs->exec, e);
         if (!rc && k + 1 < tr->nmicro) rc = stage_micro(tr, b, k + 1, e);
         if (!rc && k + 1 == tr->nmicro && ahead) {
@@ -492,6 +498,9 @@ static void plot_curves(trainer *tr)
 static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 {
     char path[1100];
+    if (tr->rank > 0) return 0; /* rank 0 writes */
+    tr->pos.world_size = tr->world;
+    tr->pos.global_batch = tr->cfg.batch_size;
     snprintf(path, sizeof path, "%s/%s", tr->outdir, name);
     tr->pos.runs = (long long)iabn_exec_step(tr->train.exec);
     tr->pos.train_images = (long long)tr->dtrain->count;
@@ -500,6 +509,7 @@ static int save_ckpt(trainer *tr, const char *name, iabn_err *e)
 
 static int open_outputs(trainer *tr, iabn_err *e)
 {
+    if (tr->rank > 0) return 0; /* rank 0 writes */
     int rc = mkdirs(tr->outdir, e);
     if (!rc) rc = trainer_lock_outdir(tr, e);
     if (rc) return rc;
@@ -598,7 +608,10 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
     int epochs = tr->cfg.schedule.epochs;
     double t_start = iabn_now();
     long long steps_this_run = 0, total_steps = spe * epochs;
-    iabn_exec_set_seed(tr->train.exec, (uint64_t)o->seed);
+    /* dropout: each rank its own masks (its own samples); rank 0 keeps the
+     * single process's */
+    iabn_exec_set_seed(tr->train.exec,
+                       (uint64_t)o->seed + (uint64_t)tr->rank * 0x9E3779B97F4A7C15ull);
     iabn_exec_set_step(tr->train.exec, (uint64_t)tr->pos.runs);
     int rc = 0;
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
@@ -613,9 +626,14 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         double wait = 0, t_prev = iabn_now();
         int epoch_end = 0;
         for (;;) {
-            if (stop_requested(tr)) break;
+            /* a stop asked of one rank stops the job after the same step everywhere */
+            int stop[2] = {stop_requested(tr),
+                           o->time_limit > 0 && iabn_now() - t_start > o->time_limit};
+            if ((rc = dist_agree_stop(tr, stop, 2, e))) break;
+            tr->stop_agreed = stop[0];
+            if (stop[0]) break;
             if (o->max_steps > 0 && steps_this_run >= o->max_steps) break;
-            if (o->time_limit > 0 && iabn_now() - t_start > o->time_limit) {
+            if (stop[1]) {
                 res->stopped_by_time = 1;
                 break;
             }
@@ -705,7 +723,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 double ips = (double)tr->batch / dt;
                 double top1 = tr->task == IABN_TASK_CLASSIFY
                                   ? 100.0 * (double)ep_correct / (double)ep_seen : -1.0;
-                if (o->progress) {
+                if (o->progress && tr->rank == 0) {
                     iabn_train_progress pr = {epoch + 1, epochs, tr->pos.step_in_epoch, spe,
                                               tr->pos.global_step, loss, avg_loss, lr_now, ips,
                                               data_wait, per * (double)left, top1,

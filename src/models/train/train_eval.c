@@ -103,6 +103,13 @@ static int eval_classify(trainer *tr, iabn_loader *ld, int ten, eval_result *r, 
     free(avg);
     free(labs);
     if (rc) return rc;
+    /* every rank evaluated its shard: the job's counts */
+    double v[4] = {(double)c1, (double)c5, (double)seen, loss_sum};
+    if ((rc = dist_sum(tr, v, 4, e))) return rc;
+    c1 = (long)v[0];
+    c5 = (long)v[1];
+    seen = (long)v[2];
+    loss_sum = v[3];
     r->samples = seen;
     r->top1 = seen ? 100.0 * (double)c1 / (double)seen : 0;
     r->top5 = seen ? 100.0 * (double)c5 / (double)seen : 0;
@@ -318,6 +325,19 @@ static int eval_segment(trainer *tr, iabn_loader *ld, int flip, const float *sca
     free(acc);
     free(pred);
     free(gt);
+    if (!rc && tr->world > 1) {
+        /* every rank evaluated its shard: the job's confusion matrix (exact in
+         * double up to 2^53 pixels per cell) */
+        size_t kk = (size_t)tr->classes * (size_t)tr->classes;
+        double *v = malloc((kk + 1) * sizeof *v);
+        if (!v) rc = iabn_err_set(e, IABN_ENOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < kk; i++) v[i] = (double)cm.m[i];
+        if (!rc) v[kk] = (double)seen;
+        if (!rc) rc = dist_sum(tr, v, kk + 1, e);
+        for (size_t i = 0; !rc && i < kk; i++) cm.m[i] = (uint64_t)v[i];
+        if (!rc) seen = (long)v[kk];
+        free(v);
+    }
     if (!rc) {
         r->iou = malloc((size_t)tr->classes * sizeof *r->iou);
         double pa = 0;
@@ -372,6 +392,9 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
     tr.pool_w = o->pool_w;
     tr.log = o->log;
     tr.user = o->user;
+    tr.comm = o->comm;
+    tr.rank = iabn_comm_rank(o->comm); /* rank 0 reports */
+    tr.world = iabn_comm_size(o->comm);
     iabn_config_defaults(&tr.cfg);
     if (o->config) tr.cfg = *o->config;
     int rc = !o->config && o->config_path ? iabn_config_load(&tr.cfg, o->config_path, e) : 0;
@@ -412,6 +435,8 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
     lc.drop_last = 0;
     lc.leave_out = 1;
     lc.strict = o->strict;
+    lc.rank = tr.rank; /* sharded; the counts are summed over the ranks */
+    lc.world_size = tr.world;
     iabn_device_loader_cfg(&tr.dev, &lc);
     if ((rc = iabn_loader_open(&lc, tr.dval, &tr.lval, e))) goto out;
     eval_result r;

@@ -27,6 +27,12 @@ static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_ses
     c->keep_logits = !train || tr->task == IABN_TASK_CLASSIFY;
     c->storage = tr->storage;
     c->strategy = &tr->sopts;
+    /* data parallel: only the training step talks to the other ranks (the
+     * evaluation of a shard runs alone; its counts are summed at the end) */
+    if (train && tr->world > 1) {
+        c->comm = tr->comm;
+        c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
+    }
 }
 
 int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_session *gs,
@@ -41,7 +47,7 @@ int gset_build(trainer *tr, int train, int n, int h, int w, int bind, iabn_sessi
 
 void trainer_say(const trainer *tr, const char *fmt, ...)
 {
-    if (!tr->log) return;
+    if (!tr->log || tr->rank > 0) return; /* rank 0 reports for the job */
     char line[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -39,6 +39,9 @@ typedef struct trainer {
     iabn_trainer_log_fn log;  /* report lines (NULL: none) */
     void *user;
     size_t host_cap;
+    iabn_comm *comm;          /* data parallel (train_dist.c); NULL: one process */
+    int rank, world;
+    int stop_agreed;          /* a stop the ranks agreed on (any rank's request) */
     int win_h, win_w;         /* segmentation evaluation: sliding window (0: whole image) */
     int pool_set, pool_h, pool_w; /* DeepLabV3 pooling_size override (0x0: global mean) */
     int eval_oh[2], eval_ow[2];   /* logits' size of evals[i] (mcfg.out_h, out_w) */
@@ -102,6 +105,16 @@ void eval_result_free(eval_result *r);
  * overlapping by a third. */
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
+
+/* train_dist.c: the data-parallel steps (one process: no-ops). */
+int dist_setup(trainer *tr, iabn_err *e);
+/* On CUDA with NCCL built in: NCCL over the ranks' devices. */
+int dist_device(trainer *tr, iabn_err *e);
+int dist_check_micro(trainer *tr, iabn_err *e);
+/* flags[0..n): a rank's stop reasons in, the job's (any rank's) out. */
+int dist_agree_stop(trainer *tr, int *flags, int n, iabn_err *e);
+int dist_sum(trainer *tr, double *v, size_t n, iabn_err *e);
+void dist_resume_note(trainer *tr);
 
 #pragma GCC visibility pop
 

@@ -77,6 +77,10 @@ typedef struct iabn_train_opts {
     iabn_trainer_log_fn log;     /* report lines, without newline (NULL: silent) */
     iabn_trainer_progress_fn progress;
     void *user;                  /* passed to log and progress */
+    /* data parallel: the job's communicator (NULL or size 1: one process);
+     * batch is then the global batch, split over the ranks; rank 0 alone
+     * reports and writes */
+    iabn_comm *comm;
 } iabn_train_opts;
 
 void iabn_trainer_opts_defaults(iabn_train_opts *o);
@@ -116,6 +120,7 @@ typedef struct iabn_eval_opts {
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     iabn_trainer_log_fn log;     /* the result line (and per-class IoU), NULL: silent */
     void *user;
+    iabn_comm *comm;             /* sharded evaluation, counts summed; rank 0 reports */
 } iabn_eval_opts;
 
 int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_err *e);

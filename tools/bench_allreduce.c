@@ -1,0 +1,116 @@
+/* bench_allreduce.c: `iabn bench allreduce`, the communicator's all-reduce
+ * bandwidth per message size (issue 14, item 7).  Run it under the launcher:
+ *
+ *     mpirun -np 2 iabn bench allreduce [--json] [--repeat N] [--max BYTES]
+ *
+ * Every size is timed R times after a warm-up; the table gives the median
+ * time, the algorithm bandwidth (bytes / time) and the bus bandwidth
+ * (algbw * 2(W-1)/W, what each link carries in a ring, comparable across
+ * world sizes).  Rank 0 prints; the others print only errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "iabn.h"
+#include "tools/commands.h"
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: mpirun -np N iabn bench allreduce [--json] [--repeat N] "
+                    "[--max BYTES]\n");
+    return 2;
+}
+
+int iabn_bench_allreduce(int argc, char **argv)
+{
+    int json = 0, repeat = 20;
+    size_t max_bytes = (size_t)64 << 20;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(), 0;
+        else {
+            fprintf(stderr, "iabn bench allreduce: unknown argument '%s' (valid: --json, "
+                            "--repeat N, --max BYTES)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (repeat < 1 || max_bytes < 4) return usage();
+    iabn_err e = {0};
+    iabn_comm *c = NULL;
+    if (iabn_comm_new(NULL, &c, &e)) {
+        fprintf(stderr, "iabn bench allreduce: %s\n", e.msg);
+        return 1;
+    }
+    int rank = iabn_comm_rank(c), world = iabn_comm_size(c);
+    if (world == 1) {
+        fprintf(stderr, "iabn bench allreduce: one process: nothing to reduce; start it with "
+                        "mpirun -np N (or srun)\n");
+        iabn_comm_free(c);
+        return 2;
+    }
+    float *buf = malloc(max_bytes);
+    double *t = malloc((size_t)repeat * sizeof *t);
+    if (!buf || !t) {
+        fprintf(stderr, "iabn bench allreduce: out of memory for %zu bytes\n", max_bytes);
+        free(buf);
+        free(t);
+        iabn_comm_give_up(c);
+        iabn_comm_free(c);
+        return 2;
+    }
+    for (size_t i = 0; i < max_bytes / 4; i++) buf[i] = 1.f;
+    if (!rank && !json)
+        printf("all-reduce (sum, float32) over %d ranks, transport %s, median of %d\n"
+               "%12s %12s %12s %12s\n", world, iabn_comm_transport(c), repeat, "bytes",
+               "time (us)", "algbw GB/s", "busbw GB/s");
+    if (!rank && json) printf("[");
+    int rc = 0, first = 1;
+    for (size_t bytes = 4096; bytes <= max_bytes && !rc; bytes *= 4) {
+        size_t n = bytes / 4;
+        rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "warm-up", &e);
+        for (int r = 0; r < repeat && !rc; r++) {
+            rc = iabn_comm_barrier(c, "bench barrier", &e);
+            double t0 = iabn_now();
+            if (!rc) rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "bench", &e);
+            t[r] = iabn_now() - t0;
+        }
+        if (rc) break;
+        /* the slowest rank's time is the collective's */
+        double *all = malloc((size_t)world * (size_t)repeat * sizeof *all);
+        if (!all) break;
+        rc = iabn_comm_allgather(c, t, all, (size_t)repeat * sizeof *t, "bench times", &e);
+        for (int r = 0; r < repeat && !rc; r++) {
+            t[r] = all[r];
+            for (int w = 1; w < world; w++)
+                if (all[(size_t)w * repeat + r] > t[r]) t[r] = all[(size_t)w * repeat + r];
+        }
+        free(all);
+        qsort(t, (size_t)repeat, sizeof *t, cmp_d);
+        double med = t[repeat / 2], alg = (double)bytes / med / 1e9;
+        double bus = alg * 2.0 * (world - 1) / world;
+        if (!rank && !json) printf("%12zu %12.1f %12.3f %12.3f\n", bytes, med * 1e6, alg, bus);
+        if (!rank && json)
+            printf("%s{\"bytes\": %zu, \"ranks\": %d, \"median_us\": %.2f, \"algbw_gbs\": %.4f, "
+                   "\"busbw_gbs\": %.4f}", first ? "" : ", ", bytes, world, med * 1e6, alg, bus);
+        first = 0;
+    }
+    if (!rank && json) printf("]\n");
+    free(buf);
+    free(t);
+    if (rc) {
+        fprintf(stderr, "iabn bench allreduce (rank %d): %s\n", rank, e.msg);
+        iabn_comm_give_up(c);
+        iabn_comm_free(c);
+        return 1;
+    }
+    iabn_comm_free(c);
+    return 0;
+}
