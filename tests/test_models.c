@@ -2,7 +2,7 @@
  *  - every experiment config in configs/ builds its network;
  *  - the registry: names, descriptions, unknown names;
  *  - every model built in evaluation mode on a shapes-only store (nothing is
- *    allocated): parameter counts against MODELS.md (and torchvision for
+ *    allocated): parameter counts against docs/MODELS.md (and torchvision for
  *    the models it has), output shapes, feature-map shapes, parameter names
  *    unique and following the reference's module tree;
  *  - report rows;
@@ -18,9 +18,9 @@
 
 /* Expected parameter counts (BN gamma + beta included, running statistics
  * excluded), 1000 classes (65 for the segmentation nets), input_3x3.
- * MODELS.md: resnet50, resnext*, wider_resnet38*, deeplabv3_wider_resnet38_a2.
+ * docs/MODELS.md: resnet50, resnext*, wider_resnet38*, deeplabv3_wider_resnet38_a2.
  * torchvision: resnet18/34/101/152, vgg19, vgg19_bn.  Derived here (body of
- * MODELS.md's ResNeXt without its fc, + DeepLab head on 2048 channels
+ * docs/MODELS.md's ResNeXt without its fc, + DeepLab head on 2048 channels
  * 7424 * 2048 + 330752, + cls 256 * 65 + 65): deeplabv3_resnext101 / 152.
  * DenseNets (the reference's, input_3x3): torchvision's count with the
  * three-conv stem instead of conv0/norm0 (121: 7978856 - 9536 + 75712; the

@@ -1,6 +1,6 @@
 /* test_norm_kernels.c: the batch-norm + activation kernels (cpu/norm_act.h).
  *
- * A double-precision reference of INPLACE_ABN.md sections 1-2 is checked by
+ * A double-precision reference of docs/INPLACE_ABN.md sections 1-2 is checked by
  * finite differences, then every mode (standard, checkpoint_opt, in-place I
  * and II) is checked against it and against each other on random shapes,
  * negative gammas and every activation.  Also: aliasing (out == in gives the
@@ -66,7 +66,7 @@ static void free_case(tcase *t)
     free(t->x); free(t->dz); free(t->gamma); free(t->beta); free(t->rmean); free(t->rvar);
 }
 
-/* ---- double reference (INPLACE_ABN.md sections 1-2) ------------------------ */
+/* ---- double reference (docs/INPLACE_ABN.md sections 1-2) ------------------------ */
 
 static double act_d(iabn_act a, double y)
 {

@@ -1,7 +1,7 @@
 /* test_tb_events.c: the TensorBoard event writer (tools/tb_events.c).
  *
  * Checks CRC-32C against its published check value, one record against the
- * bytes worked out by hand in the design notes (ecosystem.md 4.2), every
+ * bytes worked out by hand in docs/FORMATS.md, every
  * record through a decoder in this file (bitwise CRC, generic protobuf walk),
  * and, when /usr/bin/python3 exists, through the independent reader
  * tests/fixtures/read_tb_events.py, which must also reject a corrupted copy.
@@ -220,7 +220,7 @@ static void test_write_and_decode(void)
     }
     CHECK(evs[NSCAL + 1].step == 7 && fabs(evs[NSCAL + 1].wall - evs[0].wall) < 60);
 
-    /* the record worked out by hand in ecosystem.md 4.2 */
+    /* the record worked out by hand in docs/FORMATS.md */
     static const unsigned char want[] = {
         0x1a, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x9b, 0xd8, 0x2d,
         0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x10, 0x01, 0x2a, 0x0d, 0x0a, 0x0b, 0x0a, 0x04,

@@ -4,7 +4,7 @@
 #ifndef IABN_TOOLS_BENCH_H
 #define IABN_TOOLS_BENCH_H
 
-/* Convolution throughput against the TARGETS.md figures.
+/* Convolution throughput against the docs/TARGETS.md figures.
  *   iabn bench conv [--json] [--repeat N] [--peak GFLOPS|measure] [--threads T]
  *                   [--case NAME] [--strict]
  * Returns 0 when the cases ran (with --strict: only if every target was met),

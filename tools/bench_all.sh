@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench_all.sh: every CPU benchmark of the targets (TARGETS.md), run one after
+# bench_all.sh: every CPU benchmark of the targets (docs/TARGETS.md), run one after
 # the other, written as a dated Markdown report (default: bench/results/).
 # Run it on an otherwise idle machine:  tools/bench_all.sh [OUT.md]
 set -euo pipefail

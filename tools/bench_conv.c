@@ -1,9 +1,9 @@
 /* bench_conv.c: `iabn bench conv`, the CPU convolution throughput of the four
- * layers TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3, a 1x1, DeepLab's
+ * layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3, a 1x1, DeepLab's
  * dilated ASPP 3x3), per pass, against the targets there.
  *
  * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
- * included, as in research/cpu_backend.md) over the median time of --repeat
+ * included, as docs/TARGETS.md counts it) over the median time of --repeat
  * calls, after one warm-up call.  The default peak (235 GFLOP/s) is the FP32
  * peak of both cores of the reference machine; pass --peak for another, or
  * --peak measure to time an FMA loop on this one.

@@ -444,7 +444,7 @@ if wanted tf32 && [ $((BUDGET - $(elapsed))) -gt 200 ]; then
   theirs pytorch_standard_tf32 --tf32
 fi
 
-# ---- the table and the targets (../shared/design/TARGETS.md, GPU) ------------
+# ---- the table and the targets (docs/TARGETS.md, GPU) ------------
 if [ ${#BENCH[@]} -gt 0 ] || [ -f "$W/mem.json" ]; then
   "$PY" - "$W" "$OUT/bench.json" "$MODEL" "$BATCH" "$SIZE" "${BENCH[@]}" >>"$MD" <<'PY'
 import json, os, sys
@@ -515,7 +515,7 @@ rows = [
 t32 = ratio(g("iabn_standard_tf32", "step_ms"), g("pytorch_standard_tf32", "step_ms"))
 if t32 is not None:
     rows.append(("step time, standard BN, TF32 on both sides", t32, "<= 1.00x", 1.00))
-print("| target (TARGETS.md, GPU) | measured | target | met |")
+print("| target (docs/TARGETS.md, GPU) | measured | target | met |")
 print("|---|---|---|---|")
 for what, v, t, lim in rows:
     print("| %s | %s | %s | %s |" % (what, f(v, "%.3fx"), t, "-" if v is None else ("yes" if v <= lim else "NO")))

@@ -293,7 +293,7 @@ typedef struct iabn_offload_opts {
 } iabn_offload_opts;
 void iabn_graph_set_offload_opts(iabn_graph *g, const iabn_offload_opts *o);
 
-/* The paper's policy (INPLACE_ABN.md section 5): marks OFFLOAD every saved
+/* The paper's policy (docs/INPLACE_ABN.md section 5): marks OFFLOAD every saved
  * activation (an arena tensor of the forward that the backward reads) that a
  * convolution's or pooling's backward reads, except a standard BN's input,
  * which stays (the in-place layer stores none: it reconstructs it); views

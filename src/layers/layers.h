@@ -25,7 +25,7 @@ extern "C" {
  * in-place backward formulas of InPlace-ABN I / II; aliases (comma-separated)
  * are the reference configs' and short spellings; sync 1: the statistics and
  * the backward sums are combined over the ranks of the graph's communicator
- * (INPLACE_ABN.md section 3; with one rank, exactly the unsynchronised mode).
+ * (docs/INPLACE_ABN.md section 3; with one rank, exactly the unsynchronised mode).
  *   standard        BN then act, separate nodes; keeps x and z
  *   checkpoint      keeps x; BN and act recomputed in the backward
  *   checkpoint_opt  keeps xhat; z recomputed from xhat

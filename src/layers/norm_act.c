@@ -1,4 +1,4 @@
-/* norm_act.c: the BN + activation unit in every memory mode (INPLACE_ABN.md).
+/* norm_act.c: the BN + activation unit in every memory mode (docs/INPLACE_ABN.md).
  *
  *   standard        BN node (x -> y, batch stats) + act node (y -> z, may be in
  *                   place); backward reads x (BN) and z (act).
@@ -12,7 +12,7 @@
  *   *_sync          the same nodes; the forward all-gathers every rank's
  *                   (count, mean, var) and combines them, the backward
  *                   all-reduces (count, sum dy, sum dy*xhat) after taking the
- *                   local sums for dgamma / dbeta (INPLACE_ABN.md section 3).
+ *                   local sums for dgamma / dbeta (docs/INPLACE_ABN.md section 3).
  * The scale is gamma itself in standard, checkpoint and checkpoint_opt (the
  * reference's plain BN, so its checkpoints load as they are) and |gamma| + eps
  * in the in-place modes, which need g > 0 to invert y -> xhat.  The gamma
@@ -112,7 +112,7 @@ static size_t sums_scratch(const iabn_graph *g, const iabn_node *n, const iabn_b
     return 2 * (size_t)P.c * sizeof(float);
 }
 
-/* ---- synchronisation (INPLACE_ABN.md section 3) -------------------------------- */
+/* ---- synchronisation (docs/INPLACE_ABN.md section 3) -------------------------------- */
 
 /* Every rank's (count, mean, var), all-gathered and combined in double into
  * the job's statistics; host arrays; *count: the local count in, the job's

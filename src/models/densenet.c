@@ -1,5 +1,5 @@
 /* densenet.c: the reference's DenseNet with InPlace-ABN (its scripts/models/
- * densenet.py and scripts/modules/dense.py, MODELS.md).
+ * densenet.py and scripts/modules/dense.py, docs/MODELS.md).
  *
  *   mod1      input_3x3: conv1 3x3/2, bn1, conv2 3x3, bn2, conv3 3x3, max pool
  *             3/2 (no BN after conv3: the first dense layer's BN follows);

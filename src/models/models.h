@@ -1,4 +1,4 @@
-/* models.h: the interface of src/models: the networks of MODELS.md built by
+/* models.h: the interface of src/models: the networks of docs/MODELS.md built by
  * name from the public layer API, and their weights in safetensors.
  *
  *     iabn_model_cfg cfg = iabn_model_defaults("resnext101");

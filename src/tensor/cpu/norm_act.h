@@ -5,7 +5,7 @@
  *
  * The forward and backward passes are split into a per-channel reduction and
  * an elementwise pass so that the synchronised variant can all-reduce the
- * per-channel partial results in between (INPLACE_ABN.md section 3).
+ * per-channel partial results in between (docs/INPLACE_ABN.md section 3).
  * Every kernel is correct whether or not an output pointer equals an input
  * pointer (z over x in the forward, dx over dz in the backward); outputs that
  * overlap an input only partially are not supported.
@@ -34,7 +34,7 @@ extern "C" {
 void iabn_bn_stats(int n, int c, int hw, const float *x, float *mean, float *var);
 
 /* Combines per-worker (count, mean, var) into the global statistics
- * (INPLACE_ABN.md section 3); counts may differ between workers, a worker
+ * (docs/INPLACE_ABN.md section 3); counts may differ between workers, a worker
  * with count 0 contributes nothing, a total of 0 gives mean = var = 0.
  * in: W arrays laid out [w][c]; out: mean, var of length c. */
 void iabn_bn_stats_combine(int workers, int c, const double *counts,
@@ -108,7 +108,7 @@ void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, const float *z,
                           const float *beta, iabn_act act, float *sum_dy,
                           float *sum_dy_xhat);
 /* Elementwise pass: variant 1: dx = A*(dy - sum_dy/m - xhat*sum_dy_xhat/m);
- * variant 2: dx = A*dy + B*y + C (INPLACE_ABN.md section 2).  Evaluation mode
+ * variant 2: dx = A*dy + B*y + C (docs/INPLACE_ABN.md section 2).  Evaluation mode
  * (!training): dx = dy * g * invstd, g = |gamma|+eps or, with !abs_gamma (a
  * frozen / evaluated standard unit with plain gamma), gamma itself; the
  * training variants need abs_gamma.  dx may equal dz; no full-size temporary. */

@@ -71,7 +71,7 @@ IABN_HD double iabn_iabn2_sum_dy_xhat(double sum_dy_y, double sum_dy, double bet
     return (sum_dy_y - beta * sum_dy) / g;
 }
 
-/* Per-channel constants of in-place ABN II (INPLACE_ABN.md section 2):
+/* Per-channel constants of in-place ABN II (docs/INPLACE_ABN.md section 2):
  * dx = A*dy + B*y + C folds the whole BN backward written in y.
  *   A = g*invstd
  *   B = -invstd * sum_dy_xhat / m
