@@ -18,7 +18,7 @@ cat > "$WORK/cfg.json" <<'JSON'
   "input": {"crop_train": 32, "crop_val": 32, "scale_val": 32}
 }
 JSON
-"$IABN" data synth --out "$WORK/data" --classes 4 --train 8 --val 2 --size 32 >/dev/null || exit 1
+"$IABN" data synth --out "$WORK/data" --classes 4 --train-images 8 --val-images 2 --size 32 >/dev/null || exit 1
 start=$(date +%s)
 OMP_NUM_THREADS=1 IABN_COMM_TIMEOUT=3 timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 \
     sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then (sleep 4; kill -'"$SIG"' $$) & fi

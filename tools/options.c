@@ -162,7 +162,7 @@ static const iabn_option table[IABN_O_COUNT] = {
                      "segtrain: segmentation.crop_size)"},
     [IABN_O_SCALE] = {"scale", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", "input.scale_val",
                       EV, "shorter side resized to N before the centre crop"},
-    [IABN_O_SIZE] = {"size", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL,
+    [IABN_O_SIZE] = {"size", NULL, 0, IABN_T_SIZE, 1, 2147483647, 0, 0, NULL, "HxW", NULL,
                      ME | BS | DA, "input size (S alone: SxS)"},
     [IABN_O_TEN_CROPS] = {"ten-crops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EV,
                           "average over the ten crops"},
