@@ -66,6 +66,12 @@ static void test_configs_parse(void)
         {"{\"optimizer\": {\"schedule\": {\"type\": \"cosinus\"}}}", "optimizer.schedule.type"},
         {"{\"optimizer\": {\"schedule\": {\"params\": {\"milestones\": [30, 10]}}}}", "milestones"},
         {"{\"input\": {\"mean\": [0.5, 0.5]}}", "input.mean"},
+        /* non-finite as float: the resolved config could not be written back
+         * (found by tools/fuzz.sh fuzz_config) */
+        {"{\"input\": {\"mean\": [0.5, 1e999, 0.4]}}", "input.mean"},
+        {"{\"input\": {\"std\": [0.2, 1e300, 0.2]}}", "input.std"},
+        {"{\"optimizer\": {\"learning_rate\": 1e300}}", "optimizer.learning_rate"},
+        {"{\"segmentation\": {\"crop_size\": [1e300, 512]}}", "segmentation.crop_size"},
         {"{\"network\": {\"bn_mode\": \"magic\"}}", "network.bn_mode"},
         {"{\"loader\": {}}", "loader"},
         {"{\"network\": ", "not valid JSON"},

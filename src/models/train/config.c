@@ -193,8 +193,10 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
         *(int *)base = (int)v->valuedouble;
         return 0;
     case K_FLOAT:
-        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-            return iabn_err_set(e, IABN_EINVAL, "%s must be a number", path);
+        /* finite as the float it is stored in: 1e300 would become inf,
+         * which the resolved config could not write back */
+        if (!cJSON_IsNumber(v) || !isfinite((float)v->valuedouble))
+            return iabn_err_set(e, IABN_EINVAL, "%s must be a finite number", path);
         *(float *)base = (float)v->valuedouble;
         return 0;
     case K_STR:
@@ -229,8 +231,8 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
             return iabn_err_set(e, IABN_EINVAL, "%s must be a list of 3 numbers", path);
         for (int i = 0; i < 3; i++) {
             const cJSON *x = cJSON_GetArrayItem(v, i);
-            if (!cJSON_IsNumber(x))
-                return iabn_err_set(e, IABN_EINVAL, "%s must be a list of 3 numbers", path);
+            if (!cJSON_IsNumber(x) || !isfinite((float)x->valuedouble))
+                return iabn_err_set(e, IABN_EINVAL, "%s must be a list of 3 finite numbers", path);
             ((float *)base)[i] = (float)x->valuedouble;
         }
         return 0;
@@ -281,6 +283,9 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
             return iabn_err_set(e, IABN_EINVAL, "%s must be a number or a list of 2", path);
         }
         if (!(a > 0 && b > 0)) return iabn_err_set(e, IABN_EINVAL, "%s must be positive", path);
+        double top = k->type == K_PAIR_I ? 2147483647.0 : 3.4e38;
+        if (!(a <= top && b <= top))
+            return iabn_err_set(e, IABN_EINVAL, "%s must be at most %g", path, top);
         if (k->type == K_PAIR_I) {
             ((int *)base)[0] = (int)a;
             ((int *)base)[1] = (int)b;
