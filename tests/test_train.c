@@ -72,6 +72,7 @@ static void test_configs_parse(void)
         {"{\"input\": {\"std\": [0.2, 1e300, 0.2]}}", "input.std"},
         {"{\"optimizer\": {\"learning_rate\": 1e300}}", "optimizer.learning_rate"},
         {"{\"segmentation\": {\"crop_size\": [1e300, 512]}}", "segmentation.crop_size"},
+        {"{\"segmentation\": {\"crop_size\": 0.25}}", "segmentation.crop_size"},
         {"{\"network\": {\"bn_mode\": \"magic\"}}", "network.bn_mode"},
         {"{\"loader\": {}}", "loader"},
         {"{\"network\": ", "not valid JSON"},

@@ -283,6 +283,8 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
             return iabn_err_set(e, IABN_EINVAL, "%s must be a number or a list of 2", path);
         }
         if (!(a > 0 && b > 0)) return iabn_err_set(e, IABN_EINVAL, "%s must be positive", path);
+        if (k->type == K_PAIR_I && (a != floor(a) || b != floor(b)))
+            return iabn_err_set(e, IABN_EINVAL, "%s must be whole numbers", path);
         double top = k->type == K_PAIR_I ? 2147483647.0 : 3.4e38;
         if (!(a <= top && b <= top))
             return iabn_err_set(e, IABN_EINVAL, "%s must be at most %g", path, top);
