@@ -14,4 +14,5 @@
 #include "models/train/segmetrics.h"
 #include "models/train/tb_events.h"
 #include "models/train/trainer.h"
+#include "models/train/memreport.h"
 #endif
