@@ -15,4 +15,5 @@
 #include "models/train/tb_events.h"
 #include "models/train/trainer.h"
 #include "models/train/memreport.h"
+#include "models/train/bench.h"
 #endif
