@@ -16,4 +16,5 @@
 #include "models/train/trainer.h"
 #include "models/train/memreport.h"
 #include "models/train/bench.h"
+#include "models/train/stepfile.h"
 #endif

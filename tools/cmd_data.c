@@ -14,20 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/data.h"
+#include "iabn.h"
 #include "tools/options.h"
-
-static double cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
-           u.ru_stime.tv_usec * 1e-6;
-}
 
 typedef struct opts {
     const char *data, *out, *split, *kind_s;
@@ -101,46 +92,21 @@ static int bench(const opts *o, iabn_dataset_kind kind)
     cfg.batch_size = o->batch;
     cfg.seed = (uint64_t)o->seed;
     cfg.strict = o->strict;
-    cfg.drop_last = 0; /* every image, once per epoch */
     if (o->size) cfg.transform.out_h = cfg.transform.out_w = o->size;
     cfg.transform.fast_decode = !o->exact;
     if (o->jitter) {
         cfg.transform.brightness = cfg.transform.contrast = cfg.transform.saturation = 0.4f;
         cfg.transform.lighting_std = 0.1f;
     }
-    iabn_loader *ld = NULL;
-    if (iabn_loader_open(&cfg, ds, &ld, &e)) {
+    iabn_databench_result r;
+    if (iabn_databench_run(&cfg, ds, o->epochs, &r, &e)) {
         fprintf(stderr, "iabn data bench: %s\n", e.msg);
         iabn_dataset_free(ds);
         return 1;
     }
-    double t0 = iabn_now(), c0 = cpu_s();
-    int64_t images = 0;
-    double check = 0;
-    int rc = 0;
-    for (int ep = 0; ep < o->epochs && !rc; ep++) {
-        if (iabn_loader_start_epoch(ld, ep, &e)) {
-            rc = -1;
-            break;
-        }
-        iabn_batch *b;
-        int r;
-        while ((r = iabn_loader_next(ld, &b, &e)) == 0) {
-            images += b->n;
-            check += b->images[0];
-            iabn_loader_release(ld, b);
-        }
-        if (r < 0) rc = r;
-    }
-    double secs = iabn_now() - t0, cpu = cpu_s() - c0;
-    iabn_loader_stats st;
-    iabn_loader_get_stats(ld, &st);
-    iabn_loader_close(ld);
-    if (rc) {
-        fprintf(stderr, "iabn data bench: %s\n", e.msg);
-        iabn_dataset_free(ds);
-        return 1;
-    }
+    double secs = r.seconds, cpu = r.cpu_seconds;
+    long long images = (long long)r.images;
+    iabn_loader_stats st = r.stats;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double ips = secs > 0 ? images / secs : 0, ipc = cpu > 0 ? images / cpu : 0;
     int size = cfg.transform.out_w;
@@ -151,14 +117,14 @@ static int bench(const opts *o, iabn_dataset_kind kind)
                "\"size\": %d, \"fast_decode\": %s, \"jitter\": %s, \"seconds\": %.4f, "
                "\"cpu_seconds\": %.4f, \"images_per_s\": %.2f, \"images_per_s_per_worker\": "
                "%.2f, \"images_per_cpu_s\": %.2f, \"checksum\": %.6g}\n",
-               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, images,
                (long long)st.skipped_files, (long long)st.replaced_samples, o->workers, cores,
                o->batch, size, o->exact ? "false" : "true", o->jitter ? "true" : "false", secs,
-               cpu, ips, ips / o->workers, ipc, check);
+               cpu, ips, ips / o->workers, ipc, r.checksum);
     } else {
         printf("data bench: %s (%s, %s): %zu files, %lld images in %.3f s with %d worker%s "
                "(%ld cores), %dx%d output%s\n",
-               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, images,
                secs, o->workers, o->workers == 1 ? "" : "s", cores, size, size,
                o->exact ? ", exact decode" : "");
         printf("  images/s             %10.1f\n", ips);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "tensor/sim/sim.h"
 
@@ -276,5 +277,43 @@ int iabn_blockbench_run(int channels, int hw, int batch, int groups, int repeat,
     for (int m = 0; ss && m < n; m++) iabn_session_free(&ss[m]);
     free(ss);
     free(t);
+    return rc;
+}
+
+/* ---- the data loader ------------------------------------------------------- */
+
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
+           u.ru_stime.tv_usec * 1e-6;
+}
+
+int iabn_databench_run(const iabn_loader_cfg *cfg, iabn_dataset *ds, int epochs,
+                       iabn_databench_result *r, iabn_err *e)
+{
+    memset(r, 0, sizeof *r);
+    iabn_loader_cfg c = *cfg;
+    c.drop_last = 0; /* every image, once per epoch */
+    iabn_loader *ld = NULL;
+    int rc = iabn_loader_open(&c, ds, &ld, e);
+    if (rc) return rc;
+    double t0 = iabn_now(), c0 = cpu_seconds();
+    for (int ep = 0; ep < epochs && !rc; ep++) {
+        if ((rc = iabn_loader_start_epoch(ld, ep, e))) break;
+        iabn_batch *b;
+        int got;
+        while ((got = iabn_loader_next(ld, &b, e)) == 0) {
+            r->images += b->n;
+            r->checksum += b->images[0];
+            iabn_loader_release(ld, b);
+        }
+        if (got < 0) rc = got;
+    }
+    r->seconds = iabn_now() - t0;
+    r->cpu_seconds = cpu_seconds() - c0;
+    iabn_loader_get_stats(ld, &r->stats);
+    iabn_loader_close(ld);
     return rc;
 }

@@ -13,10 +13,14 @@
  * iabn_blockbench_run: the paper's Fig. 4: forward + backward of one
  * BN+ACT+CONV block (C channels, HxW, grouped 3x3 conv) in several BN modes,
  * the repeats round-robin over the modes so a slow spell hits them alike;
- * only the block's own nodes are timed. */
+ * only the block's own nodes are timed.
+ *
+ * iabn_databench_run: the training loader over a data set (`iabn data
+ * bench`): images decoded and augmented per second and per CPU-second. */
 #ifndef IABN_MODELS_TRAIN_BENCH_H
 #define IABN_MODELS_TRAIN_BENCH_H
 
+#include "data/data.h"
 #include "models/train/session.h"
 #include "tensor/device.h"
 
@@ -73,6 +77,18 @@ typedef struct iabn_blockbench_result {
  * r[n]. */
 int iabn_blockbench_run(int channels, int hw, int batch, int groups, int repeat,
                         const iabn_bn_mode *modes, int n, iabn_blockbench_result *r, iabn_err *e);
+
+typedef struct iabn_databench_result {
+    int64_t images;              /* samples delivered                            */
+    double seconds, cpu_seconds; /* wall clock; user + system of the process     */
+    double checksum;             /* of the first value of each batch             */
+    iabn_loader_stats stats;     /* skipped files, replaced samples              */
+} iabn_databench_result;
+
+/* Every sample of ds, epochs times, through a loader of cfg (its drop_last
+ * is turned off: every image counts). */
+int iabn_databench_run(const iabn_loader_cfg *cfg, iabn_dataset *ds, int epochs,
+                       iabn_databench_result *r, iabn_err *e);
 
 #ifdef __cplusplus
 }
