@@ -17,4 +17,5 @@
 #include "models/train/memreport.h"
 #include "models/train/bench.h"
 #include "models/train/stepfile.h"
+#include "models/train/export.h"
 #endif

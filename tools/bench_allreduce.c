@@ -13,6 +13,7 @@
 
 #include "iabn.h"
 #include "tools/commands.h"
+#include "tools/options.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -20,29 +21,13 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int usage(void)
-{
-    fprintf(stderr, "usage: mpirun -np N iabn bench allreduce [--json] [--repeat N] "
-                    "[--max BYTES]\n");
-    return 2;
-}
-
 int iabn_bench_allreduce(int argc, char **argv)
 {
-    int json = 0, repeat = 20;
-    size_t max_bytes = (size_t)64 << 20;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(), 0;
-        else {
-            fprintf(stderr, "iabn bench allreduce: unknown argument '%s' (valid: --json, "
-                            "--repeat N, --max BYTES)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (repeat < 1 || max_bytes < 4) return usage();
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_BENCH_ALLREDUCE, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    int json = a.v[IABN_O_JSON].set, repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 20;
+    size_t max_bytes = a.v[IABN_O_MAX_BYTES].set ? (size_t)a.v[IABN_O_MAX_BYTES].f : (size_t)64 << 20;
     iabn_err e = {0};
     iabn_comm *c = NULL;
     if (iabn_comm_new(NULL, &c, &e)) {

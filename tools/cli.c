@@ -85,15 +85,6 @@ int iabn_parse_hw(const char *s, int *h, int *w)
     return 0;
 }
 
-const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "iabn %s: %s needs a value\n", cmd, argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int iabn_check_device(const char *dev, const char *cmd)
 {
     iabn_device_kind kind;

@@ -37,6 +37,7 @@ CHOICES(nonfinite_choice, "stop", "skip")
 CHOICES(strategy_choice, "keep", "offload", "auto", "recompute")
 CHOICES(cost_choice, "calibrate", "gpu")
 CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
+CHOICES(format_choice, "safetensors", "onnx")
 
 /* ---- the table ------------------------------------------------------------- */
 
@@ -53,28 +54,33 @@ CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 #define BC IABN_CMD(IABN_C_BENCH_CONV)
 #define BB IABN_CMD(IABN_C_BENCH_BLOCK)
 #define BS IABN_CMD(IABN_C_BENCH_STEP)
+#define BA IABN_CMD(IABN_C_BENCH_ALLREDUCE)
+#define CV IABN_CMD(IABN_C_CONVERT)
+#define MO IABN_CMD(IABN_C_MODELS)
+#define EX IABN_CMD(IABN_C_EXPORT)
 #define TRAINS (TR | ST)
 #define EVALS (EV | SE)
 #define RUNS (TRAINS | EVALS | PR)
 #define BIG 1e18
 
 static const iabn_option table[IABN_O_COUNT] = {
-    [IABN_O_MODEL] = {"model", NULL, 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
-                      TRAINS | ME | SP | BS, "the network (iabn mem --list)"},
+    [IABN_O_MODEL] = {"model", "arch", 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
+                      TRAINS | ME | SP | BS | EX,
+                      "the network (iabn models; export: when the checkpoint has no config)"},
     [IABN_O_CONFIG] = {"config", NULL, 'c', IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.json", NULL,
                        TRAINS | EVALS, "experiment config (reference JSON schema); flags override it"},
     [IABN_O_DATA_PATH] = {"data-path", "data", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
                           TRAINS | EVALS | DA, "the data set's root (or the last positional)"},
     [IABN_O_BN] = {"bn", NULL, 0, IABN_T_CHOICE, 0, 0, 0, ME, bn_choice, "MODE", "network.bn_mode",
-                   TRAINS | ME | SP | BS | DE,
+                   TRAINS | ME | SP | BS | DE | EX,
                    "BN mode (iabn mem: several, comma-separated)"},
     [IABN_O_ACT] = {"act", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, act_choice, "ACT",
-                    "network.activation", TRAINS | SP, "activation after each BN"},
+                    "network.activation", TRAINS | SP | EX, "activation after each BN"},
     [IABN_O_ACT_PARAM] = {"act-param", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F",
-                          "network.activation_param", TRAINS | SP,
+                          "network.activation_param", TRAINS | SP | EX,
                           "leaky_relu slope / elu alpha (0.01 / 1)"},
     [IABN_O_CLASSES] = {"classes", NULL, 0, IABN_T_INT, 1, 100000, 0, 0, NULL, "N",
-                        "network.classes", TRAINS | ME | SP | BS | DA,
+                        "network.classes", TRAINS | ME | SP | BS | DA | EX,
                         "number of classes (default: the data set's)"},
     [IABN_O_DATASET] = {"dataset", "kind", 0, IABN_T_CHOICE, 0, 0, 0, 0, dataset_choice, "KIND",
                         NULL, ST | SE | DA, "data set layout"},
@@ -82,7 +88,7 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_EPOCHS] = {"epochs", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
                        "optimizer.schedule.epochs", TRAINS | DA, "epochs to train"},
     [IABN_O_BATCH] = {"batch-size", "batch", 'b', IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
-                      "optimizer.batch_size", TRAINS | EVALS | ME | DA | BB | BS,
+                      "optimizer.batch_size", TRAINS | EVALS | ME | DA | BB | BS | MO,
                       "the global batch: split across ranks when several processes train "
                       "(the reference configs' meaning)"},
     [IABN_O_BATCH_PER_RANK] = {"batch-per-rank", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
@@ -163,7 +169,7 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_SCALE] = {"scale", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", "input.scale_val",
                       EV, "shorter side resized to N before the centre crop"},
     [IABN_O_SIZE] = {"size", NULL, 0, IABN_T_SIZE, 1, 2147483647, 0, 0, NULL, "HxW", NULL,
-                     ME | BS | DA, "input size (S alone: SxS)"},
+                     ME | BS | DA | EX, "input size (S alone: SxS)"},
     [IABN_O_TEN_CROPS] = {"ten-crops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EV,
                           "average over the ten crops"},
     [IABN_O_SCALES] = {"scales", NULL, 0, IABN_T_FLOATS, 0, 16, 1, 0, NULL, "F,F,...", NULL,
@@ -187,9 +193,9 @@ static const iabn_option table[IABN_O_COUNT] = {
                         RUNS | SP | DE | BC | BB | BS, "CPU threads"},
 
     [IABN_O_OUTPUT] = {"output", "out", 'o', IABN_T_PATH, 0, 0, 0, 0, NULL, "PATH", NULL,
-                       SP | DA | PL, "where the result goes (plot: curves.svg)"},
+                       SP | DA | PL | EX, "where the result goes (plot: curves.svg)"},
     [IABN_O_JSON] = {"json", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                     ME | DA | BC | BB | BS, "machine-readable output"},
+                     ME | DA | BC | BB | BS | MO | BA, "machine-readable output"},
     [IABN_O_QUIET] = {"quiet", NULL, 'q', IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, TRAINS,
                       "only the epoch summaries"},
     [IABN_O_VERBOSE] = {"verbose", NULL, 'v', IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
@@ -220,8 +226,8 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_NO_DROPOUT] = {"no-dropout", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
                            "leave out dropout"},
     [IABN_O_NO_INPUT_3X3] = {"no-input-3x3", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                             SP, "ResNeXt 7x7 stem"},
-    [IABN_O_DILATED] = {"dilation", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
+                             SP | EX, "ResNeXt 7x7 stem"},
+    [IABN_O_DILATED] = {"dilation", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP | EX,
                         "dilated classification body (output stride 8)"},
     [IABN_O_FROZEN_BN] = {"frozen-bn", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
                           "BN uses running statistics, gamma / beta frozen"},
@@ -248,7 +254,7 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_HEIGHT] = {"height", NULL, 0, IABN_T_INT, 16, 4096, 0, 0, NULL, "N", NULL, DA,
                        "generated segmentation image height"},
 
-    [IABN_O_REPEAT] = {"repeat", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N", NULL, BC | BB | BS,
+    [IABN_O_REPEAT] = {"repeat", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N", NULL, BC | BB | BS | BA,
                        "timed repetitions"},
     [IABN_O_PEAK] = {"peak", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "GFLOPS|measure", NULL, BC,
                      "the machine's peak (a number, or measure it)"},
@@ -277,6 +283,24 @@ static const iabn_option table[IABN_O_COUNT] = {
                       "plan one rank of N: --batch split over the ranks, gradient buckets"},
     [IABN_O_SIM] = {"sim", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
                     "run on the simulated device (device arena, host pool, copy thread)"},
+    [IABN_O_MAX_BYTES] = {"max", NULL, 0, IABN_T_BYTES, 4, 0, 0, 0, NULL, "BYTES", NULL, BA,
+                          "largest message (64MiB)"},
+    [IABN_O_NO_MEMORY] = {"no-memory", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, MO,
+                          "leave out the memory column (no step planned)"},
+    [IABN_O_TORCHVISION] = {"torchvision", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, CV,
+                            "torchvision ResNet names (guessed from the names when reading .pth)"},
+    [IABN_O_NO_MODULE_PREFIX] = {"no-module-prefix", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+                                 NULL, CV, "to PyTorch: classification names without 'module.'"},
+    [IABN_O_FLAT] = {"flat", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, CV,
+                     "to PyTorch: segmentation names flat (body.*), not nested"},
+    [IABN_O_FORMAT] = {"format", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, format_choice, "FMT", NULL, EX,
+                       "safetensors (reference names, plain BN) or onnx (the evaluation graph)"},
+    [IABN_O_FOLD_BN] = {"fold-bn", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EX,
+                        "fold each BN into the convolution before it"},
+    [IABN_O_OPSET] = {"opset", NULL, 0, IABN_T_INT, 13, 1000, 0, 0, NULL, "N", NULL, EX,
+                      "ONNX opset (13)"},
+    [IABN_O_GRAPH] = {"graph", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EX,
+                      "print MODEL's evaluation graph as JSON (what tools/export.py reads)"},
 };
 
 static const iabn_command_info commands[IABN_C_COUNT] = {
@@ -336,6 +360,25 @@ static const iabn_command_info commands[IABN_C_COUNT] = {
                             "in-place modes."},
     [IABN_C_BENCH_STEP] = {"bench step", "[MODEL]", 0, 1,
                            "one training step of a model, median time", NULL},
+    [IABN_C_BENCH_ALLREDUCE] = {"bench allreduce", "", 0, 0,
+                                "all-reduce bandwidth per message size",
+                                "Run it under the launcher: mpirun -np N iabn bench allreduce.  "
+                                "Rank 0 prints."},
+    [IABN_C_CONVERT] = {"convert", "IN OUT", 2, 2,
+                        "weights between reference PyTorch checkpoints and iabn safetensors "
+                        "(the direction from IN's bytes)",
+                        "tools/convert.py does it ($IABN_PYTHON, default /usr/bin/python3 with "
+                        "python3-torch)."},
+    [IABN_C_MODELS] = {"models", "", 0, 0,
+                       "every model: parameters, default input, reference configs, published "
+                       "weights, memory",
+                       "The memory column: the planned training step at --batch (32) with "
+                       "inplace_abn_ii over standard BN."},
+    [IABN_C_EXPORT] = {"export", "CHECKPOINT -o OUT --format FMT", 0, 1,
+                       "a checkpoint for inference: plain or folded BN, safetensors or ONNX",
+                       "The model comes from the checkpoint's config, else from --model / --act "
+                       "/ --bn;\ntools/export.py writes the file.  With --graph the argument is "
+                       "a MODEL."},
 };
 
 const iabn_option *iabn_option_get(iabn_opt_id id)
@@ -627,10 +670,13 @@ void iabn_args_completion_bash(FILE *f)
                "    COMPREPLY=($(compgen -W \"");
     for (int c = 0; c < IABN_C_COUNT; c++)
         if (!strchr(commands[c].name, ' ')) fprintf(f, "%s ", commands[c].name);
-    fprintf(f, "bench version help models\" -- \"$cur\")); return\n"
+    fprintf(f, "bench version help\" -- \"$cur\")); return\n"
                "  fi\n"
                "  if [ \"${COMP_WORDS[1]}\" = bench ] && [ $COMP_CWORD -eq 2 ]; then\n"
-               "    COMPREPLY=($(compgen -W \"conv block step\" -- \"$cur\")); return\n"
+               "    COMPREPLY=($(compgen -W \"");
+    for (int c = 0; c < IABN_C_COUNT; c++)
+        if (!strncmp(commands[c].name, "bench ", 6)) fprintf(f, "%s ", commands[c].name + 6);
+    fprintf(f, "\" -- \"$cur\")); return\n"
                "  fi\n"
                "  case \"$prev\" in\n");
     for (int i = 0; i < IABN_O_COUNT; i++) {
