@@ -250,6 +250,20 @@ static int b_gap_linear(iabn_graph *g, int x, const void *arg)
     return iabn_linear(g, "fc", iabn_global_avgpool(g, "gap", pre(g, x, 7)), 10, 1);
 }
 
+/* windowed average: DenseNet's transition pool, and the DeepLabV3 head's
+ * evaluation-time pool with its replicated border */
+static int b_avgpool(iabn_graph *g, int x, const void *arg)
+{
+    (void)arg;
+    return iabn_avgpool(g, "pool", pre(g, x, 5), 2, 2);
+}
+
+static int b_avgpool_same(iabn_graph *g, int x, const void *arg)
+{
+    (void)arg;
+    return iabn_avgpool_same(g, "pool", pre(g, x, 5), 4, 3);
+}
+
 static int b_dropout(iabn_graph *g, int x, const void *arg)
 {
     (void)arg;
@@ -386,6 +400,8 @@ static void test_pool_linear(void)
     run("maxpool", 2, 3, 9, 8, b_maxpool, NULL, -1, 1.f, 1, 0);
     run("maxpool_odd", 3, 2, 17, 13, b_maxpool, NULL, -1, 1.f, 1, 0);
     run("gap_linear", 4, 3, 6, 6, b_gap_linear, NULL, -1, 1.f, 1, 0);
+    run("avgpool", 2, 3, 9, 8, b_avgpool, NULL, -1, 1.f, 1, 0);
+    run("avgpool_same", 2, 3, 9, 11, b_avgpool_same, NULL, -1, 1.f, 1, 0);
 }
 
 static void test_dropout_resize_concat(void)

@@ -281,6 +281,8 @@ static iabn_kernels make_kernels()
     k.maxpool_bwd = K_ENTRY(iabn_cuda_maxpool_bwd);
     k.gap_fwd = K_ENTRY(iabn_cuda_gap_fwd);
     k.gap_bwd = K_ENTRY(iabn_cuda_gap_bwd);
+    k.avgpool_fwd = K_ENTRY(iabn_cuda_avgpool_fwd);
+    k.avgpool_bwd = K_ENTRY(iabn_cuda_avgpool_bwd);
     k.linear_fwd = K_ENTRY(iabn_cuda_linear_fwd);
     k.linear_bwd_data = K_ENTRY(iabn_cuda_linear_bwd_data);
     k.linear_bwd_weight = K_ENTRY(iabn_cuda_linear_bwd_weight);

@@ -105,6 +105,11 @@ int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k,
 int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
                           int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
                           iabn_err *e);
+/* windowed average (backend.h's avgpool_fwd / avgpool_bwd) */
+int iabn_cuda_avgpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                          int ow, const float *x, float *y, iabn_err *e);
+int iabn_cuda_avgpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                          int ow, const float *dy, float *dx, iabn_err *e);
 int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *y,
                       iabn_err *e);
 int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, float *dx,
