@@ -647,6 +647,24 @@ static void test_xent_kernel(void)
                                         &e_));
             dev_cmp("xent_bwd", "dlogits over logits", dt, dl, nl);
         }
+        /* label smoothing: every valid pixel weighted alike, loss and gradient
+         * as the CPU's (the gradient again over the logits) */
+        {
+            float lc = 0, lgpu = -1;
+            long bad = -1;
+            int bl = 0;
+            CHECK(iabn_xent_smooth_fwd(N, K, HW, lg, lab, 255, 0.1f, &lc, wc, &bad) == 0);
+            CHECK_OK(iabn_cuda_xent_smooth_fwd(cu, N, K, HW, dlg, (const int32_t *)dlab, 255,
+                                               0.1f, dloss, dw, &bad, &bl, &e_));
+            CHECK_OK(be->d2h(be->ctx, wg, dw, m * 4) || be->d2h(be->ctx, &lgpu, dloss, 4));
+            CHECK_MSG(memcmp(wc, wg, m * 4) == 0, "label smoothing: other pixel weights");
+            CHECK_CLOSE(lgpu, lc, 1e-6, 1e-5);
+            iabn_xent_smooth_bwd(N, K, HW, lg, lab, wc, 0.1f, 0.5f, dl);
+            CHECK_OK(iabn_cuda_copy_bytes(cu, nl * 4, dlg, dt, &e_));
+            CHECK_OK(iabn_cuda_xent_smooth_bwd(cu, N, K, HW, dt, (const int32_t *)dlab, dw, 0.1f,
+                                               0.5f, dt, &e_));
+            dev_cmp("xent_smooth_bwd", "dlogits over logits", dt, dl, nl);
+        }
         /* a label outside [0, K): the first bad position and its value */
         lab[777] = 7;
         lab[2100] = -3;

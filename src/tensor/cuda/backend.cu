@@ -289,6 +289,8 @@ static iabn_kernels make_kernels()
     k.xent_scratch = k_xent_scratch;
     k.xent_fwd = k_xent_fwd;
     k.xent_bwd = K_ENTRY(iabn_cuda_xent_bwd);
+    k.xent_smooth_fwd = K_ENTRY(iabn_cuda_xent_smooth_fwd);
+    k.xent_smooth_bwd = K_ENTRY(iabn_cuda_xent_smooth_bwd);
     k.reg_loss_fwd = K_ENTRY(iabn_cuda_reg_loss_fwd);
     k.reg_loss_bwd = K_ENTRY(iabn_cuda_reg_loss_bwd);
     k.sgd_update = K_ENTRY(iabn_cuda_sgd_update);
