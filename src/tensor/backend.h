@@ -130,8 +130,8 @@ typedef struct iabn_kernels {
                     long *bad, int *bad_label, iabn_err *e);
     int (*xent_bwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
                     const float *weight, float scale, float *dlogits, iabn_err *e);
-    /* label-smoothed cross-entropy (eps), no bootstrapping; NULL on a backend
-     * that does not have it (CUDA): the layer names the op then */
+    /* label-smoothed cross-entropy (eps), no bootstrapping; optional: NULL on
+     * a backend that does not have it, the layer names the op then */
     int (*xent_smooth_fwd)(void *ctx, int n, int k, int hw, const float *logits,
                            const int32_t *labels, int ignore_index, float eps, float *loss,
                            float *weight, long *bad, int *bad_label, iabn_err *e);

@@ -483,7 +483,9 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON *p = cJSON_AddObjectToObject(s, "params");
     switch (c->schedule.kind) {
     case IABN_SCHED_STEP:
-        cJSON_AddNumberToObject(p, "step_size", c->schedule.step_size);
+        /* unset (0) stays unset: iabn_config_check refuses it, as the reference's StepLR
+         * does, and a 0 written here could not be read back */
+        if (c->schedule.step_size > 0) cJSON_AddNumberToObject(p, "step_size", c->schedule.step_size);
         add_float(p, "gamma", c->schedule.gamma);
         break;
     case IABN_SCHED_MULTISTEP:

@@ -281,12 +281,16 @@ static iabn_kernels make_kernels()
     k.maxpool_bwd = K_ENTRY(iabn_cuda_maxpool_bwd);
     k.gap_fwd = K_ENTRY(iabn_cuda_gap_fwd);
     k.gap_bwd = K_ENTRY(iabn_cuda_gap_bwd);
+    k.avgpool_fwd = K_ENTRY(iabn_cuda_avgpool_fwd);
+    k.avgpool_bwd = K_ENTRY(iabn_cuda_avgpool_bwd);
     k.linear_fwd = K_ENTRY(iabn_cuda_linear_fwd);
     k.linear_bwd_data = K_ENTRY(iabn_cuda_linear_bwd_data);
     k.linear_bwd_weight = K_ENTRY(iabn_cuda_linear_bwd_weight);
     k.xent_scratch = k_xent_scratch;
     k.xent_fwd = k_xent_fwd;
     k.xent_bwd = K_ENTRY(iabn_cuda_xent_bwd);
+    k.xent_smooth_fwd = K_ENTRY(iabn_cuda_xent_smooth_fwd);
+    k.xent_smooth_bwd = K_ENTRY(iabn_cuda_xent_smooth_bwd);
     k.reg_loss_fwd = K_ENTRY(iabn_cuda_reg_loss_fwd);
     k.reg_loss_bwd = K_ENTRY(iabn_cuda_reg_loss_bwd);
     k.sgd_update = K_ENTRY(iabn_cuda_sgd_update);
