@@ -68,7 +68,7 @@ static const iabn_option table[IABN_O_COUNT] = {
                       TRAINS | ME | SP | BS | EX,
                       "the network (iabn models; export: when the checkpoint has no config)"},
     [IABN_O_CONFIG] = {"config", NULL, 'c', IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.json", NULL,
-                       TRAINS | EVALS, "experiment config (reference JSON schema); flags override it"},
+                       TRAINS | EVALS | PR, "experiment config (reference JSON schema); flags override it"},
     [IABN_O_DATA_PATH] = {"data-path", "data", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
                           TRAINS | EVALS | DA, "the data set's root (or the last positional)"},
     [IABN_O_BN] = {"bn", NULL, 0, IABN_T_CHOICE, 0, 0, 0, ME, bn_choice, "MODE", "network.bn_mode",
@@ -322,7 +322,8 @@ static const iabn_command_info commands[IABN_C_COUNT] = {
                         "overrides them."},
     [IABN_C_PREDICT] = {"predict", "CHECKPOINT IN_DIR OUT_DIR", 3, 3,
                         "segmentation label maps (PNG) for a folder of images",
-                        "The model and its input normalisation come from the checkpoint."},
+                        "The model and its input normalisation come from the checkpoint; --config "
+                        "overrides them."},
     [IABN_C_MEM] = {"mem", "[MODEL]", 0, 1,
                     "plan a training step and report its memory, mode by mode",
                     "Plans without allocating.  Defaults: batch 32, 224x224 (segmentation nets "

@@ -254,6 +254,11 @@ int iabn_dataset_open_vistas(const char *root, const char *split, iabn_dataset *
 int iabn_dataset_open(iabn_dataset_kind kind, const char *root, const char *split,
                       iabn_dataset **out, iabn_err *e);
 void iabn_dataset_free(iabn_dataset *ds);
+/* Every image file (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) under
+ * root and its sub-folders, as paths relative to root, sorted: n strings in
+ * *out, freed with iabn_strings_free. */
+int iabn_list_images(const char *root, char ***out, size_t *n, iabn_err *e);
+void iabn_strings_free(char **v, size_t n);
 const char *iabn_dataset_kind_name(iabn_dataset_kind kind);
 int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out);
 
