@@ -7,7 +7,8 @@
  *  - the parity step on safetensors files (models/train/stepfile.h), a label
  *    out of range named;
  *  - the evaluation graph as JSON (models/train/export.h);
- *  - the image listing of a folder tree (iabn_list_images). */
+ *  - the image listing of a folder tree (iabn_list_images), the Cityscapes
+ *    labelIds of the train ids and the label palette (iabn predict). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +255,22 @@ static void test_list_images(void)
     CHECK(iabn_list_images(sub, &v, &n, &e) != 0 && strstr(e.msg, "none"));
 }
 
+static void test_labels(void)
+{
+    static const int want[19] = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22,
+                                 23, 24, 25, 26, 27, 28, 31, 32, 33};
+    for (int t = 0; t < 19; t++) CHECK(iabn_cityscapes_label_id(t) == want[t]);
+    CHECK(iabn_cityscapes_label_id(19) == -1 && iabn_cityscapes_label_id(255) == -1);
+    uint8_t p[256 * 3], q[256 * 3];
+    iabn_label_palette(19, p);
+    iabn_label_palette(6, q);
+    CHECK(p[0] == 128 && p[1] == 64 && p[2] == 128 && p[3 * 18] == 119); /* road, bicycle */
+    CHECK(memcmp(p, q, 3) != 0 && !memcmp(p + 3 * 19, q + 3 * 19, 3 * (256 - 19)));
+    int distinct = 1;
+    for (int c = 1; c < 6; c++) distinct &= memcmp(q + 3 * c, q, 3) != 0;
+    CHECK(distinct);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/iabn_test_report_XXXXXX");
@@ -266,5 +283,6 @@ int main(void)
     RUN(test_stepfile);
     RUN(test_export_graph);
     RUN(test_list_images);
+    RUN(test_labels);
     return TEST_END();
 }

@@ -9,7 +9,7 @@
  * CPU-second (the per-core figure, comparable with a one-process torchvision
  * run) and the files skipped.
  */
-#include "tools/cmd_data.h"
+#include "tools/commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,35 +20,26 @@
 #include "iabn.h"
 #include "tools/options.h"
 
+/* The flags cmd_data reads, with their defaults. */
 typedef struct opts {
-    const char *data, *out, *split, *kind_s;
+    const char *data, *out, *split;
     int workers, batch, size, epochs, exact, jitter, strict, json, v12;
     int classes, n_train, n_val, width, height;
     long long seed;
 } opts;
 
-/* The option table's flags into opts (defaults already set). */
+#define V(id, dflt) (a->v[id].set ? a->v[id].i : (dflt))
+
+/* The option table's flags into o; 0, or -1 after a message. */
 static int parse(const iabn_args *a, opts *o)
 {
     const iabn_optval *v = a->v;
-    o->exact = v[IABN_O_EXACT].set;
-    o->jitter = v[IABN_O_JITTER].set;
-    o->strict = v[IABN_O_STRICT].set;
-    o->json = v[IABN_O_JSON].set;
-    o->v12 = v[IABN_O_V12].set;
-    if (v[IABN_O_DATA_PATH].set) o->data = v[IABN_O_DATA_PATH].s;
-    if (v[IABN_O_OUTPUT].set) o->out = v[IABN_O_OUTPUT].s;
-    if (v[IABN_O_SPLIT].set) o->split = v[IABN_O_SPLIT].s;
-    if (v[IABN_O_DATASET].set) o->kind_s = v[IABN_O_DATASET].s;
-    if (v[IABN_O_SEED].set) o->seed = v[IABN_O_SEED].i;
-    if (v[IABN_O_WORKERS].set) o->workers = (int)v[IABN_O_WORKERS].i;
-    if (v[IABN_O_BATCH].set) o->batch = (int)v[IABN_O_BATCH].i;
-    if (v[IABN_O_EPOCHS].set) o->epochs = (int)v[IABN_O_EPOCHS].i;
-    if (v[IABN_O_CLASSES].set) o->classes = (int)v[IABN_O_CLASSES].i;
-    if (v[IABN_O_TRAIN_IMAGES].set) o->n_train = (int)v[IABN_O_TRAIN_IMAGES].i;
-    if (v[IABN_O_VAL_IMAGES].set) o->n_val = (int)v[IABN_O_VAL_IMAGES].i;
-    if (v[IABN_O_WIDTH].set) o->width = (int)v[IABN_O_WIDTH].i;
-    if (v[IABN_O_HEIGHT].set) o->height = (int)v[IABN_O_HEIGHT].i;
+    *o = (opts){v[IABN_O_DATA_PATH].s, v[IABN_O_OUTPUT].s, v[IABN_O_SPLIT].set ? v[IABN_O_SPLIT].s : "train",
+                (int)V(IABN_O_WORKERS, 1), (int)V(IABN_O_BATCH, 32), 0, (int)V(IABN_O_EPOCHS, 1),
+                v[IABN_O_EXACT].set, v[IABN_O_JITTER].set, v[IABN_O_STRICT].set, v[IABN_O_JSON].set,
+                v[IABN_O_V12].set, (int)V(IABN_O_CLASSES, 0), (int)V(IABN_O_TRAIN_IMAGES, -1),
+                (int)V(IABN_O_VAL_IMAGES, -1), (int)V(IABN_O_WIDTH, 0), (int)V(IABN_O_HEIGHT, 0),
+                V(IABN_O_SEED, 0)};
     if (v[IABN_O_SIZE].set) {
         if (v[IABN_O_SIZE].h != v[IABN_O_SIZE].w || v[IABN_O_SIZE].h < 8 || v[IABN_O_SIZE].h > 8192) {
             fprintf(stderr, "iabn data: --size %s: one side S, 8 to 8192\n", v[IABN_O_SIZE].s);
@@ -194,18 +185,11 @@ int iabn_cmd_data(int argc, char **argv)
     int prc = iabn_args_parse(&a, IABN_C_DATA, argc, argv);
     if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
     opts o;
-    memset(&o, 0, sizeof o);
-    o.split = "train";
-    o.kind_s = "imagefolder";
-    o.workers = 1;
-    o.batch = 32;
-    o.epochs = 1;
-    o.n_train = o.n_val = -1;
     if (parse(&a, &o)) return 2;
-    iabn_dataset_kind kind;
-    if (iabn_dataset_kind_parse(o.kind_s, &kind)) {
-        fprintf(stderr, "iabn data: unknown --kind '%s' (imagefolder, cityscapes, vistas)\n",
-                o.kind_s);
+    iabn_dataset_kind kind = IABN_DATASET_IMAGEFOLDER;
+    if (a.v[IABN_O_DATASET].set && iabn_dataset_kind_parse(a.v[IABN_O_DATASET].s, &kind)) {
+        fprintf(stderr, "iabn data: unknown --dataset '%s' (imagefolder, cityscapes, vistas)\n",
+                a.v[IABN_O_DATASET].s);
         return 2;
     }
     const char *sub = a.pos[0];

@@ -17,15 +17,6 @@
 #include "tools/commands.h"
 #include "tools/options.h"
 
-/* Cityscapes colours of the 19 train ids, and their labelIds. */
-static const uint8_t cs_palette[19][3] = {
-    {128, 64, 128}, {244, 35, 232}, {70, 70, 70}, {102, 102, 156}, {190, 153, 153},
-    {153, 153, 153}, {250, 170, 30}, {220, 220, 0}, {107, 142, 35}, {152, 251, 152},
-    {70, 130, 180}, {220, 20, 60}, {255, 0, 0}, {0, 0, 142}, {0, 0, 70},
-    {0, 60, 100}, {0, 80, 100}, {0, 0, 230}, {119, 11, 32}};
-static const uint8_t cs_label_ids[19] = {7, 8, 11, 12, 13, 17, 19, 20, 21, 22,
-                                         23, 24, 25, 26, 27, 28, 31, 32, 33};
-
 /* mkdir -p of out/<the directories of rel> */
 static int make_parents(const char *out, const char *rel, iabn_err *e)
 {
@@ -86,10 +77,7 @@ int iabn_cmd_predict(int argc, char **argv)
     if (!rc && mkdir(pos[2], 0777) && errno != EEXIST)
         rc = iabn_err_set(&e, IABN_EIO, "cannot create %s", pos[2]);
     uint8_t palette[256 * 3];
-    for (int c = 0; c < 256; c++)
-        for (int k = 0; k < 3; k++)
-            palette[3 * c + k] = c < 19 && classes == 19 ? cs_palette[c][k]
-                                                            : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
+    iabn_label_palette(classes, palette);
     int written = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         char in[8192], out[8192];
@@ -110,7 +98,7 @@ int iabn_cmd_predict(int argc, char **argv)
         if (!rc) {
             iabn_argmax_channels(classes, hw, acc, pred);
             for (size_t k = 0; k < hw; k++)
-                lab.data[k] = (uint8_t)(labelids ? cs_label_ids[pred[k]] : pred[k]);
+                lab.data[k] = (uint8_t)(labelids ? iabn_cityscapes_label_id(pred[k]) : pred[k]);
             rc = iabn_image_write_png(out, &lab, color ? palette : NULL, color ? classes : 0, &e);
             written += !rc;
         }

@@ -1,7 +1,8 @@
-/* cmd_step.c: `iabn step` (usage in cmd_step.h): the flags into a model
- * config and models/train/stepfile.h's options; the library runs the step
- * and writes what it computed. */
-#include "tools/cmd_step.h"
+/* cmd_step.c: `iabn step MODEL --input X --output O`, one forward (and
+ * backward) on safetensors inputs for PyTorch parity: the flags into a model
+ * config and models/train/stepfile.h's options (which say what the files
+ * hold); the library runs the step and writes what it computed. */
+#include "tools/commands.h"
 
 #include <stdio.h>
 #include <string.h>

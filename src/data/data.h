@@ -266,6 +266,12 @@ int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out);
  * the names of the 19 train ids. */
 void iabn_cityscapes_label_map(iabn_label_map *map);
 const char *iabn_cityscapes_class_name(int train_id);
+/* The labelId of a train id (the first in helpers/labels.py's order), -1
+ * for none: what the official evaluation scripts read. */
+int iabn_cityscapes_label_id(int train_id);
+/* Colours of the class ids 0..255 of a label map: Cityscapes' own for a
+ * 19-class model, distinct generated ones otherwise. */
+void iabn_label_palette(int classes, uint8_t rgb[256 * 3]);
 
 /* A Vistas config.json: class i is the i-th entry of "labels" that has
  * "evaluate": true (absent = true); entries with false (65 void--unlabeled in
