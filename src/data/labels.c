@@ -34,7 +34,7 @@ const char *iabn_cityscapes_class_name(int train_id)
 
 int iabn_cityscapes_label_id(int train_id)
 {
-    for (int id = 0; id < 34; id++)
+    for (int id = 0; id < 34 && train_id >= 0 && train_id < 19; id++)
         if (cityscapes_train_id[id] == train_id) return id;
     return -1;
 }
