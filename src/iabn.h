@@ -18,4 +18,5 @@
 #include "models/train/bench.h"
 #include "models/train/stepfile.h"
 #include "models/train/export.h"
+#include "models/train/predict.h"
 #endif

@@ -20,6 +20,7 @@
 #include "test_util.h"
 #include "tools/commands.h"
 #include "models/train/config.h"
+#include "models/train/predict.h"
 #include "models/train/segmetrics.h"
 #include "models/train/trainer.h"
 
@@ -229,6 +230,29 @@ static void predict_with_config(const char *run_cfg, const char *ckpt, const cha
     CHECK(b[0] && b[1] && n0 == n1 && !memcmp(b[0], b[1], n0));
     CHECK(b[0] && b[2] && (n0 != n2 || memcmp(b[0], b[2], n0)));
     for (int k = 0; k < 3; k++) free(b[k]);
+    /* the library call behind it: Cityscapes labelIds of the same maps */
+    iabn_predictor *pr = NULL;
+    iabn_predict_opts po = {0};
+    CHECK_MSG(iabn_predictor_open(ckpt, &po, &pr, &e) == 0, "%s", e.msg);
+    iabn_predict_folder_opts fo = {NULL, 0, 0, IABN_LABELS_CITYSCAPES_IDS};
+    int written = 0;
+    char ids_dir[400], ids_png[1200];
+    snprintf(ids_dir, sizeof ids_dir, "%s/pred_ids", tmpdir);
+    CHECK_MSG(pr && iabn_predict_folder(pr, imgs, ids_dir, &fo, &written, &e) == 0, "%s", e.msg);
+    iabn_predictor_close(pr);
+    CHECK(written > 0);
+    snprintf(png, sizeof png, "%s/%.*s.png", pred, (int)(strrchr(first_image, '.') - city), city);
+    snprintf(ids_png, sizeof ids_png, "%s/%.*s.png", ids_dir,
+             (int)(strrchr(first_image, '.') - city), city);
+    iabn_image tid = {0}, lid = {0};
+    CHECK_MSG(iabn_label_load(png, &tid, &e) == 0 && iabn_label_load(ids_png, &lid, &e) == 0,
+              "%s", e.msg);
+    int match = tid.data && lid.data && tid.width == lid.width && tid.height == lid.height;
+    for (size_t k = 0; match && k < (size_t)tid.width * tid.height; k++)
+        match = lid.data[k] == iabn_cityscapes_label_id(tid.data[k]);
+    CHECK(match);
+    iabn_image_free(&tid);
+    iabn_image_free(&lid);
 }
 
 static void test_cityscapes(void)
