@@ -90,6 +90,27 @@ static void test_memreport(void)
     fclose(o.schedule);
     iabn_memreport_free(&r);
     CHECK(r.ncols == 0);
+    /* one rank of two: the batch split, the gradient buckets counted */
+    o.world = 2;
+    o.budget = 0;
+    o.schedule = NULL;
+    CHECK_MSG(iabn_memreport_build(&o, cols, 1, &r, &e) == 0, "%s", e.msg);
+    CHECK(r.o.batch == 2 && r.global_batch == 4 && r.col[0].m.buckets > 0);
+    t = iabn_memreport_table(&r);
+    CHECK(t && strstr(t, "per rank of 2: global batch 4 split 2 per rank"));
+    free(t);
+    iabn_memreport_free(&r);
+    o.batch = 1;
+    CHECK(iabn_memreport_build(&o, cols, 1, &r, &e) == IABN_EINVAL && strstr(e.msg, "split"));
+    /* the columns: modes x the storages asked for */
+    iabn_bn_mode modes[2] = {IABN_BN_STANDARD, IABN_BN_INPLACE};
+    int want[IABN_STORAGE_NMODES] = {0};
+    want[IABN_STORAGE_KEEP] = want[IABN_STORAGE_AUTO] = 1;
+    iabn_memreport_col cc[8];
+    CHECK(iabn_memreport_columns(modes, 2, want, cc, 8) == 4);
+    CHECK(cc[1].mode == IABN_BN_STANDARD && cc[1].storage == IABN_STORAGE_AUTO &&
+          cc[2].mode == IABN_BN_INPLACE && cc[2].storage == IABN_STORAGE_KEEP);
+    CHECK(iabn_memreport_columns(modes, 2, want, cc, 3) == 3);
     /* a model that is not there is named */
     o.model = "resnet9000";
     o.schedule = NULL;

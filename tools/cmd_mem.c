@@ -70,15 +70,6 @@ static int setup(const iabn_args *a, iabn_memreport_opts *o, iabn_memreport_col 
         fprintf(stderr, "iabn mem: unknown model '%s' (iabn mem --list)\n", o->model);
         return 2;
     }
-    o->global_batch = o->batch;
-    if (o->world > 1) {
-        if (o->batch < o->world) {
-            fprintf(stderr, "iabn mem: --batch %d cannot be split over --world %d ranks\n",
-                    o->batch, o->world);
-            return 2;
-        }
-        o->batch = (o->batch + o->world - 1) / o->world;
-    }
     if ((want[IABN_STORAGE_AUTO] || want[IABN_STORAGE_RECOMPUTE] || largest) && !o->budget) {
         fprintf(stderr, "iabn mem: --strategy auto|recompute and --largest-batch need --budget\n");
         return 2;
@@ -93,17 +84,15 @@ static int setup(const iabn_args *a, iabn_memreport_opts *o, iabn_memreport_col 
     /* columns: each BN mode under each storage strategy asked for */
     char buf[256];
     snprintf(buf, sizeof buf, "%s", v[IABN_O_BN].set ? v[IABN_O_BN].s : "standard,inplace_abn_ii");
+    iabn_bn_mode modes[6];
     int nb = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","), nb++) {
-        iabn_bn_mode m;
-        if (nb == 6 || iabn_bn_mode_parse(tok, &m, &e)) {
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","), nb++)
+        if (nb == 6 || iabn_bn_mode_parse(tok, &modes[nb], &e)) {
             fprintf(stderr, "iabn mem: --bn: %s\n", nb == 6 ? "too many modes" : e.msg);
             return 2;
         }
-        for (int st = 0; st < IABN_STORAGE_NMODES; st++)
-            if (want[st] || (largest && st != IABN_STORAGE_RECOMPUTE))
-                cols[(*ncols)++] = (iabn_memreport_col){.mode = m, .storage = (iabn_storage)st};
-    }
+    if (largest) want[IABN_STORAGE_KEEP] = want[IABN_STORAGE_OFFLOAD] = want[IABN_STORAGE_AUTO] = 1;
+    *ncols = iabn_memreport_columns(modes, nb, want, cols, IABN_MEMREPORT_MAX_COLS);
     return 0;
 bad:
     fprintf(stderr, "iabn mem: %s\n", e.msg);

@@ -15,7 +15,7 @@
 void iabn_memreport_opts_defaults(iabn_memreport_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->batch = o->global_batch = 32;
+    o->batch = 32;
     o->world = 1;
     o->strategy.allow_offload = o->strategy.allow_recompute = 1;
     o->strategy.lookahead = 1;
@@ -157,6 +157,17 @@ static int plan_col(const iabn_memreport_opts *o, iabn_memreport_col *r, iabn_er
     return rc;
 }
 
+int iabn_memreport_columns(const iabn_bn_mode *modes, int nmodes, const int *want,
+                           iabn_memreport_col *cols, int max)
+{
+    int n = 0;
+    for (int b = 0; b < nmodes; b++)
+        for (int st = 0; st < IABN_STORAGE_NMODES; st++)
+            if (want[st] && n < max)
+                cols[n++] = (iabn_memreport_col){.mode = modes[b], .storage = (iabn_storage)st};
+    return n;
+}
+
 int iabn_memreport_build(const iabn_memreport_opts *o, const iabn_memreport_col *cols, int n,
                          iabn_memreport *r, iabn_err *e)
 {
@@ -165,12 +176,16 @@ int iabn_memreport_build(const iabn_memreport_opts *o, const iabn_memreport_col 
         return iabn_err_set(e, IABN_EINVAL, "unknown model '%s'", o->model ? o->model : "(none)");
     if (n < 1 || n > IABN_MEMREPORT_MAX_COLS)
         return iabn_err_set(e, IABN_EINVAL, "%d columns: from 1 to %d", n, IABN_MEMREPORT_MAX_COLS);
+    if (o->world > 1 && o->batch < o->world)
+        return iabn_err_set(e, IABN_EINVAL, "batch %d cannot be split over %d ranks", o->batch,
+                            o->world);
     r->o = *o;
+    r->global_batch = o->batch;
+    if (o->world > 1) r->o.batch = (o->batch + o->world - 1) / o->world;
     if (!r->o.backend) r->o.backend = iabn_backend_cpu();
     if (!r->o.height || !r->o.width)
         r->o.height = r->o.width = iabn_model_is_segmentation(o->model) ? 512 : 224;
     if (r->o.world < 1) r->o.world = 1;
-    if (!r->o.global_batch) r->o.global_batch = r->o.batch;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         r->col[i].mode = cols[i].mode;
@@ -231,7 +246,7 @@ char *iabn_memreport_table(const iabn_memreport *rep)
             a->model, a->batch, a->height, a->width, a->backend->name);
     if (a->world > 1)
         fprintf(f, "per rank of %d: global batch %d split %d per rank (the largest share)\n",
-                a->world, a->global_batch, a->batch);
+                a->world, rep->global_batch, a->batch);
     fprintf(f, "%-34s", "");
     for (int i = 0; i < n; i++) fprintf(f, " %16s", iabn_memreport_col_name(&r[i], cn, sizeof cn));
     fprintf(f, "\n");
@@ -341,7 +356,7 @@ char *iabn_memreport_json(const iabn_memreport *rep)
         if (a->world > 1) {
             static const char *const nw[] = {"world", "global_batch", "allreduce_buckets",
                                              "bucket_bytes"};
-            double vw[] = {a->world, a->global_batch, m->buckets, (double)m->bucket_bytes};
+            double vw[] = {a->world, rep->global_batch, m->buckets, (double)m->bucket_bytes};
             add_numbers(o, nw, vw, 4);
         }
         static const char *const n2[] = {"height", "width", "params", "param_bytes", "grad_bytes",

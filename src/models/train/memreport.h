@@ -65,18 +65,24 @@ typedef struct iabn_memreport_opts {
     iabn_strategy_opts strategy; /* cost model, lookahead, budget for auto       */
     size_t budget;               /* > 0: the largest batch (and crop) searched   */
     int search_crop;             /* with budget: also the largest square crop    */
-    int world, global_batch;     /* world > 1: one rank's step, gradient buckets */
+    int world;                   /* > 1: one rank's step (batch is the global one, */
+                                 /* split, the largest share), gradient buckets  */
     FILE *schedule;              /* non-NULL: each column's schedule dumped here */
 } iabn_memreport_opts;
 
 typedef struct iabn_memreport {
-    iabn_memreport_opts o;       /* as built (height / width resolved)           */
+    iabn_memreport_opts o;       /* as built: height / width resolved, batch per rank */
+    int global_batch;
     iabn_memreport_col col[IABN_MEMREPORT_MAX_COLS];
     int ncols;
 } iabn_memreport;
 
 /* batch 32, one rank, the CPU, lookahead 1, offload and recompute allowed. */
 void iabn_memreport_opts_defaults(iabn_memreport_opts *o);
+/* The columns of nmodes BN modes, each under the storages with want[s] set
+ * (IABN_STORAGE_NMODES flags), mode-major; returns how many (at most max). */
+int iabn_memreport_columns(const iabn_bn_mode *modes, int nmodes, const int *want,
+                           iabn_memreport_col *cols, int max);
 /* Plans each column (cols[i].mode, .storage) and fills r; on failure r is
  * freed.  In-place modes with a non-invertible default activation plan with
  * leaky_relu, as training would. */
