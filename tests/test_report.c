@@ -292,6 +292,21 @@ static void test_labels(void)
     CHECK(distinct);
 }
 
+static void test_allreduce_bench(void)
+{
+    iabn_comm *c = NULL;
+    iabn_err e = {0};
+    CHECK_MSG(iabn_comm_new(NULL, &c, &e) == 0, "%s", e.msg);
+    if (!c) return;
+    float buf[1024];
+    for (int i = 0; i < 1024; i++) buf[i] = 1.f;
+    double med = -1;
+    CHECK_MSG(iabn_allreduce_bench_run(c, buf, sizeof buf, 3, &med, &e) == 0, "%s", e.msg);
+    CHECK(med >= 0 && med < 1);
+    CHECK(iabn_comm_size(c) > 1 || buf[0] == 1.f); /* one process: a sum is its own value */
+    iabn_comm_free(c);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/iabn_test_report_XXXXXX");
@@ -305,5 +320,6 @@ int main(void)
     RUN(test_export_graph);
     RUN(test_list_images);
     RUN(test_labels);
+    RUN(test_allreduce_bench);
     return TEST_END();
 }

@@ -317,3 +317,33 @@ int iabn_databench_run(const iabn_loader_cfg *cfg, iabn_dataset *ds, int epochs,
     iabn_loader_close(ld);
     return rc;
 }
+
+/* ---- the gradient all-reduce ---------------------------------------------- */
+
+int iabn_allreduce_bench_run(iabn_comm *c, float *buf, size_t bytes, int repeat, double *median_s,
+                             iabn_err *e)
+{
+    int world = iabn_comm_size(c);
+    size_t n = bytes / 4;
+    double *t = malloc((size_t)repeat * sizeof *t);
+    double *all = malloc((size_t)world * (size_t)repeat * sizeof *all);
+    int rc = t && all && repeat > 0 ? 0 : iabn_err_set(e, IABN_ENOMEM, "out of memory");
+    if (!rc) rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "warm-up", e);
+    for (int r = 0; r < repeat && !rc; r++) {
+        rc = iabn_comm_barrier(c, "bench barrier", e);
+        double t0 = iabn_now();
+        if (!rc) rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "bench", e);
+        t[r] = iabn_now() - t0;
+    }
+    /* the slowest rank's time is the collective's */
+    if (!rc) rc = iabn_comm_allgather(c, t, all, (size_t)repeat * sizeof *t, "bench times", e);
+    for (int r = 0; r < repeat && !rc; r++) {
+        t[r] = all[r];
+        for (int w = 1; w < world; w++)
+            if (all[(size_t)w * repeat + r] > t[r]) t[r] = all[(size_t)w * repeat + r];
+    }
+    if (!rc) *median_s = median(t, repeat);
+    free(t);
+    free(all);
+    return rc;
+}

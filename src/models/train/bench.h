@@ -16,7 +16,10 @@
  * only the block's own nodes are timed.
  *
  * iabn_databench_run: the training loader over a data set (`iabn data
- * bench`): images decoded and augmented per second and per CPU-second. */
+ * bench`): images decoded and augmented per second and per CPU-second.
+ *
+ * iabn_allreduce_bench_run: the communicator's all-reduce time for one
+ * message size (`iabn bench allreduce`, under mpirun). */
 #ifndef IABN_MODELS_TRAIN_BENCH_H
 #define IABN_MODELS_TRAIN_BENCH_H
 
@@ -89,6 +92,12 @@ typedef struct iabn_databench_result {
  * is turned off: every image counts). */
 int iabn_databench_run(const iabn_loader_cfg *cfg, iabn_dataset *ds, int epochs,
                        iabn_databench_result *r, iabn_err *e);
+
+/* The all-reduce (sum, float32) of `bytes` over the communicator's ranks,
+ * after a warm-up: the median over repeat runs of the slowest rank's time.
+ * Every rank calls it; buf holds at least bytes. */
+int iabn_allreduce_bench_run(iabn_comm *c, float *buf, size_t bytes, int repeat, double *median_s,
+                             iabn_err *e);
 
 #ifdef __cplusplus
 }
