@@ -6,7 +6,8 @@
  *    bench;
  *  - the parity step on safetensors files (models/train/stepfile.h), a label
  *    out of range named;
- *  - the evaluation graph as JSON (models/train/export.h);
+ *  - the evaluation graph as JSON and the reference configs / weights per
+ *    model (models/train/export.h), a model's parameters and in-place memory;
  *  - the image listing of a folder tree (iabn_list_images), the Cityscapes
  *    labelIds of the train ids and the label palette (iabn predict). */
 #include <stdio.h>
@@ -292,6 +293,22 @@ static void test_labels(void)
     CHECK(distinct);
 }
 
+/* iabn models: the parameter count, in-place planning less, the references */
+static void test_model_summary(void)
+{
+    size_t params = 0, std_b = 0, ip_b = 0;
+    iabn_err e = {0};
+    CHECK_MSG(iabn_model_memory("resnext_tiny", 2, &params, &std_b, &ip_b, &e) == 0, "%s", e.msg);
+    CHECK(params == 1124776 && ip_b > 0 && ip_b < std_b);
+    std_b = 7;
+    CHECK_MSG(iabn_model_memory("resnet18", 0, &params, &std_b, &ip_b, &e) == 0, "%s", e.msg);
+    CHECK(params == 11689512 && std_b == 7); /* torchvision's count; no plan asked for */
+    CHECK(iabn_model_memory("resnet9000", 0, &params, &std_b, &ip_b, &e) != 0);
+    const char *w = iabn_model_reference_weights("resnet50"), *c = iabn_model_reference_configs("resnext101");
+    CHECK(w && strstr(w, "torchvision") && c && strstr(c, "resnext101_ipabn_lr_512"));
+    CHECK(!iabn_model_reference_weights("resnext_tiny") && !iabn_model_reference_configs("x"));
+}
+
 static void test_allreduce_bench(void)
 {
     iabn_comm *c = NULL;
@@ -320,6 +337,7 @@ int main(void)
     RUN(test_export_graph);
     RUN(test_list_images);
     RUN(test_labels);
+    RUN(test_model_summary);
     RUN(test_allreduce_bench);
     return TEST_END();
 }

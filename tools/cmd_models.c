@@ -11,66 +11,6 @@
 #include "tools/commands.h"
 #include "tools/options.h"
 
-/* What the reference repository publishes for each model: the experiment
- * configs under its scripts/experiments (and our segmentation configs), and
- * the weights its README links (ImageNet snapshots, the Vistas DeepLabV3). */
-typedef struct ref_entry {
-    const char *arch, *configs, *weights;
-} ref_entry;
-
-static const ref_entry refs[] = {
-    {"resnet34", "resnet34_ipabn-sync_lr_512", "reference ImageNet (resnet34_ipabn-sync); torchvision"},
-    {"resnet50", "resnet50_ipabn-sync_lr_512", "reference ImageNet (resnet50_ipabn-sync); torchvision"},
-    {"resnet101", "resnet101_ipabn-sync_lr_512", "reference ImageNet (resnet101_ipabn-sync); torchvision"},
-    {"resnet18", "", "torchvision"},
-    {"resnet152", "", "torchvision"},
-    {"resnext101",
-     "resnext101_ipabn_lr_512, resnext101_ipabn-sync_lr_256, resnext101_stdbn_lr_256",
-     "reference ImageNet (resnext101_ipabn_lr_512, _ipabn-sync_lr_256, _stdbn_lr_256)"},
-    {"resnext152", "resnext152_ipabn_lr_256", "reference ImageNet (resnext152_ipabn_lr_256)"},
-    {"wider_resnet38", "wider_resnet38_ipabn_lr_256", "reference ImageNet (wider_resnet38_ipabn_lr_256)"},
-    {"densenet264", "densenet264_ipabn_lr_256", "reference ImageNet (densenet264_ipabn_lr_256)"},
-    {"deeplabv3_wider_resnet38_a2", "vistas_wrn38_deeplabv3, cityscapes_wrn38_deeplabv3",
-     "reference Vistas (wide_resnet38_deeplab_vistas)"},
-};
-
-static const ref_entry *ref_of(const char *arch)
-{
-    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
-        if (!strcmp(refs[i].arch, arch)) return &refs[i];
-    return NULL;
-}
-
-/* The parameter count of arch and, with batch > 0, the planned memory of a
- * training step in standard BN and in inplace_abn_ii (nothing allocated). */
-static int measure(const char *arch, int batch, size_t *params, size_t *std_b, size_t *ip_b,
-                   iabn_err *e)
-{
-    iabn_session_cfg c;
-    iabn_session_cfg_defaults(&c);
-    c.model = arch;
-    c.train = 0;
-    c.loss = IABN_LOSS_NONE;
-    c.plan_only = 1;
-    c.height = c.width = iabn_model_is_segmentation(arch) ? 512 : 224;
-    iabn_session s;
-    int rc = iabn_session_build(&c, &s, e);
-    if (!rc) *params = s.mem.params;
-    iabn_session_free(&s);
-    if (rc || batch < 1) return rc;
-    iabn_memreport_opts o;
-    iabn_memreport_opts_defaults(&o);
-    o.model = arch;
-    o.batch = batch;
-    iabn_memreport_col cols[2] = {{.mode = IABN_BN_STANDARD}, {.mode = IABN_BN_INPLACE_II}};
-    iabn_memreport r;
-    if ((rc = iabn_memreport_build(&o, cols, 2, &r, e))) return rc;
-    *std_b = r.col[0].m.arena;
-    *ip_b = r.col[1].m.arena;
-    iabn_memreport_free(&r);
-    return 0;
-}
-
 int iabn_cmd_models(int argc, char **argv)
 {
     iabn_args a;
@@ -88,17 +28,18 @@ int iabn_cmd_models(int argc, char **argv)
         iabn_err e = {0};
         int side = iabn_model_is_segmentation(names[i]) ? 512 : 224;
         size_t params = 0, std_b = 0, ip_b = 0;
-        rc = measure(names[i], memory ? (int)batch : 0, &params, &std_b, &ip_b, &e);
+        rc = iabn_model_memory(names[i], memory ? (int)batch : 0, &params, &std_b, &ip_b, &e);
         if (rc) {
             fprintf(stderr, "iabn models: %s: %s\n", names[i], e.msg);
             break;
         }
-        const ref_entry *r = ref_of(names[i]);
+        const char *configs = iabn_model_reference_configs(names[i]);
+        const char *weights = iabn_model_reference_weights(names[i]);
         double ratio = std_b ? (double)ip_b / (double)std_b : 0;
         if (json) {
             printf("  {\"model\": \"%s\", \"parameters\": %zu, \"input\": [3, %d, %d], "
                    "\"reference_configs\": \"%s\", \"weights\": \"%s\"",
-                   names[i], params, side, side, r ? r->configs : "", r ? r->weights : "");
+                   names[i], params, side, side, configs ? configs : "", weights ? weights : "");
             if (memory)
                 printf(", \"batch\": %lld, \"standard_bytes\": %zu, \"inplace_abn_ii_bytes\": %zu, "
                        "\"ratio\": %.4f",
@@ -109,7 +50,7 @@ int iabn_cmd_models(int argc, char **argv)
             snprintf(in, sizeof in, "%dx%d", side, side);
             if (memory) snprintf(ra, sizeof ra, "%.3f", ratio);
             printf("%-28s %11zu %9s %8s  %-44s %s\n", names[i], params, in, ra,
-                   r && *r->configs ? r->configs : "-", r ? r->weights : "-");
+                   configs && *configs ? configs : "-", weights ? weights : "-");
         }
     }
     if (json && !rc) printf("]\n");

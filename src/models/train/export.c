@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *kind_name(iabn_tkind k)
 {
@@ -83,4 +84,44 @@ char *iabn_export_graph_json(const iabn_model_cfg *mc, int height, int width, ia
         return NULL;
     }
     return buf;
+}
+
+/* The reference repository's experiment configs and weights per model. */
+typedef struct ref_entry {
+    const char *arch, *configs, *weights;
+} ref_entry;
+
+static const ref_entry refs[] = {
+    {"resnet34", "resnet34_ipabn-sync_lr_512", "reference ImageNet (resnet34_ipabn-sync); torchvision"},
+    {"resnet50", "resnet50_ipabn-sync_lr_512", "reference ImageNet (resnet50_ipabn-sync); torchvision"},
+    {"resnet101", "resnet101_ipabn-sync_lr_512", "reference ImageNet (resnet101_ipabn-sync); torchvision"},
+    {"resnet18", "", "torchvision"},
+    {"resnet152", "", "torchvision"},
+    {"resnext101",
+     "resnext101_ipabn_lr_512, resnext101_ipabn-sync_lr_256, resnext101_stdbn_lr_256",
+     "reference ImageNet (resnext101_ipabn_lr_512, _ipabn-sync_lr_256, _stdbn_lr_256)"},
+    {"resnext152", "resnext152_ipabn_lr_256", "reference ImageNet (resnext152_ipabn_lr_256)"},
+    {"wider_resnet38", "wider_resnet38_ipabn_lr_256", "reference ImageNet (wider_resnet38_ipabn_lr_256)"},
+    {"densenet264", "densenet264_ipabn_lr_256", "reference ImageNet (densenet264_ipabn_lr_256)"},
+    {"deeplabv3_wider_resnet38_a2", "vistas_wrn38_deeplabv3, cityscapes_wrn38_deeplabv3",
+     "reference Vistas (wide_resnet38_deeplab_vistas)"},
+};
+
+static const ref_entry *ref_of(const char *arch)
+{
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
+        if (!strcmp(refs[i].arch, arch)) return &refs[i];
+    return NULL;
+}
+
+const char *iabn_model_reference_configs(const char *model)
+{
+    const ref_entry *r = ref_of(model);
+    return r ? r->configs : NULL;
+}
+
+const char *iabn_model_reference_weights(const char *model)
+{
+    const ref_entry *r = ref_of(model);
+    return r ? r->weights : NULL;
 }

@@ -19,6 +19,13 @@ extern "C" {
  * e set when the model does not build or a node has no inference form. */
 char *iabn_export_graph_json(const iabn_model_cfg *mc, int height, int width, iabn_err *e);
 
+/* What the reference repository publishes for a model: the experiment
+ * configs that train it (its scripts/experiments, our segmentation configs)
+ * and the weights its README links, which `iabn convert` reads (or
+ * torchvision's); NULL for a model it has none of. */
+const char *iabn_model_reference_configs(const char *model);
+const char *iabn_model_reference_weights(const char *model);
+
 #ifdef __cplusplus
 }
 #endif

@@ -455,3 +455,31 @@ int iabn_memreport_svg(const iabn_memreport *rep, const char *path, iabn_err *e)
     }
     return rc;
 }
+
+int iabn_model_memory(const char *model, int batch, size_t *params, size_t *standard_bytes,
+                      size_t *inplace_bytes, iabn_err *e)
+{
+    iabn_session_cfg c;
+    iabn_session_cfg_defaults(&c);
+    c.model = model;
+    c.train = 0;
+    c.loss = IABN_LOSS_NONE;
+    c.plan_only = 1;
+    c.height = c.width = iabn_model_is_segmentation(model) ? 512 : 224;
+    iabn_session s;
+    int rc = iabn_session_build(&c, &s, e);
+    if (!rc) *params = s.mem.params;
+    iabn_session_free(&s);
+    if (rc || batch < 1) return rc;
+    iabn_memreport_opts o;
+    iabn_memreport_opts_defaults(&o);
+    o.model = model;
+    o.batch = batch;
+    iabn_memreport_col cols[2] = {{.mode = IABN_BN_STANDARD}, {.mode = IABN_BN_INPLACE_II}};
+    iabn_memreport r;
+    if ((rc = iabn_memreport_build(&o, cols, 2, &r, e))) return rc;
+    *standard_bytes = r.col[0].m.arena;
+    *inplace_bytes = r.col[1].m.arena;
+    iabn_memreport_free(&r);
+    return 0;
+}

@@ -100,6 +100,12 @@ char *iabn_memreport_json(const iabn_memreport *r);
  * module starts and the backward marked. */
 int iabn_memreport_svg(const iabn_memreport *r, const char *path, iabn_err *e);
 
+/* What `iabn models` lists of a model: its parameter count and, with batch
+ * > 0, the planned arena of a training step at its default input in
+ * standard BN and in inplace_abn_ii (nothing allocated). */
+int iabn_model_memory(const char *model, int batch, size_t *params, size_t *standard_bytes,
+                      size_t *inplace_bytes, iabn_err *e);
+
 #ifdef __cplusplus
 }
 #endif
