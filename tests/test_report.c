@@ -135,6 +135,15 @@ static void test_stepbench(void)
     CHECK(r->step_s > 0 && r->forward_s > 0 && r->update_s > 0 && r->profiled && !r->gpu);
     CHECK(r->arena > 0 && r->held > r->arena && !strcmp(r->device, "cpu"));
     CHECK(r->nops > 3 && r->ops[0].seconds >= r->ops[r->nops - 1].seconds);
+    char *t = iabn_stepbench_text(&o, r), *js = iabn_stepbench_json(&o, r, "pcie3");
+    CHECK_MSG(t && strstr(t, "resnext_tiny standard batch 2 32x32 on cpu") && strstr(t, "median of 2"),
+              "%s", t ? t : "(null)");
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    CHECK(j && cJSON_GetObjectItem(j, "held_bytes")->valuedouble == (double)r->held &&
+          cJSON_GetObjectItem(j, "ranks")->valueint == 1 && !cJSON_GetObjectItem(j, "copy_bw"));
+    cJSON_Delete(j);
+    free(t);
+    free(js);
     /* offload runs on the simulated device, whose peak it reports */
     o.storage = IABN_STORAGE_OFFLOAD;
     o.by_op = 0;

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "iabn.h"
 #include "tools/commands.h"
 #include "tools/options.h"
@@ -64,76 +62,6 @@ static int setup(const iabn_args *a, iabn_stepbench_opts *o, iabn_model_cfg *mc)
     return 0;
 }
 
-static void print_json(const iabn_stepbench_opts *o, const iabn_stepbench_result *r, int ranks,
-                       const char *copy_bw)
-{
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "model", o->model->arch);
-    cJSON_AddStringToObject(j, "bn_mode", iabn_bn_mode_name(o->model->bn));
-    cJSON_AddStringToObject(j, "device", r->device);
-    cJSON_AddNumberToObject(j, "batch", o->batch);
-    cJSON_AddNumberToObject(j, "ranks", ranks);
-    cJSON_AddNumberToObject(j, "global_batch", o->batch * ranks);
-    if (ranks > 1) {
-        cJSON_AddNumberToObject(j, "allreduce_ms", 1e3 * r->allreduce_s);
-        cJSON_AddNumberToObject(j, "allreduce_waited_ms", 1e3 * r->allreduce_wait_s);
-        cJSON_AddNumberToObject(j, "allreduce_hidden_fraction", r->hidden);
-    }
-    cJSON_AddNumberToObject(j, "size", o->height);
-    cJSON_AddNumberToObject(j, "threads", iabn_num_threads());
-    cJSON_AddNumberToObject(j, "step_ms", 1e3 * r->step_s);
-    cJSON_AddNumberToObject(j, "forward_ms", 1e3 * r->forward_s);
-    cJSON_AddNumberToObject(j, "backward_ms", 1e3 * r->backward_s);
-    cJSON_AddNumberToObject(j, "update_ms", 1e3 * r->update_s);
-    cJSON_AddNumberToObject(j, "arena_bytes", (double)r->arena);
-    cJSON_AddNumberToObject(j, "held_bytes", (double)r->held);
-    if (r->gpu) cJSON_AddNumberToObject(j, "device_used_bytes", (double)r->device_used);
-    cJSON_AddBoolToObject(j, "profiled", r->profiled);
-    cJSON_AddStringToObject(j, "strategy", iabn_storage_name(o->storage));
-    cJSON_AddNumberToObject(j, "host_bytes", (double)r->host_bytes);
-    cJSON_AddNumberToObject(j, "offloaded_bytes_per_step", (double)r->offload_bytes);
-    cJSON_AddNumberToObject(j, "offloaded_tensors", r->n_offload);
-    cJSON_AddNumberToObject(j, "recomputed_tensors", r->n_recompute);
-    if (o->budget) cJSON_AddNumberToObject(j, "budget_bytes", (double)o->budget);
-    if (r->sim) {
-        cJSON_AddStringToObject(j, "copy_bw", copy_bw);
-        cJSON_AddNumberToObject(j, "copy_bytes_per_s", o->copy_bytes_per_s);
-        cJSON_AddNumberToObject(j, "device_peak_bytes", (double)r->sim_device_peak);
-        cJSON_AddNumberToObject(j, "copy_wait_ms_per_step", 1e3 * r->sim_wait_s);
-    }
-    if (r->gpu) cJSON_AddBoolToObject(j, "tf32", r->tf32);
-    char *js = cJSON_Print(j);
-    printf("%s\n", js);
-    free(js);
-    cJSON_Delete(j);
-}
-
-static void print_line(const iabn_stepbench_opts *o, const iabn_stepbench_result *r, int ranks)
-{
-    printf("%s %s batch %d %dx%d on %s, %d threads: step %.1f ms", o->model->arch,
-           iabn_bn_mode_name(o->model->bn), o->batch, o->height, o->width, r->device,
-           iabn_num_threads(), 1e3 * r->step_s);
-    if (r->profiled)
-        printf(" (forward %.1f, backward %.1f, update %.1f)", 1e3 * r->forward_s,
-               1e3 * r->backward_s, 1e3 * r->update_s);
-    else
-        printf(" (update %.1f; --ops for the forward / backward split)", 1e3 * r->update_s);
-    printf(", median of %d; arena %.1f MiB, step holds %.1f MiB", o->repeat,
-           (double)r->arena / 1048576.0, (double)r->held / 1048576.0);
-    if (r->gpu) printf(" (driver: +%.1f MiB)", (double)r->device_used / 1048576.0);
-    if (r->sim)
-        printf("; sim device peak %.1f MiB, host pool %.1f MiB, %s copies %.1f GB/s, "
-               "waited %.1f ms/step", (double)r->sim_device_peak / 1048576.0,
-               (double)r->host_bytes / 1048576.0, iabn_storage_name(o->storage),
-               o->copy_bytes_per_s / 1e9, 1e3 * r->sim_wait_s);
-    if (ranks > 1)
-        printf("; %d ranks (global batch %d): gradient all-reduce %.1f ms, waited for "
-               "%.1f ms, %.0f%% hidden behind the backward",
-               ranks, o->batch * ranks, 1e3 * r->allreduce_s, 1e3 * r->allreduce_wait_s,
-               100.0 * r->hidden);
-    printf("\n");
-}
-
 int iabn_bench_step(int argc, char **argv)
 {
     iabn_args a;
@@ -160,9 +88,12 @@ int iabn_bench_step(int argc, char **argv)
     for (int i = 0; !rc && i < r->nops; i++) /* per op kind, mean ms per step, largest first */
         printf("  %-24s %10.1f ms\n", r->ops[i].name, 1e3 * r->ops[i].seconds / o.repeat);
     if (rc) fprintf(stderr, "iabn bench step (rank %d): %s\n", rank, e.msg);
-    else if (rank == 0 && a.v[IABN_O_JSON].set)
-        print_json(&o, r, ranks, a.v[IABN_O_COPY_BW].set ? a.v[IABN_O_COPY_BW].s : "pcie3");
-    else if (rank == 0) print_line(&o, r, ranks);
+    else if (rank == 0) {
+        const char *bw = a.v[IABN_O_COPY_BW].set ? a.v[IABN_O_COPY_BW].s : "pcie3";
+        char *text = a.v[IABN_O_JSON].set ? iabn_stepbench_json(&o, r, bw) : iabn_stepbench_text(&o, r);
+        if (text) printf("%s\n", text);
+        free(text);
+    }
     free(r);
     if (rc) iabn_comm_give_up(o.comm);
     iabn_comm_free(o.comm);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <cjson/cJSON.h>
+
 #include "tensor/sim/sim.h"
 
 static int cmp_d(const void *a, const void *b)
@@ -138,6 +140,7 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
     int rc = iabn_device_open(o->device, &dev, e);
     if (rc) return rc;
     snprintf(r->device, sizeof r->device, "%s", dev.name);
+    r->ranks = o->comm ? iabn_comm_size(o->comm) : 1;
     const iabn_backend *be = dev.be;
     iabn_sim *sim = NULL;
     if (be->kind == IABN_DEV_CPU && (o->sim || o->storage != IABN_STORAGE_KEEP)) {
@@ -193,6 +196,86 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
     iabn_sim_close(sim);
     iabn_device_close(&dev);
     return rc;
+}
+
+char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_result *r,
+                          const char *copy_bw)
+{
+    int ranks = r->ranks;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->model->arch);
+    cJSON_AddStringToObject(j, "bn_mode", iabn_bn_mode_name(o->model->bn));
+    cJSON_AddStringToObject(j, "device", r->device);
+    cJSON_AddNumberToObject(j, "batch", o->batch);
+    cJSON_AddNumberToObject(j, "ranks", ranks);
+    cJSON_AddNumberToObject(j, "global_batch", o->batch * ranks);
+    if (ranks > 1) {
+        cJSON_AddNumberToObject(j, "allreduce_ms", 1e3 * r->allreduce_s);
+        cJSON_AddNumberToObject(j, "allreduce_waited_ms", 1e3 * r->allreduce_wait_s);
+        cJSON_AddNumberToObject(j, "allreduce_hidden_fraction", r->hidden);
+    }
+    cJSON_AddNumberToObject(j, "size", o->height);
+    cJSON_AddNumberToObject(j, "threads", iabn_num_threads());
+    cJSON_AddNumberToObject(j, "step_ms", 1e3 * r->step_s);
+    cJSON_AddNumberToObject(j, "forward_ms", 1e3 * r->forward_s);
+    cJSON_AddNumberToObject(j, "backward_ms", 1e3 * r->backward_s);
+    cJSON_AddNumberToObject(j, "update_ms", 1e3 * r->update_s);
+    cJSON_AddNumberToObject(j, "arena_bytes", (double)r->arena);
+    cJSON_AddNumberToObject(j, "held_bytes", (double)r->held);
+    if (r->gpu) cJSON_AddNumberToObject(j, "device_used_bytes", (double)r->device_used);
+    cJSON_AddBoolToObject(j, "profiled", r->profiled);
+    cJSON_AddStringToObject(j, "strategy", iabn_storage_name(o->storage));
+    cJSON_AddNumberToObject(j, "host_bytes", (double)r->host_bytes);
+    cJSON_AddNumberToObject(j, "offloaded_bytes_per_step", (double)r->offload_bytes);
+    cJSON_AddNumberToObject(j, "offloaded_tensors", r->n_offload);
+    cJSON_AddNumberToObject(j, "recomputed_tensors", r->n_recompute);
+    if (o->budget) cJSON_AddNumberToObject(j, "budget_bytes", (double)o->budget);
+    if (r->sim) {
+        cJSON_AddStringToObject(j, "copy_bw", copy_bw);
+        cJSON_AddNumberToObject(j, "copy_bytes_per_s", o->copy_bytes_per_s);
+        cJSON_AddNumberToObject(j, "device_peak_bytes", (double)r->sim_device_peak);
+        cJSON_AddNumberToObject(j, "copy_wait_ms_per_step", 1e3 * r->sim_wait_s);
+    }
+    if (r->gpu) cJSON_AddBoolToObject(j, "tf32", r->tf32);
+    char *js = cJSON_Print(j);
+    cJSON_Delete(j);
+    return js;
+}
+
+char *iabn_stepbench_text(const iabn_stepbench_opts *o, const iabn_stepbench_result *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int ranks = r->ranks;
+    fprintf(f, "%s %s batch %d %dx%d on %s, %d threads: step %.1f ms", o->model->arch,
+            iabn_bn_mode_name(o->model->bn), o->batch, o->height, o->width, r->device,
+            iabn_num_threads(), 1e3 * r->step_s);
+    if (r->profiled)
+        fprintf(f, " (forward %.1f, backward %.1f, update %.1f)", 1e3 * r->forward_s,
+                1e3 * r->backward_s, 1e3 * r->update_s);
+    else
+        fprintf(f, " (update %.1f; --ops for the forward / backward split)", 1e3 * r->update_s);
+    fprintf(f, ", median of %d; arena %.1f MiB, step holds %.1f MiB", o->repeat,
+            (double)r->arena / 1048576.0, (double)r->held / 1048576.0);
+    if (r->gpu) fprintf(f, " (driver: +%.1f MiB)", (double)r->device_used / 1048576.0);
+    if (r->sim)
+        fprintf(f, "; sim device peak %.1f MiB, host pool %.1f MiB, %s copies %.1f GB/s, "
+                "waited %.1f ms/step", (double)r->sim_device_peak / 1048576.0,
+                (double)r->host_bytes / 1048576.0, iabn_storage_name(o->storage),
+                o->copy_bytes_per_s / 1e9, 1e3 * r->sim_wait_s);
+    if (ranks > 1)
+        fprintf(f, "; %d ranks (global batch %d): gradient all-reduce %.1f ms, waited for "
+                "%.1f ms, %.0f%% hidden behind the backward",
+                ranks, o->batch * ranks, 1e3 * r->allreduce_s, 1e3 * r->allreduce_wait_s,
+                100.0 * r->hidden);
+    int bad = ferror(f);
+    if (fclose(f) || bad) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 /* ---- one BN+ACT+CONV block ------------------------------------------------- */

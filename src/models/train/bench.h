@@ -53,6 +53,7 @@ typedef struct iabn_stepbench_op {
 typedef struct iabn_stepbench_result {
     char device[160];
     int gpu, profiled, tf32;
+    int ranks;                   /* of the communicator (1 without)              */
     double step_s, forward_s, backward_s, update_s;   /* medians                 */
     double allreduce_s, allreduce_wait_s, hidden;     /* medians; hidden fraction */
     size_t arena, held;          /* planned arena; arena + io + store            */
@@ -69,6 +70,11 @@ typedef struct iabn_stepbench_result {
 /* repeat 5, lookahead 1, the CPU, copies at PCIe 3 x16. */
 void iabn_stepbench_opts_defaults(iabn_stepbench_opts *o);
 int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, iabn_err *e);
+/* The result as one line of text, or as JSON (copy_bw: how the copy
+ * bandwidth was asked for, "pcie3"); caller frees, NULL without memory. */
+char *iabn_stepbench_text(const iabn_stepbench_opts *o, const iabn_stepbench_result *r);
+char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_result *r,
+                          const char *copy_bw);
 
 typedef struct iabn_blockbench_result {
     double ms;                   /* median forward + backward of the block       */
