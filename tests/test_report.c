@@ -136,7 +136,7 @@ static void test_stepbench(void)
     CHECK(r->arena > 0 && r->held > r->arena && !strcmp(r->device, "cpu"));
     CHECK(r->nops > 3 && r->ops[0].seconds >= r->ops[r->nops - 1].seconds);
     char *t = iabn_stepbench_text(&o, r), *js = iabn_stepbench_json(&o, r, "pcie3");
-    CHECK_MSG(t && strstr(t, "resnext_tiny standard batch 2 32x32 on cpu") && strstr(t, "median of 2"),
+    CHECK_MSG(t && strstr(t, "resnext_tiny inplace_abn_ii batch 2 32x32 on cpu") && strstr(t, "median of 2"),
               "%s", t ? t : "(null)");
     cJSON *j = js ? cJSON_Parse(js) : NULL;
     CHECK(j && cJSON_GetObjectItem(j, "held_bytes")->valuedouble == (double)r->held &&
