@@ -3,7 +3,7 @@
  *  - the memory report (models/train/memreport.h): columns, the table, the
  *    JSON, the largest batch, the SVG, the schedule dump, a bad model named;
  *  - the measured step and block (models/train/bench.h) and the data-loader
- *    bench;
+ *    bench over a generated set (iabn_data_make_synthetic);
  *  - the parity step on safetensors files (models/train/stepfile.h), a label
  *    out of range named;
  *  - the evaluation graph as JSON and the reference configs / weights per
@@ -171,7 +171,17 @@ static void test_databench(void)
     char dir[400];
     snprintf(dir, sizeof dir, "%s/folder", tmpdir);
     iabn_err e = {0};
-    CHECK_OK(iabn_data_make_synthetic_folder(dir, 2, 3, 1, 32, 1, &e));
+    iabn_synth_opts so = {IABN_DATASET_IMAGEFOLDER, 2, 3, 1, 32, 0, 0, 0, 1};
+    CHECK_OK(iabn_data_make_synthetic(dir, &so, &e));
+    /* the kind's defaults where a field is left 0 / -1: 6 validation images */
+    char cs[400];
+    snprintf(cs, sizeof cs, "%s/cs", tmpdir);
+    iabn_synth_opts co = {IABN_DATASET_CITYSCAPES, 0, 2, -1, 0, 64, 32, 0, 1};
+    CHECK_OK(iabn_data_make_synthetic(cs, &co, &e));
+    iabn_dataset *val = NULL;
+    CHECK_MSG(iabn_dataset_open_cityscapes(cs, "val", &val, &e) == 0, "%s", e.msg);
+    CHECK(val && val->count == 6 && val->num_classes == 19);
+    iabn_dataset_free(val);
     char train[450];
     snprintf(train, sizeof train, "%s/train", dir);
     iabn_dataset *ds = NULL;

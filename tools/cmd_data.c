@@ -136,26 +136,9 @@ static int synth(const opts *o, iabn_dataset_kind kind)
         fprintf(stderr, "iabn data synth: --output DIR is required\n");
         return 2;
     }
-    uint64_t seed = (uint64_t)o->seed;
-    int w = o->width ? o->width : 256, h = o->height ? o->height : 128;
-    switch (kind) {
-    case IABN_DATASET_IMAGEFOLDER:
-        rc = iabn_data_make_synthetic_folder(o->out, o->classes ? o->classes : 10,
-                                             o->n_train >= 0 ? o->n_train : 20,
-                                             o->n_val >= 0 ? o->n_val : 5,
-                                             o->size ? o->size : 64, seed, &e);
-        break;
-    case IABN_DATASET_CITYSCAPES:
-        rc = iabn_data_make_synthetic_cityscapes(o->out, o->n_train >= 0 ? o->n_train : 20,
-                                                 o->n_val >= 0 ? o->n_val : 6, w, h, seed, &e);
-        break;
-    default:
-        rc = iabn_data_make_synthetic_vistas(o->out, o->classes ? o->classes : 6,
-                                             o->n_train >= 0 ? o->n_train : 20,
-                                             o->n_val >= 0 ? o->n_val : 6, w, h, o->v12, seed,
-                                             &e);
-        break;
-    }
+    iabn_synth_opts so = {kind, o->classes, o->n_train, o->n_val, o->size, o->width, o->height,
+                          o->v12, (uint64_t)o->seed};
+    rc = iabn_data_make_synthetic(o->out, &so, &e);
     if (rc) {
         fprintf(stderr, "iabn data synth: %s\n", e.msg);
         return 1;

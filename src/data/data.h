@@ -393,6 +393,15 @@ int iabn_data_make_synthetic_cityscapes(const char *root, int n_train, int n_val
 int iabn_data_make_synthetic_vistas(const char *root, int classes, int n_train, int n_val,
                                     int width, int height, int v12_layout, uint64_t seed,
                                     iabn_err *e);
+/* One of the three by kind (`iabn data synth`); a field left 0 (the image
+ * counts: < 0) takes the kind's default: 10 classes (Vistas 6), 20 training
+ * and 5 validation images (segmentation 6), 64 px squares, 256 x 128. */
+typedef struct iabn_synth_opts {
+    iabn_dataset_kind kind;
+    int classes, n_train, n_val, size, width, height, v12_layout;
+    uint64_t seed;
+} iabn_synth_opts;
+int iabn_data_make_synthetic(const char *root, const iabn_synth_opts *o, iabn_err *e);
 
 #ifdef __cplusplus
 }
