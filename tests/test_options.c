@@ -172,7 +172,8 @@ static void test_zero_is_not_unset(void)
         {IABN_C_MEM, "--size", "0x10", "must be at least 1"},
         {IABN_C_MEM, "--size", "10y", "not HxW"},
         {IABN_C_TRAIN, "-b", "2.5", "whole number"},
-        {IABN_C_TRAIN, "--lr-scheduler", "cosinus", "must be one of step, multistep, poly, cosine"},
+        {IABN_C_TRAIN, "--lr-scheduler", "cosinus",
+         "must be one of constant, step, multistep, exponential, linear, poly, cosine"},
         {IABN_C_TRAIN, "--bn", "inplace", NULL}, /* the reference configs' spelling */
         {IABN_C_MEM, "--bn", "standard,inplace_abn_ii", NULL},
         {IABN_C_TRAIN, "--bn", "standard,inplace_abn_ii", "must be one of"},

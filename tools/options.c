@@ -24,19 +24,16 @@ static const char *pick(const char *const *list, int n, int i)
         return pick(l, (int)(sizeof l / sizeof l[0]), i);                      \
     }
 
-static const char *bn_choice(int i)
-{
-    return i >= 0 && i < IABN_BN_NMODES ? iabn_bn_mode_name((iabn_bn_mode)i) : NULL;
-}
-static const char *act_choice(int i)
-{
-    return i >= 0 && i < IABN_ACT_COUNT ? iabn_act_name((iabn_act_kind)i) : NULL;
-}
-CHOICES(sched_choice, "step", "multistep", "poly", "cosine", "exponential", "linear", "constant")
+/* the library's closed sets, in its order */
+#define LIB_CHOICES(fn, count, name, type)                                     \
+    static const char *fn(int i) { return i >= 0 && i < (int)(count) ? name((type)i) : NULL; }
+LIB_CHOICES(bn_choice, IABN_BN_NMODES, iabn_bn_mode_name, iabn_bn_mode)
+LIB_CHOICES(act_choice, IABN_ACT_COUNT, iabn_act_name, iabn_act_kind)
+LIB_CHOICES(sched_choice, IABN_SCHED_COSINE + 1, iabn_sched_name, iabn_sched_kind)
+LIB_CHOICES(strategy_choice, IABN_STORAGE_NMODES, iabn_storage_name, iabn_storage)
+LIB_CHOICES(dataset_choice, IABN_DATASET_VISTAS + 1, iabn_dataset_kind_name, iabn_dataset_kind)
 CHOICES(nonfinite_choice, "stop", "skip")
-CHOICES(strategy_choice, "keep", "offload", "auto", "recompute")
 CHOICES(cost_choice, "calibrate", "gpu")
-CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 CHOICES(format_choice, "safetensors", "onnx")
 
 /* ---- the table ------------------------------------------------------------- */
