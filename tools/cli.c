@@ -11,7 +11,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "iabn_config.h"
 #include "models/train/trainer.h"
 #include "tensor/device.h"
 
