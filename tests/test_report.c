@@ -164,6 +164,15 @@ static void test_blockbench(void)
     CHECK(r[0].ms > 0 && r[1].ms > 0);
     CHECK(r[1].kept < r[0].kept && r[0].buffers > r[1].buffers);
     CHECK(iabn_blockbench_run(16, 8, 2, 5, 2, modes, 2, r, &e) == IABN_EINVAL); /* 16 % 5 */
+    CHECK(r[0].ratio == 1.0 || r[0].ms == 0);
+    /* Fig. 4's smallest shape (mod5, 1024 x 7 x 7), batch 1, grouped */
+    iabn_blockbench_result f[IABN_FIG4_MODES];
+    int met = -1;
+    CHECK_MSG(iabn_fig4_run(3, 1, 64, 1, f, &met, &e) == 0, "%s", e.msg);
+    CHECK(met == 0 || met == 1);
+    CHECK(!strcmp(iabn_fig4_shape_name(3), "mod5") && iabn_fig4_mode(4) == IABN_BN_INPLACE_II);
+    CHECK(f[0].ratio == 1.0 && f[4].kept < f[0].kept && f[1].ms > 0);
+    CHECK(iabn_fig4_run(4, 1, 64, 1, f, &met, &e) == IABN_EINVAL && !iabn_fig4_shape_name(4));
 }
 
 static void test_databench(void)

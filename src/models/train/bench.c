@@ -357,9 +357,38 @@ int iabn_blockbench_run(int channels, int hw, int batch, int groups, int repeat,
     for (int k = 0; k < repeat && !rc; k++)
         for (int m = 0; m < n && !rc; m++) rc = block_run(&ss[m], &t[m * repeat + k], e);
     for (int m = 0; m < n && !rc; m++) r[m].ms = 1e3 * median(t + m * repeat, repeat);
+    for (int m = 0; m < n && !rc; m++) r[m].ratio = r[m].ms / r[0].ms;
     for (int m = 0; ss && m < n; m++) iabn_session_free(&ss[m]);
     free(ss);
     free(t);
+    return rc;
+}
+
+static const struct {
+    const char *name;
+    int c, hw;
+} fig4_shapes[IABN_FIG4_SHAPES] = {{"mod2", 128, 56}, {"mod3", 256, 28}, {"mod4", 512, 14},
+                                   {"mod5", 1024, 7}};
+static const iabn_bn_mode fig4_modes[IABN_FIG4_MODES] = {
+    IABN_BN_STANDARD, IABN_BN_CHECKPOINT, IABN_BN_CHECKPOINT_OPT, IABN_BN_INPLACE,
+    IABN_BN_INPLACE_II};
+
+const char *iabn_fig4_shape_name(int shape)
+{
+    return shape >= 0 && shape < IABN_FIG4_SHAPES ? fig4_shapes[shape].name : NULL;
+}
+
+iabn_bn_mode iabn_fig4_mode(int m) { return fig4_modes[m >= 0 && m < IABN_FIG4_MODES ? m : 0]; }
+
+int iabn_fig4_run(int shape, int batch, int groups, int repeat,
+                  iabn_blockbench_result r[IABN_FIG4_MODES], int *target_met, iabn_err *e)
+{
+    if (shape < 0 || shape >= IABN_FIG4_SHAPES)
+        return iabn_err_set(e, IABN_EINVAL, "Fig. 4 shape %d: 0 to %d", shape, IABN_FIG4_SHAPES - 1);
+    int rc = iabn_blockbench_run(fig4_shapes[shape].c, fig4_shapes[shape].hw, batch, groups, repeat,
+                                 fig4_modes, IABN_FIG4_MODES, r, e);
+    /* r[0] standard, r[1] checkpoint, r[4] inplace_abn_ii */
+    if (!rc) *target_met = r[4].ms <= 1.05 * r[0].ms && r[1].ms > r[4].ms;
     return rc;
 }
 

@@ -78,6 +78,7 @@ char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_res
 
 typedef struct iabn_blockbench_result {
     double ms;                   /* median forward + backward of the block       */
+    double ratio;                /* ms over the first mode's                     */
     size_t kept;                 /* bytes the plan keeps for the backward        */
     int buffers;
 } iabn_blockbench_result;
@@ -86,6 +87,18 @@ typedef struct iabn_blockbench_result {
  * r[n]. */
 int iabn_blockbench_run(int channels, int hw, int batch, int groups, int repeat,
                         const iabn_bn_mode *modes, int n, iabn_blockbench_result *r, iabn_err *e);
+
+/* The paper's Fig. 4: ResNeXt-101's four module shapes (mod2 128 x 56^2 ...
+ * mod5 1024 x 7^2), each in the five modes standard, checkpoint,
+ * checkpoint_opt, inplace_abn, inplace_abn_ii (the ratios to standard).
+ * The target, met or not: inplace_abn_ii at most 1.05x standard and
+ * checkpointing slower than it. */
+#define IABN_FIG4_SHAPES 4
+#define IABN_FIG4_MODES 5
+const char *iabn_fig4_shape_name(int shape);
+iabn_bn_mode iabn_fig4_mode(int m);
+int iabn_fig4_run(int shape, int batch, int groups, int repeat,
+                  iabn_blockbench_result r[IABN_FIG4_MODES], int *target_met, iabn_err *e);
 
 typedef struct iabn_databench_result {
     int64_t images;              /* samples delivered                            */
