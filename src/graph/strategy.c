@@ -361,6 +361,10 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
     free(bwd_first);
     double eps = r->base_time * 1e-6 + 1e-12, bw = o->cost.copy_bytes_per_s;
     long long goal = (long long)target;
+    /* host bytes of the copies chosen so far: their sum bounds the host pool
+     * (which reuses space only between disjoint copies), kept within
+     * o->host_budget */
+    size_t host_used = 0;
     for (int round = 0; round < 8; round++) {
         for (;;) {
             int peak = 0;
@@ -383,7 +387,8 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
                     double sc = sz / (c->rc_cost + eps);
                     if (sc > best_score) best_score = sc, best = i, how = 1;
                 }
-                if (o->allow_offload && peak < c->pf) {
+                if (o->allow_offload && peak < c->pf &&
+                    (!o->host_budget || host_used + g->t[c->t].nbytes <= o->host_budget)) {
                     double ct = (double)g->t[c->t].nbytes / bw;
                     double cost = hide(spare, c->prod + 1, c->fwd_end, ct, 0) +
                                   hide(spare, c->pf, c->bwd_first - 1, ct, 0);
@@ -401,6 +406,8 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
                 hide(spare, c->prod + 1, c->fwd_end, ct, 1);
                 hide(spare, c->pf, c->bwd_first - 1, ct, 1);
             }
+            if (how == 2) host_used += g->t[c->t].nbytes;
+            if (how == 3) host_used -= g->t[c->t].nbytes;
             c->chosen = how == 2 ? IABN_OFFLOAD : IABN_RECOMPUTE;
         }
         iabn_graph *vg = NULL;
