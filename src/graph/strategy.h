@@ -56,6 +56,7 @@ typedef struct iabn_strategy_opts {
     int lookahead;            /* prefetch lookahead (iabn_offload_opts)    */
     size_t host_budget;       /* host bytes the offloaded copies may take
                                  (pinned memory; 0: no limit)             */
+    int host_bf16;            /* host copies in bfloat16 (iabn_offload_opts) */
 } iabn_strategy_opts;
 
 typedef struct iabn_strategy_result {
