@@ -194,7 +194,15 @@ static void test_databench(void)
     char train[450];
     snprintf(train, sizeof train, "%s/train", dir);
     iabn_dataset *ds = NULL;
-    CHECK_MSG(iabn_dataset_open_imagefolder(train, &ds, &e) == 0, "%s", e.msg);
+    /* the split's folder under the root, or a folder of class folders itself */
+    CHECK_MSG(iabn_dataset_open_lenient(IABN_DATASET_IMAGEFOLDER, dir, "val", &ds, &e) == 0, "%s",
+              e.msg);
+    CHECK(ds && ds->count == 2);
+    iabn_dataset_free(ds);
+    ds = NULL;
+    CHECK(iabn_dataset_open_lenient(IABN_DATASET_CITYSCAPES, cs, "test", &ds, &e) != 0);
+    CHECK_MSG(iabn_dataset_open_lenient(IABN_DATASET_IMAGEFOLDER, train, "train", &ds, &e) == 0,
+              "%s", e.msg);
     if (!ds) return;
     iabn_loader_cfg c;
     iabn_loader_cfg_defaults(&c, IABN_TF_CLASSIFY_TRAIN);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "iabn.h"
@@ -54,25 +53,11 @@ static int parse(const iabn_args *a, opts *o)
     return 0;
 }
 
-static int open_ds(const opts *o, iabn_dataset_kind kind, iabn_dataset **ds, iabn_err *e)
-{
-    if (kind == IABN_DATASET_IMAGEFOLDER) {
-        /* DIR/SPLIT when it exists (the usual root), else DIR itself */
-        char p[4096];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", o->data, o->split);
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            return iabn_dataset_open_imagefolder(p, ds, e);
-        return iabn_dataset_open_imagefolder(o->data, ds, e);
-    }
-    return iabn_dataset_open(kind, o->data, o->split, ds, e);
-}
-
 static int bench(const opts *o, iabn_dataset_kind kind)
 {
     iabn_err e = {0};
     iabn_dataset *ds = NULL;
-    if (open_ds(o, kind, &ds, &e)) {
+    if (iabn_dataset_open_lenient(kind, o->data, o->split, &ds, &e)) {
         fprintf(stderr, "iabn data bench: %s\n", e.msg);
         return 1;
     }
@@ -151,7 +136,7 @@ static int info(const opts *o, iabn_dataset_kind kind)
 {
     iabn_err e = {0};
     iabn_dataset *ds;
-    if (open_ds(o, kind, &ds, &e)) {
+    if (iabn_dataset_open_lenient(kind, o->data, o->split, &ds, &e)) {
         fprintf(stderr, "iabn data info: %s\n", e.msg);
         return 1;
     }

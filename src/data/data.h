@@ -253,6 +253,10 @@ int iabn_dataset_open_vistas(const char *root, const char *split, iabn_dataset *
  * split is NULL or empty). */
 int iabn_dataset_open(iabn_dataset_kind kind, const char *root, const char *split,
                       iabn_dataset **out, iabn_err *e);
+/* The same, but an image folder without a <split> sub-folder is root itself
+ * (`iabn data` on a folder of class folders). */
+int iabn_dataset_open_lenient(iabn_dataset_kind kind, const char *root, const char *split,
+                              iabn_dataset **out, iabn_err *e);
 void iabn_dataset_free(iabn_dataset *ds);
 /* Every image file (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) under
  * root and its sub-folders, as paths relative to root, sorted: n strings in

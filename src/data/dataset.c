@@ -481,6 +481,17 @@ const char *iabn_dataset_kind_name(iabn_dataset_kind kind)
     return "?";
 }
 
+int iabn_dataset_open_lenient(iabn_dataset_kind kind, const char *root, const char *split,
+                              iabn_dataset **out, iabn_err *e)
+{
+    char *dir = kind == IABN_DATASET_IMAGEFOLDER && split && *split ? join(root, split) : NULL;
+    int rc = dir && is_dir(dir) ? iabn_dataset_open_imagefolder(dir, out, e)
+             : kind == IABN_DATASET_IMAGEFOLDER ? iabn_dataset_open_imagefolder(root, out, e)
+                                                : iabn_dataset_open(kind, root, split, out, e);
+    free(dir);
+    return rc;
+}
+
 int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out)
 {
     if (!strcmp(s, "imagefolder") || !strcmp(s, "imagenet") || !strcmp(s, "folder"))
