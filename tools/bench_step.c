@@ -27,6 +27,7 @@ static int setup(const iabn_args *a, iabn_stepbench_opts *o, iabn_model_cfg *mc)
     if (v[IABN_O_THREADS].set) iabn_set_num_threads((int)v[IABN_O_THREADS].i);
     if (v[IABN_O_BUDGET].set) o->budget = (size_t)v[IABN_O_BUDGET].f;
     if (v[IABN_O_LOOKAHEAD].set) o->lookahead = (int)v[IABN_O_LOOKAHEAD].i;
+    o->host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
     o->height = v[IABN_O_SIZE].h, o->width = v[IABN_O_SIZE].w;
     o->by_op = v[IABN_O_OPS].set;
     o->sim = v[IABN_O_SIM].set || v[IABN_O_COPY_BW].set;

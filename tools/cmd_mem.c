@@ -36,6 +36,7 @@ static int setup(const iabn_args *a, iabn_memreport_opts *o, iabn_memreport_col 
     if (v[IABN_O_BUDGET].set) o->budget = (size_t)v[IABN_O_BUDGET].f;
     if (v[IABN_O_WORLD].set) o->world = (int)v[IABN_O_WORLD].i;
     if (v[IABN_O_LOOKAHEAD].set) o->strategy.lookahead = (int)v[IABN_O_LOOKAHEAD].i;
+    o->strategy.host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
     o->blocks = v[IABN_O_BLOCKS].set;
     o->schedule = v[IABN_O_STEPS].set ? stdout : NULL;
     o->model = a->npos ? a->pos[0] : v[IABN_O_MODEL].s;

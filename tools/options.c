@@ -241,6 +241,10 @@ static const iabn_option table[IABN_O_COUNT] = {
         "recompute (auto and recompute choose per tensor to fit --budget)"},
     [IABN_O_OFFLOAD] = {"offload", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME | BS,
         "offload conv / pool inputs to host memory (--strategy offload)"},
+    [IABN_O_OFFLOAD_BF16] = {"offload-bf16", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+        "network.offload_bf16", TRAINS | ME | BS,
+        "offloaded copies in bfloat16: half the host memory and copy traffic; the backward "
+        "reads rounded values"},
     [IABN_O_LOOKAHEAD] = {"lookahead", NULL, 0, IABN_T_INT, 0, 64, 0, 0, NULL, "N", NULL, ME | BS,
         "prefetch offloaded tensors N backward layers early (1)"},
     [IABN_O_LARGEST_BATCH] = {"largest-batch", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,

@@ -90,7 +90,7 @@ typedef enum iabn_opt_id {
     /* benchmarks */
     IABN_O_REPEAT, IABN_O_PEAK, IABN_O_CASE, IABN_O_PLAIN, IABN_O_OPS,
     /* saved activations: offloading and the automatic strategy */
-    IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
+    IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_OFFLOAD_BF16, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
     IABN_O_COPY_BW, IABN_O_SIM,
     /* data parallel */
     IABN_O_WORLD, IABN_O_MAX_BYTES,

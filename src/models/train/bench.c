@@ -152,7 +152,7 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
         be = iabn_sim_backend(sim);
     }
     iabn_strategy_opts sopt = {.allow_offload = 1, .allow_recompute = 1, .lookahead = o->lookahead,
-                               .budget = o->budget};
+                               .budget = o->budget, .host_bf16 = o->host_bf16};
     sopt.cost.copy_bytes_per_s = be->kind == IABN_DEV_CPU ? o->copy_bytes_per_s : 0;
     if (o->storage != IABN_STORAGE_KEEP) rc = iabn_cost_calibrate(&sopt.cost, be->kind, e);
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */

@@ -40,6 +40,7 @@ typedef struct iabn_stepbench_opts {
     iabn_storage storage;        /* auto / recompute need budget                 */
     size_t budget;               /* > 0: a step over it is refused before allocating */
     int lookahead;               /* offload prefetch, backward layers (1)        */
+    int host_bf16;               /* offloaded copies in bfloat16                  */
     int sim;                     /* CPU: run on the simulated device anyway       */
     double copy_bytes_per_s;     /* the simulated device's copies                 */
     iabn_comm *comm;             /* several ranks: gradient all-reduce buckets   */
