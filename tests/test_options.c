@@ -460,6 +460,44 @@ static void test_train_eval_init(void)
     CHECK_MSG(strstr(out, "loaded 68 of 70 tensors") &&
                   strstr(out, "2 of another shape [classifier.fc.weight, classifier.fc.bias]"),
               "%s", out);
+    /* --init into standard BN from the in-place checkpoint: the scales are
+     * converted (|gamma| + eps becomes the plain gamma), as every other load
+     * does; lr 1e-20 leaves them as loaded (they were copied raw before) */
+    char runs[300], ckpts[400];
+    snprintf(runs, sizeof runs, "%s/runstd", tmpdir);
+    snprintf(ckpts, sizeof ckpts, "%s/checkpoint_last.safetensors", runs);
+    char *fs[] = {"train", "--model", "resnext_tiny", "--bn", "standard", "--act", "leaky_relu",
+                  d3, "-b", "8", "--crop", "32", "--output-dir", runs, "-q", "--threads", "2",
+                  "--lr", "1e-20", "--max-steps", "1", "--init", ckpt};
+    CHECK_MSG(run_captured(iabn_cmd_train, (int)(sizeof fs / sizeof fs[0]), fs, out, sizeof out) == 0, "%s", out);
+    iabn_st_file *fa = NULL, *fb = NULL;
+    if (!iabn_st_load(ckpt, &fa, &e) && !iabn_st_load(ckpts, &fb, &e)) {
+        int compared = 0, bad = 0;
+        for (int k = 0; k < iabn_st_count(fa); k++) {
+            const iabn_st_tensor *ta = iabn_st_get(fa, k);
+            size_t len = strlen(ta->name);
+            if (ta->ndim != 1 || len < 7 || strcmp(ta->name + len - 7, ".weight") ||
+                !strstr(ta->name, "bn") || !strncmp(ta->name, "optimizer.", 10))
+                continue;
+            const iabn_st_tensor *tb = iabn_st_find(fb, ta->name);
+            float ga[1024], gb[1024];
+            size_t n = (size_t)ta->shape[0];
+            if (!tb || n > 1024 || iabn_st_read_f32(ta, ga, n, &e) || iabn_st_read_f32(tb, gb, n, &e)) {
+                bad++;
+                continue;
+            }
+            for (size_t i = 0; i < n; i++)
+                if (fabsf(gb[i] - (fabsf(ga[i]) + 1e-5f)) > 1e-6f * (1.f + fabsf(gb[i])) && !bad++)
+                    fprintf(stderr, "%s[%zu]: %.9g loaded as %.9g\n", ta->name, i, ga[i], gb[i]);
+            compared++;
+        }
+        CHECK_MSG(compared > 0 && bad == 0, "%d BN scales compared, %d not converted", compared,
+                  bad);
+    } else {
+        CHECK_MSG(0, "%s", e.msg);
+    }
+    iabn_st_free(fa);
+    iabn_st_free(fb);
     /* a missing file is an error, not a fresh start */
     char nofile[400];
     snprintf(nofile, sizeof nofile, "%s/none.safetensors", tmpdir);

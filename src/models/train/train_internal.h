@@ -106,6 +106,12 @@ void eval_result_free(eval_result *r);
 int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales, int ns,
                int flip, float *acc, iabn_err *e);
 
+/* train_init.c: the weights a run starts from (--pretrained body of a
+ * segmentation net, --init of a fine-tuned classifier). */
+int trainer_load_body_weights(iabn_store *s, const char *path, iabn_err *e);
+int trainer_load_matching_weights(const trainer *tr, iabn_store *s, const char *path,
+                                  iabn_err *e);
+
 /* train_dist.c: the data-parallel steps (one process: no-ops). */
 int dist_setup(trainer *tr, iabn_err *e);
 /* On CUDA with NCCL built in: NCCL over the ranks' devices. */
