@@ -1,8 +1,8 @@
 /* test_conv.c: the CPU convolution kernels (fwd, bwd-data, bwd-filter)
  * against a naive direct convolution with double accumulation (PyTorch
- * conv2d semantics), over geometries that reach every path: im2col, 1x1,
- * per-tap (dilated on small maps) and the direct grouped kernels, at 1, 2
- * and 3 threads.  Also: bwd-filter accumulates, bwd-data overwrites, nothing
+ * conv2d semantics), over geometries that reach every path: oneDNN (dense,
+ * 16 channels and up), im2col, 1x1, per-tap (dilated on small maps) and the
+ * direct kernels, at 1, 2 and 3 threads.  Also: bwd-filter accumulates, bwd-data overwrites, nothing
  * is written past the scratch or the outputs, repeated calls are bitwise
  * equal, and a finite-difference check of all three gradients. */
 #include "tensor/tensor.h"
@@ -333,9 +333,9 @@ int main(void)
     RUN(test_grouped);
     RUN(test_finite_difference);
     CHECK_MSG(paths_seen[IABN_CONV_PATH_IM2COL] && paths_seen[IABN_CONV_PATH_TAPS] &&
-                  paths_seen[IABN_CONV_PATH_DIRECT],
-              "every path exercised (im2col %d, taps %d, direct %d)",
+                  paths_seen[IABN_CONV_PATH_DIRECT] && paths_seen[IABN_CONV_PATH_DNNL],
+              "every path exercised (im2col %d, taps %d, direct %d, oneDNN %d)",
               paths_seen[IABN_CONV_PATH_IM2COL], paths_seen[IABN_CONV_PATH_TAPS],
-              paths_seen[IABN_CONV_PATH_DIRECT]);
+              paths_seen[IABN_CONV_PATH_DIRECT], paths_seen[IABN_CONV_PATH_DNNL]);
     return TEST_END();
 }

@@ -78,12 +78,21 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
             CHECK(nat[p].path != IABN_CONV_PATH_DNNL);
             size_t s = nat[p].total * sizeof(float);
             if (s > sb) sb = s;
-            iabn_conv_plan_make(&g, (iabn_conv_pass)p, th, &dn[p]);
-            CHECK_MSG(dn[p].path == IABN_CONV_PATH_DNNL, "k%d d%d pass %d goes to oneDNN",
-                      tc->k, tc->dil, p);
+            /* the oneDNN plan, whether or not the rule picks it here */
+            size_t b0 = 0, b1 = 0;
+            iabn_err pe = {0};
+            CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, th, &b0, NULL, &pe));
+            CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 1, th, &b1, NULL, &pe));
+            memset(&dn[p], 0, sizeof dn[p]);
+            dn[p].path = IABN_CONV_PATH_DNNL;
+            dn[p].threads = th;
+            dn[p].total = (b0 > b1 ? b0 : b1) / sizeof(float);
             s = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, th);
-            CHECK(s == dn[p].total * sizeof(float));
+            if (iabn_conv_use_dnnl(&g, (iabn_conv_pass)p))
+                CHECK_MSG(s >= b0 && (p == IABN_CONV_BWD_DATA || s >= b1),
+                          "planned scratch %zu < oneDNN's %zu / %zu", s, b0, b1);
             if (s > sb) sb = s;
+            if (dn[p].total * sizeof(float) > sb) sb = dn[p].total * sizeof(float);
         }
         float *scr = alloc_c(sb / 4 + 1);
         float *y1 = alloc_c(ny), *y2 = alloc_c(ny), *y3 = alloc_c(ny);
@@ -181,6 +190,20 @@ static void test_parity(void)
         {1, 5, 3, 4, 3, 3, 1, 0, 1, 1},      /* tiny: 1x2 output */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
+    /* which of them the rule sends to oneDNN: 16 channels or more, dilated
+     * only with most taps in the map */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        iabn_conv_geom g;
+        CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
+                                  cs[i].k, cs[i].stride, cs[i].pad, cs[i].dil, 1) == 0);
+        CHECK_MSG(iabn_conv_use_dnnl(&g, IABN_CONV_FWD) == want[i], "case %zu: rule", i);
+    }
+    iabn_conv_geom gd;
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 32, 3, 3, 1, 12, 12, 1) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped */
     /* per geometry, pass and thread count: one plan */
     CHECK_MSG(iabn_conv_cache_size(cache) == (int)(sizeof cs / sizeof cs[0]) * 3 * 2,
               "plans in the cache: %d", iabn_conv_cache_size(cache));

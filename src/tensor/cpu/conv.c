@@ -82,9 +82,12 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
     return 1;
 #else
-    /* oneDNN's JIT kernels skip the taps that read padding, but for
-     * dilated convs it falls back to a plain GEMM that computes them: those
-     * stay on the per-tap path when most taps read padding */
+    /* oneDNN blocks channels by 16: narrower convs pad its layouts (and
+     * the reorder copies in the scratch) and are the direct kernels' job.
+     * Its JIT kernels skip the taps that read padding, but for dilated
+     * convs it falls back to a plain GEMM that computes them: those stay on
+     * the per-tap path when most taps read padding. */
+    if (g->c_in < 16 || g->c_out < 16) return 0;
     return g->dil == 1 || valid_fraction(g) >= 0.8;
 #endif
 }
