@@ -250,6 +250,10 @@ static void test_device(void)
 
 int main(void)
 {
+    if (!iabn_conv_have_dnnl()) {
+        printf("SKIP: this build has no oneDNN\n");
+        return 77;
+    }
     iabn_set_num_threads(2);
     iabn_err e = {0};
     CHECK_OK(iabn_conv_cache_new(&cache, &e));

@@ -182,7 +182,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
     size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
     /* the native plans, and the oneDNN ones for dense convs */
-    int dense = g.groups == 1;
+    int dense = g.groups == 1 && iabn_conv_have_dnnl();
     iabn_conv_plan nat[3], dn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;

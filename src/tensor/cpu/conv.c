@@ -78,7 +78,7 @@ static double valid_fraction(const iabn_conv_geom *g)
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     (void)pass;
-    if (g->groups != 1) return 0;
+    if (g->groups != 1 || !iabn_conv_have_dnnl()) return 0;
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
     return 1;
 #else

@@ -3,8 +3,8 @@
  *
  * Paths, chosen per geometry and pass (same choice in scratch_bytes and the
  * kernels; docs/CPU.md gives the measurements behind the rule):
- *   - oneDNN (cpu/conv_dnnl.c) for dense convs (groups 1) whose taps mostly
- *     read the image: primitives that pick their own blocked layouts, with
+ *   - oneDNN (cpu/conv_dnnl.c, in builds that found it) for dense convs
+ *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
  *     reorders from and to the NCHW tensors, all three passes;
  *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
  *     passes, for grouped convs with <= 16 channels per group;
@@ -68,6 +68,9 @@ typedef enum iabn_conv_pass {
 int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
                         int c_out, int kh, int kw, int stride, int pad, int dil,
                         int groups);
+
+/* Whether this build has the oneDNN path (libdnnl found when configured). */
+int iabn_conv_have_dnnl(void);
 
 /* oneDNN primitives per geometry (cpu/conv_dnnl.c). */
 typedef struct iabn_conv_cache iabn_conv_cache;

@@ -19,12 +19,66 @@
  * oneDNN's own primitive cache keeps the JIT cost down).  Threads: oneDNN's
  * OpenMP runtime, i.e. the caller's pool, with omp_get_max_threads() threads,
  * which is part of the plan's key (the scratchpad size depends on it).
+ *
+ * A build without oneDNN (IABN_HAVE_DNNL 0) keeps the cache as an empty
+ * object and sends no convolution here (iabn_conv_have_dnnl() is 0).
  */
 #include "tensor/cpu/conv_impl.h"
 
+#include "iabn_config.h"
+
+#include <stdlib.h>
+
+int iabn_conv_have_dnnl(void) { return IABN_HAVE_DNNL; }
+
+#if !IABN_HAVE_DNNL
+
+struct iabn_conv_cache {
+    int plans;
+};
+
+static int no_dnnl(iabn_err *e)
+{
+    return iabn_err_set(e, IABN_EINVAL, "this build of iabn has no oneDNN (libdnnl-dev was "
+                                        "not found when it was configured)");
+}
+
+int iabn_conv_cache_new(iabn_conv_cache **out, iabn_err *e)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : iabn_err_set(e, IABN_ENOMEM, "out of memory for the convolution cache");
+}
+void iabn_conv_cache_free(iabn_conv_cache *c) { free(c); }
+int iabn_conv_cache_size(const iabn_conv_cache *c) { return c ? c->plans : 0; }
+
+int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
+                           size_t *bytes, const char **impl, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                       const float *w, const float *bias, float *y, void *scratch,
+                       size_t scratch_bytes, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                            const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                            iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                              const float *dy, float *dw, float *dbias, void *scratch,
+                              size_t scratch_bytes, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+
+#else
+
 #include <oneapi/dnnl/dnnl.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define MAX_IO 4
@@ -515,3 +569,5 @@ int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const
     void *ptr[4] = {(void *)x, (void *)dy, dw, dbias};
     return run(c, g, IABN_CONV_BWD_FILTER, dbias != NULL, ptr, scratch, scratch_bytes, e);
 }
+
+#endif
