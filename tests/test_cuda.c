@@ -250,6 +250,20 @@ static int b_gap_linear(iabn_graph *g, int x, const void *arg)
     return iabn_linear(g, "fc", iabn_global_avgpool(g, "gap", pre(g, x, 7)), 10, 1);
 }
 
+/* windowed average: DenseNet's transition pool, and the DeepLabV3 head's
+ * evaluation-time pool with its replicated border */
+static int b_avgpool(iabn_graph *g, int x, const void *arg)
+{
+    (void)arg;
+    return iabn_avgpool(g, "pool", pre(g, x, 5), 2, 2);
+}
+
+static int b_avgpool_same(iabn_graph *g, int x, const void *arg)
+{
+    (void)arg;
+    return iabn_avgpool_same(g, "pool", pre(g, x, 5), 4, 3);
+}
+
 static int b_dropout(iabn_graph *g, int x, const void *arg)
 {
     (void)arg;
@@ -386,6 +400,8 @@ static void test_pool_linear(void)
     run("maxpool", 2, 3, 9, 8, b_maxpool, NULL, -1, 1.f, 1, 0);
     run("maxpool_odd", 3, 2, 17, 13, b_maxpool, NULL, -1, 1.f, 1, 0);
     run("gap_linear", 4, 3, 6, 6, b_gap_linear, NULL, -1, 1.f, 1, 0);
+    run("avgpool", 2, 3, 9, 8, b_avgpool, NULL, -1, 1.f, 1, 0);
+    run("avgpool_same", 2, 3, 9, 11, b_avgpool_same, NULL, -1, 1.f, 1, 0);
 }
 
 static void test_dropout_resize_concat(void)
@@ -630,6 +646,24 @@ static void test_xent_kernel(void)
             CHECK_OK(iabn_cuda_xent_bwd(cu, N, K, HW, dt, (const int32_t *)dlab, dw, 0.5f, dt,
                                         &e_));
             dev_cmp("xent_bwd", "dlogits over logits", dt, dl, nl);
+        }
+        /* label smoothing: every valid pixel weighted alike, loss and gradient
+         * as the CPU's (the gradient again over the logits) */
+        {
+            float lc = 0, lgpu = -1;
+            long bad = -1;
+            int bl = 0;
+            CHECK(iabn_xent_smooth_fwd(N, K, HW, lg, lab, 255, 0.1f, &lc, wc, &bad) == 0);
+            CHECK_OK(iabn_cuda_xent_smooth_fwd(cu, N, K, HW, dlg, (const int32_t *)dlab, 255,
+                                               0.1f, dloss, dw, &bad, &bl, &e_));
+            CHECK_OK(be->d2h(be->ctx, wg, dw, m * 4) || be->d2h(be->ctx, &lgpu, dloss, 4));
+            CHECK_MSG(memcmp(wc, wg, m * 4) == 0, "label smoothing: other pixel weights");
+            CHECK_CLOSE(lgpu, lc, 1e-6, 1e-5);
+            iabn_xent_smooth_bwd(N, K, HW, lg, lab, wc, 0.1f, 0.5f, dl);
+            CHECK_OK(iabn_cuda_copy_bytes(cu, nl * 4, dlg, dt, &e_));
+            CHECK_OK(iabn_cuda_xent_smooth_bwd(cu, N, K, HW, dt, (const int32_t *)dlab, dw, 0.1f,
+                                               0.5f, dt, &e_));
+            dev_cmp("xent_smooth_bwd", "dlogits over logits", dt, dl, nl);
         }
         /* a label outside [0, K): the first bad position and its value */
         lab[777] = 7;

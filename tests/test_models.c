@@ -19,7 +19,8 @@
 /* Expected parameter counts (BN gamma + beta included, running statistics
  * excluded), 1000 classes (65 for the segmentation nets), input_3x3.
  * docs/MODELS.md: resnet50, resnext*, wider_resnet38*, deeplabv3_wider_resnet38_a2.
- * torchvision: resnet18/34/101/152, vgg19, vgg19_bn.  Derived here (body of
+ * torchvision: resnet18/34/101/152, resnext50_32x4d, resnext101_32x8d,
+ * wide_resnet50_2, wide_resnet101_2, vgg19, vgg19_bn.  Derived here (body of
  * docs/MODELS.md's ResNeXt without its fc, + DeepLab head on 2048 channels
  * 7424 * 2048 + 330752, + cls 256 * 65 + 65): deeplabv3_resnext101 / 152.
  * DenseNets (the reference's, input_3x3): torchvision's count with the
@@ -31,7 +32,10 @@
 static const struct { const char *name; size_t params; } expected[] = {
     {"resnet18", 11689512},          {"resnet34", 21797672},
     {"resnet50", 25557032},          {"resnet101", 44549160},
-    {"resnet152", 60192808},         {"resnext50", 24380200},
+    {"resnet152", 60192808},
+    {"resnext50_32x4d", 25028904},   {"resnext101_32x8d", 88791336},
+    {"wide_resnet50_2", 68883240},   {"wide_resnet101_2", 126886696},
+    {"resnext50", 24380200},
     {"resnext101", 42902312},        {"resnext152", 58159912},
     {"resnext_tiny", 1124776},       {"resnext101_64x4d", 83513896},  {"resnext152_64x4d", 115030568},
     {"wider_resnet38", 109167912},   {"wider_resnet38_a2", 109167912},

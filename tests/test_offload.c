@@ -6,10 +6,16 @@
  *  - on a small graph, auto's estimated time is within 5% of the exhaustive
  *    optimum over keep / recompute / offload per saved tensor;
  *  - a plan over budget is refused before anything is allocated;
- *  - the choice is fast on a deep network. */
+ *  - the choice is fast on a deep network;
+ *  - bfloat16 host copies: half the host pool, the same forward, gradients
+ *    within bfloat16 rounding, on the CPU and through the sim's copy thread;
+ *    the conversion rounds to nearest even and keeps NaN and infinities. */
 #include "graph_test_util.h"
+#include "tensor/math/hd.h"
 
-enum { POL_KEEP, POL_PAPER, POL_ALL, POL_AUTO };
+#include <math.h>
+
+enum { POL_KEEP, POL_PAPER, POL_ALL, POL_AUTO, POL_PAPER_BF16 };
 
 static void build_cnn(iabn_graph *g, iabn_bn_mode mode, int batch, int *loss)
 {
@@ -50,7 +56,9 @@ static int run_case(iabn_bn_mode mode, int how, size_t budget, const iabn_backen
     int rc = -1;
     if (!iabn_graph_ok(t.g) || iabn_graph_backward(t.g, t.loss, &e)) goto done;
     int marked = 0;
-    if (how == POL_PAPER) marked = iabn_graph_offload_conv_inputs(t.g);
+    if (how == POL_PAPER_BF16)
+        iabn_graph_set_offload_opts(t.g, &(iabn_offload_opts){.lookahead = 1, .host_bf16 = 1});
+    if (how == POL_PAPER || how == POL_PAPER_BF16) marked = iabn_graph_offload_conv_inputs(t.g);
     if (how == POL_ALL)
         for (int i = 0; i < iabn_graph_ntensors(t.g); i++)
             if (iabn_graph_t(t.g, i)->policy == IABN_KEEP && iabn_graph_offloadable(t.g, i)) {
@@ -303,6 +311,111 @@ static void test_sim_bit_identical(void)
     free(got);
 }
 
+/* float32 -> bfloat16: ties to even, NaN kept, overflow to infinity; back
+ * exactly. */
+static void test_bf16_rounding(void)
+{
+    static const struct { uint32_t in; uint16_t out; } cases[] = {
+        {0x3f800000u, 0x3f80}, /* 1 */
+        {0x3f808000u, 0x3f80}, /* 1 + half an ulp: tie, to even (down) */
+        {0x3f818000u, 0x3f82}, /* tie, to even (up) */
+        {0x3f808001u, 0x3f81}, /* above the tie */
+        {0x80000000u, 0x8000}, /* -0 */
+        {0x00000001u, 0x0000}, /* smallest subnormal rounds to 0 */
+        {0x7f800000u, 0x7f80}, /* inf */
+        {0xff800000u, 0xff80}, /* -inf */
+        {0x7f7fffffu, 0x7f80}, /* FLT_MAX overflows to inf, as float rounding does */
+        {0x7fc00000u, 0x7fc0}, /* quiet NaN */
+        {0xff800001u, 0xffc0}, /* signalling NaN with low bits only: stays NaN */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float f = iabn_bits_to_float(cases[i].in);
+        uint16_t h;
+        iabn_to_bf16(1, &f, &h);
+        CHECK_MSG(h == cases[i].out, "bf16 of %08x: %04x, want %04x", cases[i].in, h, cases[i].out);
+        float back;
+        iabn_from_bf16(1, &h, &back);
+        uint32_t u;
+        memcpy(&u, &back, sizeof u);
+        CHECK(u == (uint32_t)h << 16);
+    }
+}
+
+/* bfloat16 host copies of the paper's choice: on the CPU and on the sim
+ * device; the host pool is half the float32 one. */
+static void test_bf16_copies(void)
+{
+    float *ref = malloc(CAP * sizeof(float)), *got = malloc(CAP * sizeof(float));
+    iabn_err e = {0};
+    for (int dev = 0; dev < 2; dev++) {
+        size_t nr = 0, ng = 0;
+        int marked = 0;
+        CHECK_OK(run_case(IABN_BN_INPLACE_II, POL_PAPER, 0, iabn_backend_cpu(), ref, CAP, &nr,
+                          NULL, NULL, NULL));
+        iabn_sim *sim = NULL;
+        iabn_sim_opts so = {.device_bytes = 64 << 20, .host_bytes = 64 << 20,
+                            .copy_bytes_per_s = 2e9};
+        if (dev) CHECK_OK(iabn_sim_open(&so, &sim, &e));
+        if (dev && !sim) continue;
+        CHECK_OK(run_case(IABN_BN_INPLACE_II, POL_PAPER_BF16, 0,
+                          dev ? iabn_sim_backend(sim) : iabn_backend_cpu(), got, CAP, &ng, NULL,
+                          NULL, &marked));
+        CHECK(marked > 0 && ng == nr);
+        /* the first loss is the forward's: the same bits; then the gradients
+         * differ by bfloat16 rounding of what the backward reads */
+        CHECK_MSG(ng && memcmp(ref, got, sizeof(float)) == 0, "bf16: the forward changed");
+        double d = 0, r = 0;
+        for (size_t i = 1; i < nr && i < ng; i++) {
+            d += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            r += (double)ref[i] * ref[i];
+        }
+        double rel = sqrt(d / (r > 0 ? r : 1));
+        CHECK_MSG(rel > 0 && rel < 2e-2, "%s: bf16 copies: relative difference %.3g",
+                  dev ? "sim" : "cpu", rel);
+        if (sim) {
+            iabn_sim_stats st;
+            iabn_sim_get_stats(sim, &st);
+            CHECK(st.copies > 0 && st.device_used == 0 && st.host_used == 0);
+            iabn_sim_close(sim);
+        }
+    }
+    /* the host pool, planned: half */
+    size_t host[2], other[2], pool[2];
+    for (int bf = 0; bf < 2; bf++) {
+        iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), &e);
+        iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
+        int loss;
+        build_cnn(g, IABN_BN_INPLACE_II, 4, &loss);
+        iabn_plan *p = NULL;
+        iabn_plan_opts po;
+        iabn_plan_opts_default(&po);
+        iabn_graph_set_offload_opts(g, &(iabn_offload_opts){.lookahead = 1, .host_bf16 = bf});
+        CHECK_OK(iabn_graph_backward(g, loss, &e));
+        CHECK(iabn_graph_offload_conv_inputs(g) > 0);
+        CHECK_OK(iabn_graph_finalize(g, &e));
+        CHECK_OK(iabn_plan_build(g, &po, &p, &e));
+        /* the float copies' bytes (the pool reuses space among them; a max
+         * pool's int32 argmax is copied as it is) */
+        host[bf] = other[bf] = 0;
+        for (int t = 0; t < iabn_graph_ntensors(g); t++) {
+            const iabn_tensor *x = iabn_graph_t(g, t);
+            if (x->kind != IABN_T_HOST) continue;
+            CHECK(x->dtype != (bf ? IABN_F32 : IABN_BF16));
+            if (x->dtype == IABN_F32 || x->dtype == IABN_BF16) host[bf] += x->nbytes;
+            else other[bf] += x->nbytes;
+        }
+        pool[bf] = p ? p->host_bytes : 0;
+        iabn_plan_free(p);
+        iabn_graph_free(g);
+        iabn_store_free(s);
+    }
+    CHECK_MSG(host[0] > 0 && host[1] * 2 == host[0] && other[1] == other[0] && pool[1] < pool[0],
+              "host copies %zu bytes with bfloat16, %zu with float32 (pools %zu, %zu)", host[1],
+              host[0], pool[1], pool[0]);
+    free(ref);
+    free(got);
+}
+
 /* Check mode with guard bytes after every buffer: prefetched buffers get
  * their guards armed too, and nothing writes past a buffer. */
 static void test_sim_checked(void)
@@ -449,6 +562,8 @@ int main(void)
     RUN(test_auto_near_optimum);
     RUN(test_sim_bit_identical);
     RUN(test_sim_checked);
+    RUN(test_bf16_rounding);
+    RUN(test_bf16_copies);
     RUN(test_sim_errors);
     RUN(test_budget_refused);
     return TEST_END();

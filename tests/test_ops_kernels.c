@@ -8,6 +8,7 @@
  * within the step of the selection threshold.
  */
 #include "tensor/tensor.h"
+#include "tensor/math/pool.h"
 #include "tensor/math/upsample.h"
 #include "test_util.h"
 
@@ -162,6 +163,34 @@ static void test_gap_grad(void)
     iabn_gap_bwd(2, 3, 35, r, dx);
     FD_OK(fd_check(&c, gap_f, x, nx, ny, r, dx, 1.f / 64, 1e-3, 1e-3));
     free(x), free(y), free(r), free(dx);
+}
+
+/* ---- windowed average: the index arithmetic the CUDA kernels use ------------
+ * (math/pool.h): the outputs showing a cell are exactly those iabn_avgwin_cell
+ * maps to it, and the cells over an input are exactly those whose window
+ * holds it, by brute force over small geometries. */
+static void test_avgwin_index(void)
+{
+    int bad = 0;
+    for (int k = 1; k <= 4; k++)
+        for (int st = 1; st <= 3; st++)
+            for (int nc = 1; nc <= 5; nc++)
+                for (int off = 0; off <= 3; off++) {
+                    int nout = nc + 2 * off;
+                    for (int p = 0; p < nc; p++) {
+                        int lo, hi;
+                        iabn_avgwin_outputs(p, off, nc, nout, &lo, &hi);
+                        for (int o = 0; o < nout; o++)
+                            bad += (iabn_avgwin_cell(o, off, nc) == p) != (o >= lo && o < hi);
+                    }
+                    for (int r = 0; r < (nc - 1) * st + k; r++) {
+                        int lo, hi;
+                        iabn_avgwin_cells_over(r, k, st, nc, &lo, &hi);
+                        for (int p = 0; p < nc; p++)
+                            bad += (r >= p * st && r < p * st + k) != (p >= lo && p < hi);
+                    }
+                }
+    CHECK_MSG(bad == 0, "%d index mismatches", bad);
 }
 
 /* ---- linear ---------------------------------------------------------------- */
@@ -746,6 +775,7 @@ int main(void)
     RUN(test_maxpool_grad);
     RUN(test_maxpool_padding);
     RUN(test_gap_grad);
+    RUN(test_avgwin_index);
     RUN(test_linear_grad);
     RUN(test_bcast_add_grad);
     RUN(test_concat_slice);

@@ -221,7 +221,7 @@ static void test_random_offload_graphs(void)
             fprintf(stderr, "trial %u backward: %s\n", trial, e.msg);
             goto next;
         }
-        iabn_graph_set_offload_opts(g, &(iabn_offload_opts){(int)(trial % 3)});
+        iabn_graph_set_offload_opts(g, &(iabn_offload_opts){.lookahead = (int)(trial % 3)});
         for (int i = 0; i < nts; i++) {
             unsigned k = rnd(&r) % 4;
             if (k == 0 && iabn_graph_offloadable(g, ts[i])) {

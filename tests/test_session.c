@@ -45,6 +45,64 @@ static void test_plan_only(void)
     CHECK(iabn_session_largest(&c, IABN_SEARCH_BATCH, 1, &best, &e) == 0 && best == 0);
 }
 
+/* The pinned host pool of offloaded copies has a limit too: a bound step
+ * over it is refused before anything is allocated, the largest-batch search
+ * counts it, and auto chooses within it. */
+static void test_host_budget(void)
+{
+    iabn_session_cfg c;
+    iabn_session_cfg_defaults(&c);
+    c.model = "resnext_tiny";
+    c.batch = 4;
+    c.height = c.width = 32;
+    c.storage = IABN_STORAGE_OFFLOAD;
+    c.plan_only = 1;
+    iabn_session s;
+    iabn_err e = {0};
+    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+    size_t host = s.mem.host, total = s.mem.total;
+    CHECK(host > 0);
+    iabn_session_free(&s);
+    /* bound: one byte short of the pool is refused, naming the host memory */
+    c.plan_only = 0;
+    c.bind = 1;
+    c.host_budget_bytes = host - 1;
+    CHECK(iabn_session_build(&c, &s, &e) == IABN_ENOMEM && strstr(e.msg, "pinned host memory") &&
+          strstr(e.msg, "host budget"));
+    CHECK(s.graph == NULL && s.exec == NULL);
+    c.host_budget_bytes = host;
+    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+    iabn_session_free(&s);
+    /* the search: with the pool capped at batch 4's, batch 4 is the largest
+     * (the device budget alone would allow more) */
+    c.plan_only = 1;
+    int best = 0, capped = 0;
+    c.host_budget_bytes = 0;
+    CHECK_MSG(iabn_session_largest(&c, IABN_SEARCH_BATCH, 4 * total, &best, &e) == 0, "%s", e.msg);
+    c.host_budget_bytes = host;
+    CHECK_MSG(iabn_session_largest(&c, IABN_SEARCH_BATCH, 4 * total, &capped, &e) == 0, "%s",
+              e.msg);
+    CHECK_MSG(best > 4 && capped == 4, "largest batch %d, with the host capped %d", best, capped);
+    /* auto aiming at offload's device bytes: it offloads, and within a host
+     * budget of one byte it offloads nothing (recompute alone falls short;
+     * budget_bytes 0 reports instead of refusing) */
+    iabn_strategy_opts o;
+    memset(&o, 0, sizeof o);
+    o.allow_offload = o.allow_recompute = 1;
+    o.lookahead = 1;
+    o.budget = total;
+    c.storage = IABN_STORAGE_AUTO;
+    c.strategy = &o;
+    c.host_budget_bytes = 0;
+    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+    CHECK_MSG(s.strategy.n_offload > 0 && s.mem.host > 0, "auto offloaded %d", s.strategy.n_offload);
+    iabn_session_free(&s);
+    c.host_budget_bytes = 1;
+    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+    CHECK(s.strategy.n_offload == 0 && s.mem.host == 0);
+    iabn_session_free(&s);
+}
+
 static void test_errors(void)
 {
     iabn_session_cfg c;
@@ -107,6 +165,7 @@ int main(void)
 {
     iabn_set_num_threads(2);
     RUN(test_plan_only);
+    RUN(test_host_budget);
     RUN(test_errors);
     RUN(test_builder_mse_input_grad);
     return TEST_END();

@@ -250,10 +250,11 @@ def to_reference(src, dst, module_prefix, flat, tv):
         state = OrderedDict(("module." + k, v) for k, v in sd.items())
     else:
         state = sd
-    out = {"state_dict": state}
-    if "source_epoch" in meta:
+    # torchvision's files are the bare state_dict (model.load_state_dict(torch.load(f)))
+    out = state if tv else {"state_dict": state}
+    if not tv and "source_epoch" in meta:
         out["epoch"] = int(meta["source_epoch"])
-    elif "epoch" in meta:
+    elif not tv and "epoch" in meta:
         out["epoch"] = int(meta["epoch"])
     tmp = dst + ".tmp%d" % os.getpid()
     torch.save(out, tmp)

@@ -76,6 +76,13 @@ static int offload_setup(iabn_exec *ex, iabn_err *e)
     }
     if (!ex->noffload) return 0;
     ex->async = be->d2h_async && be->h2d_async && be->event_new;
+    for (int s = 0; s < ns; s++) {
+        const iabn_node *n = &g->n[g->sched[s]];
+        if (n->op == &iabn_op_offload && g->t[n->out[0]].dtype == IABN_BF16 &&
+            !(be->d2h_bf16 && be->h2d_bf16))
+            return iabn_err_set(e, IABN_EINVAL, "%s: the %s backend has no bfloat16 host copies",
+                                n->name, be->name);
+    }
     size_t hb = p->host_bytes ? p->host_bytes : 1;
     ex->host = be->host_alloc ? be->host_alloc(be->ctx, hb) : iabn_aligned_alloc(256, hb);
     if (!ex->host)
@@ -143,6 +150,19 @@ static int offload_step(iabn_exec *ex, int s, const iabn_node *n, iabn_err *e)
     int x = n->in[0], y = n->out[0];
     size_t bytes = ex->g->t[x].nbytes;
     int out = n->op == &iabn_op_offload;
+    if (ex->g->t[out ? y : x].dtype == IABN_BF16) { /* float32 <-> bfloat16 on the way */
+        int rc = 0;
+        size_t count = ex->g->t[y].nbytes / (out ? 2 : 4);
+        if (ex->async && be->record(be->ctx, ex->ev_after[s])) rc = 1;
+        void *after = ex->async ? ex->ev_after[s] : NULL, *done = ex->async ? ex->ev_done[s] : NULL;
+        if (!rc) rc = out ? be->d2h_bf16(be->ctx, ex->ptr[y], ex->ptr[x], count, after, done)
+                          : be->h2d_bf16(be->ctx, ex->ptr[y], ex->ptr[x], count, after, done);
+        if (rc)
+            return iabn_err_set(e, IABN_EDEVICE, "copying %s %s (bfloat16) failed",
+                                ex->g->t[x].name, out ? "to the host" : "back to the device");
+        if (!out && ex->async) ex->pf_pending[y] = s + 1;
+        return 0;
+    }
     if (!ex->async) {
         int rc = out ? be->d2h(be->ctx, ex->ptr[y], ex->ptr[x], bytes)
                      : be->h2d(be->ctx, ex->ptr[y], ex->ptr[x], bytes);

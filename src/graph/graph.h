@@ -290,6 +290,10 @@ extern const iabn_op_def iabn_op_prefetch;
  * default, the paper's "one layer ahead"). */
 typedef struct iabn_offload_opts {
     int lookahead;
+    /* host copies of float32 activations in bfloat16 (math/bf16.h): half the
+     * host pool and the copy traffic; the backward then reads values rounded
+     * to bfloat16 (the forward is unchanged) */
+    int host_bf16;
 } iabn_offload_opts;
 void iabn_graph_set_offload_opts(iabn_graph *g, const iabn_offload_opts *o);
 

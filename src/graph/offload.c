@@ -147,7 +147,8 @@ static int one(iabn_graph *g, int t, iabn_err *e)
     iabn_dtype dt = g->t[t].dtype;
     char name[IABN_NAME_LEN];
     snprintf(name, sizeof name, "%.80s.host", g->t[t].name);
-    int h = iabn_graph_tensor(g, name, dt, nd, shape);
+    int h = iabn_graph_tensor(g, name, g->offload.host_bf16 && dt == IABN_F32 ? IABN_BF16 : dt,
+                              nd, shape);
     snprintf(name, sizeof name, "%.80s.prefetch", g->t[t].name);
     int tp = iabn_graph_tensor(g, name, dt, nd, shape);
     if (h < 0 || tp < 0) goto fail;

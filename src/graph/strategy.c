@@ -187,7 +187,9 @@ double iabn_strategy_estimate(const iabn_graph *g, const iabn_plan *p, const iab
         const iabn_node *n = &g->n[g->sched[s]];
         if (n->op == &iabn_op_offload || n->op == &iabn_op_prefetch) {
             double start = C > T ? C : T;
-            C = done[s] = start + (double)g->t[n->in[0]].nbytes / m->copy_bytes_per_s;
+            /* the host side's bytes: half for bfloat16 copies */
+            const iabn_tensor *h = &g->t[n->op == &iabn_op_offload ? n->out[0] : n->in[0]];
+            C = done[s] = start + (double)h->nbytes / m->copy_bytes_per_s;
         } else {
             for (int k = 0; k < n->nin; k++) {
                 int q = pf_step[n->in[k]];
@@ -284,6 +286,7 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
         return iabn_err_set(e, IABN_EINVAL, "strategy: the cost model's rates must be > 0");
     double t_start = iabn_now();
     g->offload.lookahead = o->lookahead;
+    g->offload.host_bf16 = o->host_bf16;
     size_t target = o->budget > o->fixed_bytes ? o->budget - o->fixed_bytes : 0;
     iabn_graph *bg = NULL;
     iabn_plan *bp = NULL;
@@ -361,6 +364,11 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
     free(bwd_first);
     double eps = r->base_time * 1e-6 + 1e-12, bw = o->cost.copy_bytes_per_s;
     long long goal = (long long)target;
+    /* host bytes of the copies chosen so far: their sum bounds the host pool
+     * (which reuses space only between disjoint copies), kept within
+     * o->host_budget */
+    size_t host_used = 0;
+    int hdiv = o->host_bf16 ? 2 : 1; /* host bytes per device byte of a copy, inverted */
     for (int round = 0; round < 8; round++) {
         for (;;) {
             int peak = 0;
@@ -383,8 +391,9 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
                     double sc = sz / (c->rc_cost + eps);
                     if (sc > best_score) best_score = sc, best = i, how = 1;
                 }
-                if (o->allow_offload && peak < c->pf) {
-                    double ct = (double)g->t[c->t].nbytes / bw;
+                if (o->allow_offload && peak < c->pf &&
+                    (!o->host_budget || host_used + g->t[c->t].nbytes / hdiv <= o->host_budget)) {
+                    double ct = (double)(g->t[c->t].nbytes / hdiv) / bw;
                     double cost = hide(spare, c->prod + 1, c->fwd_end, ct, 0) +
                                   hide(spare, c->pf, c->bwd_first - 1, ct, 0);
                     double sc = sz / (cost + eps);
@@ -397,10 +406,12 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
             int end = how == 2 ? c->pf : c->bwd_first;
             for (int s = start; s < end; s++) live[s] -= (long long)c->size;
             if (how == 2) {
-                double ct = (double)g->t[c->t].nbytes / bw;
+                double ct = (double)(g->t[c->t].nbytes / hdiv) / bw;
                 hide(spare, c->prod + 1, c->fwd_end, ct, 1);
                 hide(spare, c->pf, c->bwd_first - 1, ct, 1);
             }
+            if (how == 2) host_used += g->t[c->t].nbytes / hdiv;
+            if (how == 3) host_used -= g->t[c->t].nbytes / hdiv;
             c->chosen = how == 2 ? IABN_OFFLOAD : IABN_RECOMPUTE;
         }
         iabn_graph *vg = NULL;
@@ -476,7 +487,10 @@ int iabn_graph_apply_storage(iabn_graph *g, iabn_storage st, const iabn_strategy
     iabn_strategy_result tmp;
     if (!r) r = &tmp;
     memset(r, 0, sizeof *r);
-    if (o) g->offload.lookahead = o->lookahead;
+    if (o) {
+        g->offload.lookahead = o->lookahead;
+        g->offload.host_bf16 = o->host_bf16;
+    }
     switch (st) {
     case IABN_STORAGE_KEEP: return 0;
     case IABN_STORAGE_OFFLOAD: r->n_offload = iabn_graph_offload_conv_inputs(g); return 0;

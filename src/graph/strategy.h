@@ -54,6 +54,9 @@ typedef struct iabn_strategy_opts {
     iabn_cost_model cost;
     int allow_offload, allow_recompute;
     int lookahead;            /* prefetch lookahead (iabn_offload_opts)    */
+    size_t host_budget;       /* host bytes the offloaded copies may take
+                                 (pinned memory; 0: no limit)             */
+    int host_bf16;            /* host copies in bfloat16 (iabn_offload_opts) */
 } iabn_strategy_opts;
 
 typedef struct iabn_strategy_result {

@@ -108,7 +108,7 @@ static const iabn_op_def op_xent = {
     .run = fwd_run,
 };
 
-/* ---- label smoothing: its own op (kernels on the CPU backend) ---- */
+/* ---- label smoothing: its own op (CPU and CUDA kernels; optional in the table) ---- */
 
 static int no_smooth_kernel(const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {

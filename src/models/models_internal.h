@@ -53,7 +53,10 @@ void iabn_mdl_resnet_schedule(const iabn_mctx *m, int stage, int b, int *stride,
 
 /* Bodies: the feature extractor up to and including bn_out (pre-activation)
  * or mod5 (post-activation); classifier heads are added by the registry. */
-int iabn_mdl_resnet_body(const iabn_mctx *m, int depth, int x);
+/* post-activation ResNet bodies: the reference's, and torchvision's grouped /
+ * wide bottlenecks (resnet.c) */
+enum { IABN_RESNET_PLAIN, IABN_RESNET_32X4D, IABN_RESNET_32X8D, IABN_RESNET_WIDE2 };
+int iabn_mdl_resnet_body(const iabn_mctx *m, int depth, int variant, int x);
 int iabn_mdl_resnext_body(const iabn_mctx *m, int depth, int wide, int x);
 int iabn_mdl_wrn_body(const iabn_mctx *m, int a2, int x);
 int iabn_mdl_deeplab_head(const iabn_mctx *m, int x, int hidden);

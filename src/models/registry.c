@@ -11,7 +11,7 @@ typedef struct entry {
     const char *name;
     fam family;
     int depth;      /* resnet / resnext depth, deeplab body (0 = WRN-38-A2)   */
-    int variant;    /* resnext: 64x4d widths; wrn: A2; vgg: BN; densenet: growth */
+    int variant;    /* resnet: IABN_RESNET_*; resnext: 64x4d widths; wrn: A2; vgg: BN; densenet: growth */
     const char *what;
 } entry;
 
@@ -21,6 +21,10 @@ static const entry models[] = {
     {"resnet50", F_RESNET, 50, 0, "ResNet-50, post-activation bottlenecks [3,4,6,3], OS 32"},
     {"resnet101", F_RESNET, 101, 0, "ResNet-101, post-activation bottlenecks [3,4,23,3], OS 32"},
     {"resnet152", F_RESNET, 152, 0, "ResNet-152, post-activation bottlenecks [3,8,36,3], OS 32"},
+    {"resnext50_32x4d", F_RESNET, 50, IABN_RESNET_32X4D, "torchvision's ResNeXt-50 32x4d: post-activation, 3x3 in 32 groups, mod2 (128,128,256)"},
+    {"resnext101_32x8d", F_RESNET, 101, IABN_RESNET_32X8D, "torchvision's ResNeXt-101 32x8d: post-activation, 3x3 in 32 groups, mod2 (256,256,256)"},
+    {"wide_resnet50_2", F_RESNET, 50, IABN_RESNET_WIDE2, "torchvision's Wide ResNet-50-2: post-activation bottlenecks twice as wide, mod2 (128,128,256)"},
+    {"wide_resnet101_2", F_RESNET, 101, IABN_RESNET_WIDE2, "torchvision's Wide ResNet-101-2: post-activation bottlenecks twice as wide, mod2 (128,128,256)"},
     {"resnext50", F_RESNEXT, 50, 0, "pre-activation ResNeXt-50 [3,4,6,3], 64 groups, mod2 (128,128,256)"},
     {"resnext101", F_RESNEXT, 101, 0, "pre-activation ResNeXt-101 [3,4,23,3], 64 groups, mod2 (128,128,256)"},
     {"resnext152", F_RESNEXT, 152, 0, "pre-activation ResNeXt-152 [3,8,36,3], 64 groups, mod2 (128,128,256)"},
@@ -47,6 +51,7 @@ enum { NMODELS = sizeof models / sizeof models[0] };
 
 static const char *const names[NMODELS] = {
     "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+    "resnext50_32x4d", "resnext101_32x8d", "wide_resnet50_2", "wide_resnet101_2",
     "resnext50", "resnext101", "resnext152", "resnext_tiny", "resnext101_64x4d", "resnext152_64x4d",
     "wider_resnet38", "wider_resnet38_a2",
     "deeplabv3_wider_resnet38_a2", "deeplabv3_resnext101", "deeplabv3_resnext152",
@@ -146,7 +151,7 @@ int iabn_model_build(iabn_graph *g, const iabn_model_cfg *cfg, int input, int *l
     int h = -1;
     switch (m->family) {
     case F_RESNET:
-        h = iabn_mdl_classifier(&c, iabn_mdl_resnet_body(&c, m->depth, input));
+        h = iabn_mdl_classifier(&c, iabn_mdl_resnet_body(&c, m->depth, m->variant, input));
         break;
     case F_RESNEXT:
         h = iabn_mdl_classifier(&c, iabn_mdl_resnext_body(&c, m->depth, m->variant, input));

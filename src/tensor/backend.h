@@ -130,8 +130,8 @@ typedef struct iabn_kernels {
                     long *bad, int *bad_label, iabn_err *e);
     int (*xent_bwd)(void *ctx, int n, int k, int hw, const float *logits, const int32_t *labels,
                     const float *weight, float scale, float *dlogits, iabn_err *e);
-    /* label-smoothed cross-entropy (eps), no bootstrapping; NULL on a backend
-     * that does not have it (CUDA): the layer names the op then */
+    /* label-smoothed cross-entropy (eps), no bootstrapping; optional: NULL on
+     * a backend that does not have it, the layer names the op then */
     int (*xent_smooth_fwd)(void *ctx, int n, int k, int hw, const float *logits,
                            const int32_t *labels, int ignore_index, float eps, float *loss,
                            float *weight, long *bad, int *bad_label, iabn_err *e);
@@ -180,6 +180,15 @@ typedef struct iabn_backend {
     int (*d2h_async)(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done);
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
+    /* Half-size host copies of offloaded activations (optional): `count`
+     * float32 on the device to bfloat16 on the host and back (math/bf16.h),
+     * queued on the copy stream like d2h_async / h2d_async where the backend
+     * has one, done on return where it has none (the CPU: `after` and `done`
+     * are then NULL). */
+    int (*d2h_bf16)(void *ctx, uint16_t *dst, const float *src, size_t count, void *after,
+                    void *done);
+    int (*h2d_bf16)(void *ctx, float *dst, const uint16_t *src, size_t count, void *after,
+                    void *done);
     /* Called by the executor after every node (optional): a device that
      * queues work asynchronously may synchronise here on request
      * (IABN_CUDA_SYNC=1) so that a fault names the node that caused it. */

@@ -60,6 +60,7 @@ size_t iabn_dtype_size(iabn_dtype dt)
     case IABN_F32: case IABN_I32: return 4;
     case IABN_U8: return 1;
     case IABN_I64: return 8;
+    case IABN_BF16: return 2;
     }
     return 0;
 }
@@ -71,6 +72,7 @@ const char *iabn_dtype_name(iabn_dtype dt)
     case IABN_I32: return "I32";
     case IABN_U8: return "U8";
     case IABN_I64: return "I64";
+    case IABN_BF16: return "BF16";
     }
     return "?";
 }

@@ -144,7 +144,7 @@ void iabn_device_close(iabn_device *d)
 }
 
 /* MemAvailable of /proc/meminfo: what can be had without swapping. */
-static size_t host_available(void)
+size_t iabn_host_available(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return (size_t)1 << 40;
@@ -171,7 +171,7 @@ static void gpu_mem(const iabn_device *d, size_t *free_b, size_t *total)
 
 size_t iabn_device_available(const iabn_device *d)
 {
-    if (!d->cuda) return host_available();
+    if (!d->cuda) return iabn_host_available();
     size_t free_b, total;
     gpu_mem(d, &free_b, &total);
     return free_b > CUDA_MARGIN ? free_b - CUDA_MARGIN : 0;

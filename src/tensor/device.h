@@ -45,6 +45,10 @@ void iabn_device_close(iabn_device *d);
 /* Bytes a step may use: free device memory on a GPU; the machine's
  * available memory on the CPU. */
 size_t iabn_device_available(const iabn_device *d);
+/* Host memory the machine has available now (Linux MemAvailable; 1 TiB
+ * when unreadable): the default limit of the pinned pool of offloaded
+ * activations. */
+size_t iabn_host_available(void);
 /* Device memory in use (total - free, as the driver counts it: every
  * process and the context itself); 0 on the CPU.  Its growth across a run is
  * what the run allocated, to set beside the plan. */

@@ -61,7 +61,8 @@ typedef enum iabn_dtype {
     IABN_F32 = 0,
     IABN_I32 = 1,
     IABN_U8 = 2,
-    IABN_I64 = 3
+    IABN_I64 = 3,
+    IABN_BF16 = 4  /* host copies of offloaded activations (math/bf16.h) */
 } iabn_dtype;
 
 size_t iabn_dtype_size(iabn_dtype dt);

@@ -64,6 +64,11 @@ static void measure(iabn_session *s)
     m->host = p->host_bytes;
 }
 
+static size_t host_limit(const iabn_session_cfg *c)
+{
+    return c->host_budget_bytes ? c->host_budget_bytes : iabn_host_available();
+}
+
 /* The storage strategy of the saved activations (before finalisation). */
 static int apply_storage(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
 {
@@ -76,6 +81,7 @@ static int apply_storage(const iabn_session_cfg *c, iabn_session *s, iabn_err *e
         o.lookahead = 1;
     }
     if (c->budget_bytes) o.budget = c->budget_bytes;
+    if (!o.host_budget) o.host_budget = host_limit(c);
     if (o.cost.flops_per_s <= 0 && c->storage != IABN_STORAGE_OFFLOAD) {
         int rc = iabn_cost_calibrate(&o.cost, iabn_store_backend(s->store)->kind, e);
         if (rc) return rc;
@@ -246,6 +252,14 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
             s->mem.bucket_bytes += iabn_graph_bucket_bytes(g, k);
         /* refused here, before the executor allocates anything */
         if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes) rc = over_budget(c, s, e);
+        size_t host = host_limit(c);
+        if (!rc && c->bind && !c->plan_only && s->mem.host > host)
+            rc = iabn_err_set(e, IABN_ENOMEM,
+                              "the offloaded activations need %.1f MiB of pinned host memory, "
+                              "%.1f MiB %s",
+                              (double)s->mem.host / 1048576.0, (double)host / 1048576.0,
+                              c->host_budget_bytes ? "is the host budget"
+                                                   : "is available on this machine");
     }
     if (!rc && c->bind && !c->plan_only) rc = iabn_exec_new(g, s->plan, &s->exec, e);
     if (rc) iabn_session_free(s);
@@ -299,7 +313,8 @@ static int bytes_at(const iabn_session_cfg *c, iabn_session_dim dim, int v, size
     else p.height = p.width = 8 * v;
     iabn_session s;
     int rc = iabn_session_build(&p, &s, e);
-    if (!rc) *bytes = s.mem.total;
+    /* the offloaded copies must fit in host memory too */
+    if (!rc) *bytes = s.mem.host > host_limit(c) ? SIZE_MAX : s.mem.total;
     iabn_session_free(&s);
     if (rc && e->code == IABN_ENOMEM) { /* a tensor past IABN_MAX_ELEMS: does not fit */
         *bytes = SIZE_MAX;

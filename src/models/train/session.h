@@ -80,6 +80,11 @@ typedef struct iabn_session_cfg {
     int bind;                    /* allocate the executor (ignored with plan_only) */
     size_t budget_bytes;         /* > 0: a step needing more is IABN_ENOMEM (the
                                     message names the largest batch that fits)  */
+    size_t host_budget_bytes;    /* pinned host memory the offloaded copies may
+                                    take (0: what the machine has available,
+                                    iabn_host_available): auto chooses within
+                                    it, a bound step over it is IABN_ENOMEM, the
+                                    largest-batch search counts it */
     /* how saved activations are stored (graph/strategy.h): keep, offload
      * (conv / pool inputs), auto or recompute (chosen under budget_bytes, or
      * strategy->budget when budget_bytes is 0); strategy: cost model and

@@ -26,6 +26,21 @@ static int cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
     if (bytes) memmove(dst, src, bytes);
     return 0;
 }
+/* offloaded activations' half-size host copies: device memory is host memory */
+static int cpu_d2h_bf16(void *ctx, uint16_t *dst, const float *src, size_t count, void *after,
+                        void *done)
+{
+    (void)ctx, (void)after, (void)done;
+    iabn_to_bf16(count, src, dst);
+    return 0;
+}
+static int cpu_h2d_bf16(void *ctx, float *dst, const uint16_t *src, size_t count, void *after,
+                        void *done)
+{
+    (void)ctx, (void)after, (void)done;
+    iabn_from_bf16(count, src, dst);
+    return 0;
+}
 static int cpu_fill(void *ctx, void *dst, int byte, size_t bytes)
 {
     (void)ctx;
@@ -387,7 +402,8 @@ static const iabn_kernels cpu_kernels = {
 static const iabn_backend cpu_backend = {
     .kind = IABN_DEV_CPU, .name = "cpu", .align = 64, .ctx = NULL,
     .alloc = cpu_alloc, .free = cpu_free, .h2d = cpu_copy, .d2h = cpu_copy,
-    .fill = cpu_fill, .sync = cpu_sync, .k = &cpu_kernels,
+    .fill = cpu_fill, .sync = cpu_sync, .d2h_bf16 = cpu_d2h_bf16, .h2d_bf16 = cpu_h2d_bf16,
+    .k = &cpu_kernels,
 };
 
 const iabn_backend *iabn_backend_cpu(void) { return &cpu_backend; }

@@ -9,6 +9,7 @@
  * thread count at all.
  */
 #include "tensor/tensor.h"
+#include "tensor/math/bf16.h"
 #include "tensor/math/elementwise.h"
 
 #include <string.h>
@@ -164,4 +165,14 @@ double iabn_sumsq(size_t count, const float *x)
     double s = 0;
     for (int b = 0; b < NBLK; b++) s += part[b];
     return s;
+}
+
+void iabn_to_bf16(size_t count, const float *src, uint16_t *dst)
+{
+    for (size_t i = 0; i < count; i++) dst[i] = iabn_f32_to_bf16(src[i]);
+}
+
+void iabn_from_bf16(size_t count, const uint16_t *src, float *dst)
+{
+    for (size_t i = 0; i < count; i++) dst[i] = iabn_bf16_to_f32(src[i]);
 }

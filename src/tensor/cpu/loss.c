@@ -331,8 +331,8 @@ int iabn_xent_smooth_fwd(int n, int k, int hw, const float *logits, const int32_
             for (int i = 0; i < cnt; i++) mean[i] += l[(size_t)ch * hw + i];
         for (int i = 0; i < cnt; i++) {
             if (lab[i] == ignore_index) continue;
-            float lse = logf(sum[i]) + mx[i];
-            total += lse - (1.f - eps) * l[(size_t)lab[i] * hw + i] - eps * mean[i] / (float)k;
+            total += iabn_xent_smooth_term(logf(sum[i]) + mx[i], l[(size_t)lab[i] * hw + i],
+                                           mean[i], eps, k);
             valid++;
         }
     }
@@ -365,10 +365,8 @@ void iabn_xent_smooth_bwd(int n, int k, int hw, const float *logits, const int32
             const float *row = l + (size_t)ch * hw;
             float *drow = d + (size_t)ch * hw;
             for (int i = 0; i < cnt; i++) {
-                float w = wt[i] * scale;
-                drow[i] = w == 0.f ? 0.f
-                                   : w * (expf(row[i] - mx[i]) * inv[i] -
-                                          (lab[i] == ch ? 1.f - eps : 0.f) - eps / (float)k);
+                drow[i] = iabn_xent_smooth_grad(row[i], mx[i], inv[i], lab[i] == ch, eps, k,
+                                                wt[i] * scale);
             }
         }
     }

@@ -133,6 +133,10 @@ void iabn_sgd_update(size_t count, float lr, float momentum, float wd, int neste
 double iabn_sumsq(size_t count, const float *x);
 void iabn_scale(size_t count, float s, float *x);
 
+/* ---- bfloat16 host copies (math/bf16.h): round to nearest even, and back */
+void iabn_to_bf16(size_t count, const float *src, uint16_t *dst);
+void iabn_from_bf16(size_t count, const uint16_t *src, float *dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
  * planes in parallel, so overlapping windows add up in a fixed order.
  */
 #include "tensor/tensor.h"
+#include "tensor/math/pool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -113,8 +114,6 @@ typedef struct avgwin {
     int kh, kw, sh, sw, ph, pw, top, left;
 } avgwin;
 
-static int clampi(int v, int hi) { return v < 0 ? 0 : v > hi ? hi : v; }
-
 /* one plane: x (H x W) -> y (OH x OW); buf: H*pw + max(H, W) + 1 + ph*pw doubles */
 static void avg_plane(const avgwin *P, int H, int W, int OH, int OW, const float *x, float *y,
                       double *buf)
@@ -135,8 +134,9 @@ static void avg_plane(const avgwin *P, int H, int W, int OH, int OW, const float
             pooled[(size_t)i * P->pw + j] = (pre[i * P->sh + P->kh] - pre[i * P->sh]) * inv;
     }
     for (int i = 0; i < OH; i++) {
-        const double *pr = pooled + (size_t)clampi(i - P->top, P->ph - 1) * P->pw;
-        for (int j = 0; j < OW; j++) y[(size_t)i * OW + j] = (float)pr[clampi(j - P->left, P->pw - 1)];
+        const double *pr = pooled + (size_t)iabn_avgwin_cell(i, P->top, P->ph) * P->pw;
+        for (int j = 0; j < OW; j++)
+            y[(size_t)i * OW + j] = (float)pr[iabn_avgwin_cell(j, P->left, P->pw)];
     }
 }
 
@@ -147,8 +147,9 @@ static void avg_plane_bwd(const avgwin *P, int H, int W, int OH, int OW, const f
     double *col = buf, *diff = col + (size_t)H * P->pw, *dp = diff + (H > W ? H : W) + 1;
     for (size_t k = 0; k < (size_t)P->ph * P->pw; k++) dp[k] = 0;
     for (int i = 0; i < OH; i++) {
-        double *pr = dp + (size_t)clampi(i - P->top, P->ph - 1) * P->pw;
-        for (int j = 0; j < OW; j++) pr[clampi(j - P->left, P->pw - 1)] += dy[(size_t)i * OW + j];
+        double *pr = dp + (size_t)iabn_avgwin_cell(i, P->top, P->ph) * P->pw;
+        for (int j = 0; j < OW; j++)
+            pr[iabn_avgwin_cell(j, P->left, P->pw)] += dy[(size_t)i * OW + j];
     }
     for (int j = 0; j < P->pw; j++) {
         for (int r = 0; r <= H; r++) diff[r] = 0;

@@ -12,6 +12,7 @@
 
 #include "tensor/cuda/internal.h"
 #include "tensor/cuda/kernels.h"
+#include "tensor/math/bf16.h"
 
 int iabn_cuda_fail(iabn_err *e, const char *call, const char *what, const char *file, int line)
 {
@@ -161,6 +162,52 @@ static int be_d2h_async(void *c, void *dst, const void *src, size_t bytes, void 
                      "cudaEventRecord(copy)");
 }
 
+/* Half-size host copies: a conversion kernel on the copy stream reads the
+ * device's float32 and writes bfloat16 straight into the pinned host pool,
+ * or the other way.  Under unified addressing (every 64-bit platform CUDA
+ * supports) memory from cudaHostAlloc is reachable from kernels at its host
+ * address, so the kernel's loads or stores are the PCIe transfer. */
+__global__ void to_bf16_k(size_t n, const float *src, uint16_t *dst)
+{
+    IABN_CUDA_GRID_LOOP(i, n) dst[i] = iabn_f32_to_bf16(src[i]);
+}
+__global__ void from_bf16_k(size_t n, const uint16_t *src, float *dst)
+{
+    IABN_CUDA_GRID_LOOP(i, n) dst[i] = iabn_bf16_to_f32(src[i]);
+}
+
+static int be_bf16(iabn_cuda_ctx *ctx, int out, void *dst, const void *src, size_t count,
+                   void *after, void *done)
+{
+    if (after && be_status(ctx, cudaStreamWaitEvent(ctx->copy_stream, (cudaEvent_t)after, 0),
+                           "cudaStreamWaitEvent(copy)"))
+        return -1;
+    if (count) {
+        unsigned grid = iabn_cuda_grid(count, IABN_CUDA_BLOCK);
+        if (out)
+            to_bf16_k<<<grid, IABN_CUDA_BLOCK, 0, ctx->copy_stream>>>(
+                count, (const float *)src, (uint16_t *)dst);
+        else
+            from_bf16_k<<<grid, IABN_CUDA_BLOCK, 0, ctx->copy_stream>>>(
+                count, (const uint16_t *)src, (float *)dst);
+        if (be_status(ctx, cudaGetLastError(), out ? "to_bf16_k" : "from_bf16_k")) return -1;
+    }
+    return be_status(ctx, cudaEventRecord((cudaEvent_t)done, ctx->copy_stream),
+                     "cudaEventRecord(copy)");
+}
+
+static int be_d2h_bf16(void *c, uint16_t *dst, const float *src, size_t count, void *after,
+                       void *done)
+{
+    return be_bf16((iabn_cuda_ctx *)c, 1, dst, src, count, after, done);
+}
+
+static int be_h2d_bf16(void *c, float *dst, const uint16_t *src, size_t count, void *after,
+                       void *done)
+{
+    return be_bf16((iabn_cuda_ctx *)c, 0, dst, src, count, after, done);
+}
+
 static void *be_host_alloc(void *c, size_t bytes)
 {
     iabn_cuda_ctx *ctx = (iabn_cuda_ctx *)c;
@@ -281,12 +328,16 @@ static iabn_kernels make_kernels()
     k.maxpool_bwd = K_ENTRY(iabn_cuda_maxpool_bwd);
     k.gap_fwd = K_ENTRY(iabn_cuda_gap_fwd);
     k.gap_bwd = K_ENTRY(iabn_cuda_gap_bwd);
+    k.avgpool_fwd = K_ENTRY(iabn_cuda_avgpool_fwd);
+    k.avgpool_bwd = K_ENTRY(iabn_cuda_avgpool_bwd);
     k.linear_fwd = K_ENTRY(iabn_cuda_linear_fwd);
     k.linear_bwd_data = K_ENTRY(iabn_cuda_linear_bwd_data);
     k.linear_bwd_weight = K_ENTRY(iabn_cuda_linear_bwd_weight);
     k.xent_scratch = k_xent_scratch;
     k.xent_fwd = k_xent_fwd;
     k.xent_bwd = K_ENTRY(iabn_cuda_xent_bwd);
+    k.xent_smooth_fwd = K_ENTRY(iabn_cuda_xent_smooth_fwd);
+    k.xent_smooth_bwd = K_ENTRY(iabn_cuda_xent_smooth_bwd);
     k.reg_loss_fwd = K_ENTRY(iabn_cuda_reg_loss_fwd);
     k.reg_loss_bwd = K_ENTRY(iabn_cuda_reg_loss_bwd);
     k.sgd_update = K_ENTRY(iabn_cuda_sgd_update);
@@ -326,6 +377,8 @@ int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
     ctx->be.wait = be_wait;
     ctx->be.h2d_async = be_h2d_async;
     ctx->be.d2h_async = be_d2h_async;
+    ctx->be.d2h_bf16 = be_d2h_bf16;
+    ctx->be.h2d_bf16 = be_h2d_bf16;
     ctx->be.host_alloc = be_host_alloc;
     ctx->be.host_free = be_host_free;
     ctx->be.node_done = be_node_done;
@@ -441,8 +494,8 @@ const iabn_backend *iabn_cuda_backend_planning(void)
 {
     static const iabn_backend virt = {
         IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
-        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-        &cuda_kernels};
+        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        NULL,          &cuda_kernels};
     return &virt;
 }
 

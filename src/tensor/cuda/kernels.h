@@ -105,6 +105,11 @@ int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k,
 int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
                           int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
                           iabn_err *e);
+/* windowed average (backend.h's avgpool_fwd / avgpool_bwd) */
+int iabn_cuda_avgpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                          int ow, const float *x, float *y, iabn_err *e);
+int iabn_cuda_avgpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
+                          int ow, const float *dy, float *dx, iabn_err *e);
 int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *y,
                       iabn_err *e);
 int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, float *dx,
@@ -125,6 +130,13 @@ int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *lo
 int iabn_cuda_xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
                        const int32_t *labels, const float *weight, float scale, float *dlogits,
                        iabn_err *e);
+/* label smoothing (eps > 0) over every valid pixel, no bootstrapping */
+int iabn_cuda_xent_smooth_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                              const int32_t *labels, int ignore_index, float eps, float *loss,
+                              float *weight, long *bad, int *bad_label, iabn_err *e);
+int iabn_cuda_xent_smooth_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                              const int32_t *labels, const float *weight, float eps, float scale,
+                              float *dlogits, iabn_err *e);
 /* L1 / MSE (cpu/ops.h's iabn_reg_loss_*); the loss stays on the device. */
 int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,
                            const float *target, float *loss, iabn_err *e);

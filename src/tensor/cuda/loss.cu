@@ -1,5 +1,6 @@
 /* cuda/loss.cu: softmax cross-entropy with an ignore index and online
- * bootstrapping on CUDA (twin of cpu/loss.c; cpu/ops.h has the semantics).
+ * bootstrapping, or with label smoothing, on CUDA (twin of cpu/loss.c;
+ * cpu/ops.h has the semantics).
  *
  * Forward, three steps:
  *  1. one thread per pixel: log-sum-exp and the pixel's loss, written into
@@ -30,7 +31,7 @@ namespace {
 enum { SEL_BLOCK = 1024 };
 
 __global__ void xent_pix_k(int n, int k, int hw, const float *logits, const int32_t *labels,
-                           int ignore, float *loss_pix, unsigned long long *bad)
+                           int ignore, float eps, float *loss_pix, unsigned long long *bad)
 {
     size_t m = (size_t)n * (size_t)hw;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m;
@@ -53,7 +54,13 @@ __global__ void xent_pix_k(int n, int k, int hw, const float *logits, const int3
             mx = v > mx ? v : mx;
         }
         for (int ch = 0; ch < k; ch++) s += expf(l[(size_t)ch * hw] - mx);
-        loss_pix[i] = logf(s) - (l[(size_t)y * hw] - mx);
+        if (eps > 0.f) { /* label smoothing: the CPU's channel-order logit sum */
+            float sum = 0.f;
+            for (int ch = 0; ch < k; ch++) sum += l[(size_t)ch * hw];
+            loss_pix[i] = iabn_xent_smooth_term(logf(s) + mx, l[(size_t)y * hw], sum, eps, k);
+        } else {
+            loss_pix[i] = logf(s) - (l[(size_t)y * hw] - mx);
+        }
     }
 }
 
@@ -183,7 +190,7 @@ xent_select_k(size_t m, const int32_t *labels, int ignore, float top_frac, float
 }
 
 __global__ void xent_bwd_k(int n, int k, int hw, const float *logits, const int32_t *labels,
-                           const float *weight, float scale, float *dl)
+                           const float *weight, float eps, float scale, float *dl)
 {
     size_t m = (size_t)n * (size_t)hw;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < m;
@@ -207,7 +214,9 @@ __global__ void xent_bwd_k(int n, int k, int hw, const float *logits, const int3
         int32_t y = labels[i];
         /* each logit is read just before its own gradient overwrites it */
         for (int ch = 0; ch < k; ch++)
-            d[(size_t)ch * hw] = iabn_xent_grad(l[(size_t)ch * hw], mx, inv, y == ch, w);
+            d[(size_t)ch * hw] = eps > 0.f ? iabn_xent_smooth_grad(l[(size_t)ch * hw], mx, inv,
+                                                                   y == ch, eps, k, w)
+                                           : iabn_xent_grad(l[(size_t)ch * hw], mx, inv, y == ch, w);
     }
 }
 
@@ -242,9 +251,11 @@ __global__ void reg_bwd_k(size_t n, int mse, float inv, const float *y, const fl
 
 extern "C" {
 
-int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
-                       const int32_t *labels, int ignore_index, float top_frac, float *loss,
-                       float *weight, long *bad, int *bad_label, iabn_err *e)
+/* the plain loss (eps 0) with bootstrapping, or the smoothed one over every
+ * valid pixel (top_frac 1) */
+static int xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                    const int32_t *labels, int ignore_index, float eps, float top_frac, float *loss,
+                    float *weight, long *bad, int *bad_label, iabn_err *e)
 {
     size_t m = n > 0 && hw > 0 ? (size_t)n * (size_t)hw : 0;
     if (!m) {
@@ -254,7 +265,7 @@ int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *lo
     unsigned long long *flag = (unsigned long long *)ctx->flag_dev;
     IABN_CUDA_CHECK(e, cudaMemsetAsync(flag, 0xff, sizeof *flag, ctx->stream));
     xent_pix_k<<<iabn_cuda_grid(m, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, k, hw, logits, labels, ignore_index, weight, flag);
+        n, k, hw, logits, labels, ignore_index, eps, weight, flag);
     IABN_LAUNCHED(e, "xent_pix_k");
     unsigned long long *hflag = (unsigned long long *)ctx->flag_host;
     IABN_CUDA_CHECK(e, cudaMemcpyAsync(hflag, flag, sizeof *flag, cudaMemcpyDeviceToHost,
@@ -276,16 +287,46 @@ int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *lo
     return 0;
 }
 
-int iabn_cuda_xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
-                       const int32_t *labels, const float *weight, float scale, float *dlogits,
-                       iabn_err *e)
+static int xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                    const int32_t *labels, const float *weight, float eps, float scale,
+                    float *dlogits, iabn_err *e)
 {
     size_t m = n > 0 && hw > 0 ? (size_t)n * (size_t)hw : 0;
     if (!m) return 0;
     xent_bwd_k<<<iabn_cuda_grid(m, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0, ctx->stream>>>(
-        n, k, hw, logits, labels, weight, scale, dlogits);
+        n, k, hw, logits, labels, weight, eps, scale, dlogits);
     IABN_LAUNCHED(e, "xent_bwd_k");
     return 0;
+}
+
+int iabn_cuda_xent_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                       const int32_t *labels, int ignore_index, float top_frac, float *loss,
+                       float *weight, long *bad, int *bad_label, iabn_err *e)
+{
+    return xent_fwd(ctx, n, k, hw, logits, labels, ignore_index, 0.f, top_frac, loss, weight, bad,
+                    bad_label, e);
+}
+
+int iabn_cuda_xent_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                       const int32_t *labels, const float *weight, float scale, float *dlogits,
+                       iabn_err *e)
+{
+    return xent_bwd(ctx, n, k, hw, logits, labels, weight, 0.f, scale, dlogits, e);
+}
+
+int iabn_cuda_xent_smooth_fwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                              const int32_t *labels, int ignore_index, float eps, float *loss,
+                              float *weight, long *bad, int *bad_label, iabn_err *e)
+{
+    return xent_fwd(ctx, n, k, hw, logits, labels, ignore_index, eps, 1.f, loss, weight, bad,
+                    bad_label, e);
+}
+
+int iabn_cuda_xent_smooth_bwd(iabn_cuda_ctx *ctx, int n, int k, int hw, const float *logits,
+                              const int32_t *labels, const float *weight, float eps, float scale,
+                              float *dlogits, iabn_err *e)
+{
+    return xent_bwd(ctx, n, k, hw, logits, labels, weight, eps, scale, dlogits, e);
 }
 
 int iabn_cuda_reg_loss_fwd(iabn_cuda_ctx *ctx, size_t count, int mse, const float *pred,

@@ -25,6 +25,23 @@ IABN_HD float iabn_xent_grad(float logit, float max, float inv_sum, int is_label
     return w * (p - (is_label ? 1.f : 0.f));
 }
 
+/* ---- label smoothing (eps) ---------------------------------------------------
+ * The target is (1 - eps) one-hot + eps uniform: a pixel's loss is
+ * lse - (1 - eps) logit_y - eps * (sum of its k logits) / k, and the gradient
+ * of one logit w * (softmax - (1 - eps) [label] - eps / k), w as above. */
+IABN_HD float iabn_xent_smooth_term(float lse, float logit_y, float logit_sum, float eps, int k)
+{
+    return lse - (1.f - eps) * logit_y - eps * logit_sum / (float)k;
+}
+
+IABN_HD float iabn_xent_smooth_grad(float logit, float max, float inv_sum, int is_label, float eps,
+                                    int k, float w)
+{
+    if (w == 0.f) return 0.f;
+    float p = expf(logit - max) * inv_sum;
+    return w * (p - (is_label ? 1.f - eps : 0.f) - eps / (float)k);
+}
+
 /* ---- L1 / MSE ----------------------------------------------------------------
  * d = pred - target.  The loss is the mean of the terms (summed in double);
  * the gradient of one element is sign(d) / count (0 where equal) for L1 and

@@ -1,8 +1,11 @@
 /* sim/sim.c: the simulated device (sim.h).  One mutex guards the budgets,
  * the copy queue and every event; the copy thread pops jobs in order, waits
- * for each job's `after` event, copies, stretches the copy to the simulated
- * bandwidth, and completes its `done` event (with the error, if it failed). */
+ * for each job's `after` event, copies (converting to or from bfloat16 for
+ * half-size host copies), stretches the copy to the simulated bandwidth
+ * (counted in host-side bytes), and completes its `done` event (with the
+ * error, if it failed). */
 #include "tensor/sim/sim.h"
+#include "tensor/cpu/ops.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,10 +21,13 @@ typedef struct sim_event {
     int err;             /* the copy it marks failed                     */
 } sim_event;
 
+enum { COPY, TO_BF16, FROM_BF16 };
+
 typedef struct job {
     void *dst;
     const void *src;
-    size_t bytes;
+    size_t bytes;    /* host-side bytes (what crosses the simulated link) */
+    int conv;        /* COPY, TO_BF16, FROM_BF16 */
     sim_event *after, *done;
     struct job *next;
 } job;
@@ -152,12 +158,12 @@ static int sim_wait(void *ctx, void *evp)
     return err;
 }
 
-static int sim_async(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done)
+static int queue(iabn_sim *s, void *dst, const void *src, size_t bytes, int conv, void *after,
+                 void *done)
 {
-    iabn_sim *s = ctx;
     job *j = malloc(sizeof *j);
     if (!j) return -1;
-    *j = (job){dst, src, bytes, after, done, NULL};
+    *j = (job){dst, src, bytes, conv, after, done, NULL};
     pthread_mutex_lock(&s->mu);
     if (done) {
         ((sim_event *)done)->pending = 1;
@@ -169,6 +175,23 @@ static int sim_async(void *ctx, void *dst, const void *src, size_t bytes, void *
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+static int sim_async(void *ctx, void *dst, const void *src, size_t bytes, void *after, void *done)
+{
+    return queue(ctx, dst, src, bytes, COPY, after, done);
+}
+
+static int sim_d2h_bf16(void *ctx, uint16_t *dst, const float *src, size_t count, void *after,
+                        void *done)
+{
+    return queue(ctx, dst, src, count * sizeof *dst, TO_BF16, after, done);
+}
+
+static int sim_h2d_bf16(void *ctx, float *dst, const uint16_t *src, size_t count, void *after,
+                        void *done)
+{
+    return queue(ctx, dst, src, count * sizeof *src, FROM_BF16, after, done);
 }
 
 static void sleep_until(double t)
@@ -196,7 +219,11 @@ static void *copy_thread(void *arg)
         int fail = s->o.fail_copy > 0 && n == s->o.fail_copy;
         pthread_mutex_unlock(&s->mu);
         double t0 = iabn_now();
-        if (!fail && j->bytes) memcpy(j->dst, j->src, j->bytes);
+        if (!fail && j->bytes) {
+            if (j->conv == TO_BF16) iabn_to_bf16(j->bytes / 2, j->src, j->dst);
+            else if (j->conv == FROM_BF16) iabn_from_bf16(j->bytes / 2, j->src, j->dst);
+            else memcpy(j->dst, j->src, j->bytes);
+        }
         if (s->o.copy_bytes_per_s > 0) sleep_until(t0 + (double)j->bytes / s->o.copy_bytes_per_s);
         double dt = iabn_now() - t0;
         pthread_mutex_lock(&s->mu);
@@ -228,7 +255,8 @@ int iabn_sim_open(const iabn_sim_opts *o, iabn_sim **out, iabn_err *e)
         .alloc = sim_alloc, .free = sim_free, .h2d = sim_copy, .d2h = sim_copy,
         .fill = sim_fill, .sync = sim_sync, .event_new = sim_event_new,
         .event_free = sim_event_free, .record = sim_record, .wait = sim_wait,
-        .h2d_async = sim_async, .d2h_async = sim_async, .host_alloc = sim_host_alloc,
+        .h2d_async = sim_async, .d2h_async = sim_async, .d2h_bf16 = sim_d2h_bf16,
+        .h2d_bf16 = sim_h2d_bf16, .host_alloc = sim_host_alloc,
         .host_free = sim_host_free, .node_done = NULL,
         .k = iabn_backend_cpu()->k, /* the CPU's kernels: the same results */
     };
