@@ -9,7 +9,7 @@
  * (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps included, as
  * docs/TARGETS.md counts it) over the best time of --repeat calls, after one
  * warm-up call (best, not median: on a shared machine the other loads only
- * ever slow a call down).  The default peak (235 GFLOP/s) is the FP32
+ * ever slow a call down); native and oneDNN calls alternate.  The default peak (235 GFLOP/s) is the FP32
  * peak of both cores of the reference machine; pass --peak for another, or
  * --peak measure to time an FMA loop on this one.
  */
@@ -154,20 +154,29 @@ static const char *path_label(const iabn_conv_plan *p)
     }
 }
 
-/* Best time of `repeat` calls after a warm-up (negative on failure). */
-static double time_pass(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
-                        int pass, int repeat, float *x, float *w, float *y, float *dx, float *dw,
-                        void *scr, size_t sb)
+/* Best times of `repeat` calls of the native plan and (with dn) the oneDNN
+ * one, after a warm-up of each; the two alternate call by call, so that a
+ * load from elsewhere on the machine hits both alike.  Returns 0, or -1 on
+ * failure. */
+static int time_pass(iabn_conv_cache *c, const iabn_conv_plan *nat, const iabn_conv_plan *dn,
+                     const iabn_conv_geom *g, int pass, int repeat, float *x, float *w, float *y,
+                     float *dx, float *dw, void *scr, size_t sb, double *tn, double *td)
 {
-    if (run_pass(c, p, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
-    double best = 1e30;
+    if (run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
+    if (dn && run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
+    *tn = *td = 1e30;
     for (int r = 0; r < repeat; r++) {
         double t0 = iabn_now();
-        if (run_pass(c, p, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
+        if (run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
         double t = iabn_now() - t0;
-        if (t < best) best = t;
+        if (t < *tn) *tn = t;
+        if (!dn) continue;
+        t0 = iabn_now();
+        if (run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb)) return -1;
+        t = iabn_now() - t0;
+        if (t < *td) *td = t;
     }
-    return best;
+    return 0;
 }
 
 /* Measures the three passes of one case; returns 0, or 2 on failure. */
@@ -221,10 +230,9 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
-        double tn = time_pass(NULL, &nat[pass], &g, pass, repeat, x, w, y, dx, dw, scr, sb);
-        double td = dense ? time_pass(cache, &dn[pass], &g, pass, repeat, x, w, y, dx, dw, scr, sb)
-                          : 0;
-        if (tn < 0 || td < 0) {
+        double tn, td;
+        if (time_pass(cache, &nat[pass], dense ? &dn[pass] : NULL, &g, pass, repeat, x, w, y, dx,
+                      dw, scr, sb, &tn, &td)) {
             rc = 2;
             break;
         }
