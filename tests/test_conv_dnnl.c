@@ -203,6 +203,8 @@ static void test_parity(void)
     iabn_conv_geom gd;
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 32, 3, 3, 1, 12, 12, 1) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped */
 #endif

@@ -77,18 +77,19 @@ static double valid_fraction(const iabn_conv_geom *g)
 
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
-    (void)pass;
     if (g->groups != 1 || !iabn_conv_have_dnnl()) return 0;
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
     return 1;
 #else
     /* oneDNN blocks channels by 16: narrower convs pad its layouts (and
      * the reorder copies in the scratch) and are the direct kernels' job.
-     * Its JIT kernels skip the taps that read padding, but for dilated
-     * convs it falls back to a plain GEMM that computes them: those stay on
-     * the per-tap path when most taps read padding. */
+     * Its JIT kernels skip the taps that read padding, but for the forward
+     * and data passes of dilated convs it falls back to a plain GEMM that
+     * computes them: those stay on the per-tap path when most taps read
+     * padding (docs/CPU.md: on ASPP d=12 the per-tap path ties or wins
+     * there, and oneDNN's weight pass is 1.5x faster). */
     if (g->c_in < 16 || g->c_out < 16) return 0;
-    return g->dil == 1 || valid_fraction(g) >= 0.8;
+    return g->dil == 1 || pass == IABN_CONV_BWD_FILTER || valid_fraction(g) >= 0.8;
 #endif
 }
 

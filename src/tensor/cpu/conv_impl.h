@@ -63,10 +63,11 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
                        iabn_err *e);
 
 /* Whether a pass of a geometry goes to oneDNN: dense (groups 1), at least
- * 16 channels in and out (its channel block), and not dilated with most
- * taps in the padding (the per-tap GEMMs skip those;
- * oneDNN's plain GEMM fallback for dilated convs computes them).  Building with -DIABN_CONV_DNNL_ALL=1 sends every dense
- * conv there (to run the whole test suite on that path). */
+ * 16 channels in and out (its channel block), and not the forward or data
+ * pass of a dilated conv with most taps in the padding (the per-tap GEMMs
+ * skip those; oneDNN's plain GEMM fallback there computes them).  Building
+ * with -DIABN_CONV_DNNL_ALL=1 sends every dense conv there (to run the
+ * whole test suite on that path). */
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
 
 /* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
