@@ -89,18 +89,27 @@ static const iabn_op_def op_bwd = {
     .run = bwd_run,
 };
 
-static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+/* A loss is the root of the backward: its output's gradient is the implicit 1. */
+static int loss_root(iabn_graph *g, const iabn_node *fw, const int *dout)
+{
+    if (dout[0] == IABN_GRAD_ONE) return 1;
+    iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward", fw->name);
+    return 0;
+}
+
+/* The cross-entropy ops' backward: dlogits = op(logits, labels, weight). */
+static int xent_grad(iabn_graph *g, int node, const int *dout, int *din, const iabn_op_def *op)
 {
     const iabn_node fw = *iabn_graph_n(g, node);
-    (void)e;
-    if (dout[0] != IABN_GRAD_ONE)
-        return iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward",
-                               fw.name);
-    int dl = like(g, fw.in[0], "d.", "");
+    if (!loss_root(g, &fw, dout)) return -1;
     int ins[3] = {fw.in[0], fw.in[1], fw.out[1]};
-    iabn_graph_node(g, &op_bwd, fw.name, 3, ins, 1, &dl, fw.params, sizeof(xent_p));
-    din[0] = dl;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return grad_node(g, &fw, op, 3, ins, fw.params, sizeof(xent_p), -1, din);
+}
+
+static int xent_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
+{
+    (void)e;
+    return xent_grad(g, node, dout, din, &op_bwd);
 }
 
 static const iabn_op_def op_xent = {
@@ -153,16 +162,8 @@ static const iabn_op_def op_smooth_bwd = {
 
 static int smooth_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
 {
-    const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
-    if (dout[0] != IABN_GRAD_ONE)
-        return iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward",
-                               fw.name);
-    int ins[3] = {fw.in[0], fw.in[1], fw.out[1]};
-    int dl = like(g, fw.in[0], "d.", "");
-    iabn_graph_node(g, &op_smooth_bwd, fw.name, 3, ins, 1, &dl, fw.params, sizeof(xent_p));
-    din[0] = dl;
-    return iabn_graph_ok(g) ? 0 : -1;
+    return xent_grad(g, node, dout, din, &op_smooth_bwd);
 }
 
 static const iabn_op_def op_xent_smooth = {
@@ -266,9 +267,7 @@ static int reg_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 {
     const iabn_node fw = *iabn_graph_n(g, node);
     (void)e;
-    if (dout[0] != IABN_GRAD_ONE)
-        return iabn_graph_fail(g, IABN_EINVAL, "%s: the loss must be the root of the backward",
-                               fw.name);
+    if (!loss_root(g, &fw, dout)) return -1;
     if (!needs_grad(g, fw.in[0])) return 0;
     int ins[2] = {fw.in[0], fw.in[1]};
     return grad_node(g, &fw, &op_reg_bwd, 2, ins, fw.params, sizeof(reg_p), -1, din);
