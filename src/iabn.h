@@ -14,4 +14,9 @@
 #include "models/train/segmetrics.h"
 #include "models/train/tb_events.h"
 #include "models/train/trainer.h"
+#include "models/train/memreport.h"
+#include "models/train/bench.h"
+#include "models/train/stepfile.h"
+#include "models/train/export.h"
+#include "models/train/predict.h"
 #endif

@@ -8,7 +8,7 @@
 #include "data/data.h"
 #include "iabn.h"
 #include "test_data_util.h"
-#include "tools/cmd_data.h"
+#include "tools/commands.h"
 
 #ifndef DATA_FIXTURE_DIR
 #error "DATA_FIXTURE_DIR must be defined"

@@ -172,7 +172,8 @@ static void test_zero_is_not_unset(void)
         {IABN_C_MEM, "--size", "0x10", "must be at least 1"},
         {IABN_C_MEM, "--size", "10y", "not HxW"},
         {IABN_C_TRAIN, "-b", "2.5", "whole number"},
-        {IABN_C_TRAIN, "--lr-scheduler", "cosinus", "must be one of step, multistep, poly, cosine"},
+        {IABN_C_TRAIN, "--lr-scheduler", "cosinus",
+         "must be one of constant, step, multistep, exponential, linear, poly, cosine"},
         {IABN_C_TRAIN, "--bn", "inplace", NULL}, /* the reference configs' spelling */
         {IABN_C_MEM, "--bn", "standard,inplace_abn_ii", NULL},
         {IABN_C_TRAIN, "--bn", "standard,inplace_abn_ii", "must be one of"},
@@ -446,6 +447,11 @@ static void test_train_eval_init(void)
     fclose(f);
     char *ev2[] = {"eval", badcfg, ckpt, d3, "--threads", "2"};
     CHECK(run_captured(iabn_cmd_eval, 6, ev2, out, sizeof out) != 0);
+    /* ... also as --config (issue 18.3) */
+    char *ev3[] = {"eval", "--config", cfgpath, ckpt, d3, "--threads", "2"};
+    CHECK(run_captured(iabn_cmd_eval, 7, ev3, out, sizeof out) == 0);
+    ev3[2] = badcfg;
+    CHECK(run_captured(iabn_cmd_eval, 7, ev3, out, sizeof out) != 0);
     /* fine-tune on 4 classes from the 3-class checkpoint */
     char *ft[] = {"train", "--model", "resnext_tiny", "--bn", "inplace_abn_ii", d4, "--epochs", "1",
                   "-b", "8", "--crop", "32", "--output-dir", run4, "-v", "--threads", "2",

@@ -8,7 +8,8 @@
  *    best constant prediction gets, and at least 0.35 absolute; the same run
  *    in both Vistas layouts trains and evaluates;
  *  - predict writes PNG label maps that decode to ids whose mIoU against the
- *    ground truth equals segeval's. */
+ *    ground truth equals segeval's; with --config the file's settings
+ *    replace the checkpoint's (another normalisation, other maps). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include "data/data.h"
 #include "test_util.h"
 #include "tools/commands.h"
+#include "models/train/config.h"
+#include "models/train/predict.h"
 #include "models/train/segmetrics.h"
 #include "models/train/trainer.h"
 
@@ -161,6 +164,97 @@ static void train_layout(const char *data, iabn_dataset_kind kind, int epochs, d
     *miou_out = r.last_metric;
 }
 
+/* The bytes of a file (NULL when unreadable); *n its size. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = malloc(1 << 22);
+    *n = b ? fread(b, 1, 1 << 22, f) : 0;
+    fclose(f);
+    return b;
+}
+
+/* The config as JSON into path, or fails the test. */
+static void write_config(const iabn_config *c, const char *path)
+{
+    char *js = iabn_config_to_json(c);
+    FILE *f = fopen(path, "w");
+    CHECK(js && f);
+    if (js && f) fputs(js, f);
+    if (f) fclose(f);
+    free(js);
+}
+
+/* iabn predict --config (issue 18.3): the file replaces the checkpoint's own
+ * config.  The same settings give the same label maps; another input
+ * normalisation gives other ones; a config naming a classification network
+ * is refused, naming it. */
+static void predict_with_config(const char *run_cfg, const char *ckpt, const char *imgs,
+                                const char *pred, const char *first_image)
+{
+    iabn_config c;
+    iabn_err e = {0};
+    iabn_config_defaults(&c);
+    CHECK_MSG(iabn_config_load(&c, run_cfg, &e) == 0, "%s", e.msg);
+    const char *city = strrchr(first_image, '/');
+    while (city > first_image && city[-1] != '/') city--;
+    char same[400], other[400], bad[400], out1[400], out2[400], png[1200];
+    snprintf(same, sizeof same, "%s/same.json", tmpdir);
+    snprintf(other, sizeof other, "%s/other_mean.json", tmpdir);
+    snprintf(bad, sizeof bad, "%s/classifier.json", tmpdir);
+    snprintf(out1, sizeof out1, "%s/pred_same", tmpdir);
+    snprintf(out2, sizeof out2, "%s/pred_other", tmpdir);
+    write_config(&c, same);
+    for (int k = 0; k < 3; k++) c.mean[k] = 0.9f, c.std[k] = 0.05f;
+    write_config(&c, other);
+    snprintf(c.arch, sizeof c.arch, "resnet18");
+    write_config(&c, bad);
+    char *a1[] = {"predict", "--config", same, (char *)ckpt, (char *)imgs, out1, NULL};
+    char *a2[] = {"predict", "--config", other, (char *)ckpt, (char *)imgs, out2, NULL};
+    char *a3[] = {"predict", "--config", bad, (char *)ckpt, (char *)imgs, out2, NULL};
+    CHECK(iabn_cmd_predict(6, a1) == 0);
+    CHECK(iabn_cmd_predict(6, a2) == 0);
+    CHECK(iabn_cmd_predict(6, a3) != 0);
+    /* the first image's map under each of the three runs */
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    const char *dirs[3] = {pred, out1, out2};
+    char *b[3];
+    size_t *ns[3] = {&n0, &n1, &n2};
+    for (int k = 0; k < 3; k++) {
+        snprintf(png, sizeof png, "%s/%.*s.png", dirs[k],
+                 (int)(strrchr(first_image, '.') - city), city);
+        b[k] = slurp(png, ns[k]);
+        CHECK_MSG(b[k] != NULL, "%s", png);
+    }
+    CHECK(b[0] && b[1] && n0 == n1 && !memcmp(b[0], b[1], n0));
+    CHECK(b[0] && b[2] && (n0 != n2 || memcmp(b[0], b[2], n0)));
+    for (int k = 0; k < 3; k++) free(b[k]);
+    /* the library call behind it: Cityscapes labelIds of the same maps */
+    iabn_predictor *pr = NULL;
+    iabn_predict_opts po = {0};
+    CHECK_MSG(iabn_predictor_open(ckpt, &po, &pr, &e) == 0, "%s", e.msg);
+    iabn_predict_folder_opts fo = {NULL, 0, 0, IABN_LABELS_CITYSCAPES_IDS};
+    int written = 0;
+    char ids_dir[400], ids_png[1200];
+    snprintf(ids_dir, sizeof ids_dir, "%s/pred_ids", tmpdir);
+    CHECK_MSG(pr && iabn_predict_folder(pr, imgs, ids_dir, &fo, &written, &e) == 0, "%s", e.msg);
+    iabn_predictor_close(pr);
+    CHECK(written > 0);
+    snprintf(png, sizeof png, "%s/%.*s.png", pred, (int)(strrchr(first_image, '.') - city), city);
+    snprintf(ids_png, sizeof ids_png, "%s/%.*s.png", ids_dir,
+             (int)(strrchr(first_image, '.') - city), city);
+    iabn_image tid = {0}, lid = {0};
+    CHECK_MSG(iabn_label_load(png, &tid, &e) == 0 && iabn_label_load(ids_png, &lid, &e) == 0,
+              "%s", e.msg);
+    int match = tid.data && lid.data && tid.width == lid.width && tid.height == lid.height;
+    for (size_t k = 0; match && k < (size_t)tid.width * tid.height; k++)
+        match = lid.data[k] == iabn_cityscapes_label_id(tid.data[k]);
+    CHECK(match);
+    iabn_image_free(&tid);
+    iabn_image_free(&lid);
+}
+
 static void test_cityscapes(void)
 {
     char data[300], out[300];
@@ -239,6 +333,7 @@ static void test_cityscapes(void)
     double m = 100.0 * iabn_confusion_miou(&cm, NULL, NULL);
     CHECK_CLOSE(m, er.last_metric, 1e-6, 0);
     iabn_confusion_free(&cm);
+    if (ds && ds->count) predict_with_config(cfg, ckpt, imgs, pred, ds->paths[0]);
     iabn_dataset_free(ds);
 }
 

@@ -13,36 +13,15 @@
 
 #include "iabn.h"
 #include "tools/commands.h"
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int usage(void)
-{
-    fprintf(stderr, "usage: mpirun -np N iabn bench allreduce [--json] [--repeat N] "
-                    "[--max BYTES]\n");
-    return 2;
-}
+#include "tools/options.h"
 
 int iabn_bench_allreduce(int argc, char **argv)
 {
-    int json = 0, repeat = 20;
-    size_t max_bytes = (size_t)64 << 20;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(), 0;
-        else {
-            fprintf(stderr, "iabn bench allreduce: unknown argument '%s' (valid: --json, "
-                            "--repeat N, --max BYTES)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (repeat < 1 || max_bytes < 4) return usage();
+    iabn_args a;
+    int prc = iabn_args_parse(&a, IABN_C_BENCH_ALLREDUCE, argc, argv);
+    if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
+    int json = a.v[IABN_O_JSON].set, repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 20;
+    size_t max_bytes = a.v[IABN_O_MAX_BYTES].set ? (size_t)a.v[IABN_O_MAX_BYTES].f : (size_t)64 << 20;
     iabn_err e = {0};
     iabn_comm *c = NULL;
     if (iabn_comm_new(NULL, &c, &e)) {
@@ -57,11 +36,8 @@ int iabn_bench_allreduce(int argc, char **argv)
         return 2;
     }
     float *buf = malloc(max_bytes);
-    double *t = malloc((size_t)repeat * sizeof *t);
-    if (!buf || !t) {
+    if (!buf) {
         fprintf(stderr, "iabn bench allreduce: out of memory for %zu bytes\n", max_bytes);
-        free(buf);
-        free(t);
         iabn_comm_give_up(c);
         iabn_comm_free(c);
         return 2;
@@ -74,27 +50,9 @@ int iabn_bench_allreduce(int argc, char **argv)
     if (!rank && json) printf("[");
     int rc = 0, first = 1;
     for (size_t bytes = 4096; bytes <= max_bytes && !rc; bytes *= 4) {
-        size_t n = bytes / 4;
-        rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "warm-up", &e);
-        for (int r = 0; r < repeat && !rc; r++) {
-            rc = iabn_comm_barrier(c, "bench barrier", &e);
-            double t0 = iabn_now();
-            if (!rc) rc = iabn_comm_allreduce(c, NULL, buf, n, IABN_COMM_F32, "bench", &e);
-            t[r] = iabn_now() - t0;
-        }
-        if (rc) break;
-        /* the slowest rank's time is the collective's */
-        double *all = malloc((size_t)world * (size_t)repeat * sizeof *all);
-        if (!all) break;
-        rc = iabn_comm_allgather(c, t, all, (size_t)repeat * sizeof *t, "bench times", &e);
-        for (int r = 0; r < repeat && !rc; r++) {
-            t[r] = all[r];
-            for (int w = 1; w < world; w++)
-                if (all[(size_t)w * repeat + r] > t[r]) t[r] = all[(size_t)w * repeat + r];
-        }
-        free(all);
-        qsort(t, (size_t)repeat, sizeof *t, cmp_d);
-        double med = t[repeat / 2], alg = (double)bytes / med / 1e9;
+        double med = 0;
+        if ((rc = iabn_allreduce_bench_run(c, buf, bytes, repeat, &med, &e))) break;
+        double alg = (double)bytes / med / 1e9;
         double bus = alg * 2.0 * (world - 1) / world;
         if (!rank && !json) printf("%12zu %12.1f %12.3f %12.3f\n", bytes, med * 1e6, alg, bus);
         if (!rank && json)
@@ -104,7 +62,6 @@ int iabn_bench_allreduce(int argc, char **argv)
     }
     if (!rank && json) printf("]\n");
     free(buf);
-    free(t);
     if (rc) {
         fprintf(stderr, "iabn bench allreduce (rank %d): %s\n", rank, e.msg);
         iabn_comm_give_up(c);

@@ -11,7 +11,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "iabn_config.h"
 #include "models/train/trainer.h"
 #include "tensor/device.h"
 
@@ -83,15 +82,6 @@ int iabn_parse_hw(const char *s, int *h, int *w)
     *h = (int)a;
     *w = (int)b;
     return 0;
-}
-
-const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "iabn %s: %s needs a value\n", cmd, argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 int iabn_check_device(const char *dev, const char *cmd)

@@ -11,10 +11,6 @@ int iabn_parse_float(const char *s, double *out);
 int iabn_parse_floats(const char *s, float *out, int max);
 /* "512x1024" or "512" -> h, w. */
 int iabn_parse_hw(const char *s, int *h, int *w);
-/* A flag's value: argv[*i + 1], advancing *i; NULL (and a message) if missing
- * (the commands not yet parsing through the option table: convert, models,
- * export). */
-const char *iabn_flag_value(int argc, char **argv, int *i, const char *cmd);
 /* Checks --device: "cpu" always, "cuda" / "cuda:N" only when built in (the
  * device itself is opened, and may be missing, later). */
 int iabn_check_device(const char *dev, const char *cmd);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tools/commands.h"
+#include "tools/options.h"
 
 /* dir of the running program into buf (no trailing slash); 0 on success */
 static int exe_dir(char *buf, size_t n)
@@ -75,5 +76,8 @@ int iabn_run_script(const char *cmd, const char *script, int argc, char **argv)
 
 int iabn_cmd_convert(int argc, char **argv)
 {
+    iabn_args a; /* checked against the table; the script takes the same spelling */
+    int rc = iabn_args_parse(&a, IABN_C_CONVERT, argc, argv);
+    if (rc) return rc == IABN_ARGS_HELP ? 0 : 2;
     return iabn_run_script("convert", "convert.py", argc, argv);
 }

@@ -9,55 +9,36 @@
  * CPU-second (the per-core figure, comparable with a one-process torchvision
  * run) and the files skipped.
  */
-#include "tools/cmd_data.h"
+#include "tools/commands.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/data.h"
+#include "iabn.h"
 #include "tools/options.h"
 
-static double cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6 + (double)u.ru_stime.tv_sec +
-           u.ru_stime.tv_usec * 1e-6;
-}
-
+/* The flags cmd_data reads, with their defaults. */
 typedef struct opts {
-    const char *data, *out, *split, *kind_s;
+    const char *data, *out, *split;
     int workers, batch, size, epochs, exact, jitter, strict, json, v12;
     int classes, n_train, n_val, width, height;
     long long seed;
 } opts;
 
-/* The option table's flags into opts (defaults already set). */
+#define V(id, dflt) (a->v[id].set ? a->v[id].i : (dflt))
+
+/* The option table's flags into o; 0, or -1 after a message. */
 static int parse(const iabn_args *a, opts *o)
 {
     const iabn_optval *v = a->v;
-    o->exact = v[IABN_O_EXACT].set;
-    o->jitter = v[IABN_O_JITTER].set;
-    o->strict = v[IABN_O_STRICT].set;
-    o->json = v[IABN_O_JSON].set;
-    o->v12 = v[IABN_O_V12].set;
-    if (v[IABN_O_DATA_PATH].set) o->data = v[IABN_O_DATA_PATH].s;
-    if (v[IABN_O_OUTPUT].set) o->out = v[IABN_O_OUTPUT].s;
-    if (v[IABN_O_SPLIT].set) o->split = v[IABN_O_SPLIT].s;
-    if (v[IABN_O_DATASET].set) o->kind_s = v[IABN_O_DATASET].s;
-    if (v[IABN_O_SEED].set) o->seed = v[IABN_O_SEED].i;
-    if (v[IABN_O_WORKERS].set) o->workers = (int)v[IABN_O_WORKERS].i;
-    if (v[IABN_O_BATCH].set) o->batch = (int)v[IABN_O_BATCH].i;
-    if (v[IABN_O_EPOCHS].set) o->epochs = (int)v[IABN_O_EPOCHS].i;
-    if (v[IABN_O_CLASSES].set) o->classes = (int)v[IABN_O_CLASSES].i;
-    if (v[IABN_O_TRAIN_IMAGES].set) o->n_train = (int)v[IABN_O_TRAIN_IMAGES].i;
-    if (v[IABN_O_VAL_IMAGES].set) o->n_val = (int)v[IABN_O_VAL_IMAGES].i;
-    if (v[IABN_O_WIDTH].set) o->width = (int)v[IABN_O_WIDTH].i;
-    if (v[IABN_O_HEIGHT].set) o->height = (int)v[IABN_O_HEIGHT].i;
+    *o = (opts){v[IABN_O_DATA_PATH].s, v[IABN_O_OUTPUT].s, v[IABN_O_SPLIT].set ? v[IABN_O_SPLIT].s : "train",
+                (int)V(IABN_O_WORKERS, 1), (int)V(IABN_O_BATCH, 32), 0, (int)V(IABN_O_EPOCHS, 1),
+                v[IABN_O_EXACT].set, v[IABN_O_JITTER].set, v[IABN_O_STRICT].set, v[IABN_O_JSON].set,
+                v[IABN_O_V12].set, (int)V(IABN_O_CLASSES, 0), (int)V(IABN_O_TRAIN_IMAGES, -1),
+                (int)V(IABN_O_VAL_IMAGES, -1), (int)V(IABN_O_WIDTH, 0), (int)V(IABN_O_HEIGHT, 0),
+                V(IABN_O_SEED, 0)};
     if (v[IABN_O_SIZE].set) {
         if (v[IABN_O_SIZE].h != v[IABN_O_SIZE].w || v[IABN_O_SIZE].h < 8 || v[IABN_O_SIZE].h > 8192) {
             fprintf(stderr, "iabn data: --size %s: one side S, 8 to 8192\n", v[IABN_O_SIZE].s);
@@ -72,25 +53,11 @@ static int parse(const iabn_args *a, opts *o)
     return 0;
 }
 
-static int open_ds(const opts *o, iabn_dataset_kind kind, iabn_dataset **ds, iabn_err *e)
-{
-    if (kind == IABN_DATASET_IMAGEFOLDER) {
-        /* DIR/SPLIT when it exists (the usual root), else DIR itself */
-        char p[4096];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", o->data, o->split);
-        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            return iabn_dataset_open_imagefolder(p, ds, e);
-        return iabn_dataset_open_imagefolder(o->data, ds, e);
-    }
-    return iabn_dataset_open(kind, o->data, o->split, ds, e);
-}
-
 static int bench(const opts *o, iabn_dataset_kind kind)
 {
     iabn_err e = {0};
     iabn_dataset *ds = NULL;
-    if (open_ds(o, kind, &ds, &e)) {
+    if (iabn_dataset_open_lenient(kind, o->data, o->split, &ds, &e)) {
         fprintf(stderr, "iabn data bench: %s\n", e.msg);
         return 1;
     }
@@ -101,46 +68,21 @@ static int bench(const opts *o, iabn_dataset_kind kind)
     cfg.batch_size = o->batch;
     cfg.seed = (uint64_t)o->seed;
     cfg.strict = o->strict;
-    cfg.drop_last = 0; /* every image, once per epoch */
     if (o->size) cfg.transform.out_h = cfg.transform.out_w = o->size;
     cfg.transform.fast_decode = !o->exact;
     if (o->jitter) {
         cfg.transform.brightness = cfg.transform.contrast = cfg.transform.saturation = 0.4f;
         cfg.transform.lighting_std = 0.1f;
     }
-    iabn_loader *ld = NULL;
-    if (iabn_loader_open(&cfg, ds, &ld, &e)) {
+    iabn_databench_result r;
+    if (iabn_databench_run(&cfg, ds, o->epochs, &r, &e)) {
         fprintf(stderr, "iabn data bench: %s\n", e.msg);
         iabn_dataset_free(ds);
         return 1;
     }
-    double t0 = iabn_now(), c0 = cpu_s();
-    int64_t images = 0;
-    double check = 0;
-    int rc = 0;
-    for (int ep = 0; ep < o->epochs && !rc; ep++) {
-        if (iabn_loader_start_epoch(ld, ep, &e)) {
-            rc = -1;
-            break;
-        }
-        iabn_batch *b;
-        int r;
-        while ((r = iabn_loader_next(ld, &b, &e)) == 0) {
-            images += b->n;
-            check += b->images[0];
-            iabn_loader_release(ld, b);
-        }
-        if (r < 0) rc = r;
-    }
-    double secs = iabn_now() - t0, cpu = cpu_s() - c0;
-    iabn_loader_stats st;
-    iabn_loader_get_stats(ld, &st);
-    iabn_loader_close(ld);
-    if (rc) {
-        fprintf(stderr, "iabn data bench: %s\n", e.msg);
-        iabn_dataset_free(ds);
-        return 1;
-    }
+    double secs = r.seconds, cpu = r.cpu_seconds;
+    long long images = (long long)r.images;
+    iabn_loader_stats st = r.stats;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double ips = secs > 0 ? images / secs : 0, ipc = cpu > 0 ? images / cpu : 0;
     int size = cfg.transform.out_w;
@@ -151,14 +93,14 @@ static int bench(const opts *o, iabn_dataset_kind kind)
                "\"size\": %d, \"fast_decode\": %s, \"jitter\": %s, \"seconds\": %.4f, "
                "\"cpu_seconds\": %.4f, \"images_per_s\": %.2f, \"images_per_s_per_worker\": "
                "%.2f, \"images_per_cpu_s\": %.2f, \"checksum\": %.6g}\n",
-               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, images,
                (long long)st.skipped_files, (long long)st.replaced_samples, o->workers, cores,
                o->batch, size, o->exact ? "false" : "true", o->jitter ? "true" : "false", secs,
-               cpu, ips, ips / o->workers, ipc, check);
+               cpu, ips, ips / o->workers, ipc, r.checksum);
     } else {
         printf("data bench: %s (%s, %s): %zu files, %lld images in %.3f s with %d worker%s "
                "(%ld cores), %dx%d output%s\n",
-               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, (long long)images,
+               o->data, iabn_dataset_kind_name(kind), o->split, ds->count, images,
                secs, o->workers, o->workers == 1 ? "" : "s", cores, size, size,
                o->exact ? ", exact decode" : "");
         printf("  images/s             %10.1f\n", ips);
@@ -179,26 +121,9 @@ static int synth(const opts *o, iabn_dataset_kind kind)
         fprintf(stderr, "iabn data synth: --output DIR is required\n");
         return 2;
     }
-    uint64_t seed = (uint64_t)o->seed;
-    int w = o->width ? o->width : 256, h = o->height ? o->height : 128;
-    switch (kind) {
-    case IABN_DATASET_IMAGEFOLDER:
-        rc = iabn_data_make_synthetic_folder(o->out, o->classes ? o->classes : 10,
-                                             o->n_train >= 0 ? o->n_train : 20,
-                                             o->n_val >= 0 ? o->n_val : 5,
-                                             o->size ? o->size : 64, seed, &e);
-        break;
-    case IABN_DATASET_CITYSCAPES:
-        rc = iabn_data_make_synthetic_cityscapes(o->out, o->n_train >= 0 ? o->n_train : 20,
-                                                 o->n_val >= 0 ? o->n_val : 6, w, h, seed, &e);
-        break;
-    default:
-        rc = iabn_data_make_synthetic_vistas(o->out, o->classes ? o->classes : 6,
-                                             o->n_train >= 0 ? o->n_train : 20,
-                                             o->n_val >= 0 ? o->n_val : 6, w, h, o->v12, seed,
-                                             &e);
-        break;
-    }
+    iabn_synth_opts so = {kind, o->classes, o->n_train, o->n_val, o->size, o->width, o->height,
+                          o->v12, (uint64_t)o->seed};
+    rc = iabn_data_make_synthetic(o->out, &so, &e);
     if (rc) {
         fprintf(stderr, "iabn data synth: %s\n", e.msg);
         return 1;
@@ -211,7 +136,7 @@ static int info(const opts *o, iabn_dataset_kind kind)
 {
     iabn_err e = {0};
     iabn_dataset *ds;
-    if (open_ds(o, kind, &ds, &e)) {
+    if (iabn_dataset_open_lenient(kind, o->data, o->split, &ds, &e)) {
         fprintf(stderr, "iabn data info: %s\n", e.msg);
         return 1;
     }
@@ -228,18 +153,11 @@ int iabn_cmd_data(int argc, char **argv)
     int prc = iabn_args_parse(&a, IABN_C_DATA, argc, argv);
     if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
     opts o;
-    memset(&o, 0, sizeof o);
-    o.split = "train";
-    o.kind_s = "imagefolder";
-    o.workers = 1;
-    o.batch = 32;
-    o.epochs = 1;
-    o.n_train = o.n_val = -1;
     if (parse(&a, &o)) return 2;
-    iabn_dataset_kind kind;
-    if (iabn_dataset_kind_parse(o.kind_s, &kind)) {
-        fprintf(stderr, "iabn data: unknown --kind '%s' (imagefolder, cityscapes, vistas)\n",
-                o.kind_s);
+    iabn_dataset_kind kind = IABN_DATASET_IMAGEFOLDER;
+    if (a.v[IABN_O_DATASET].set && iabn_dataset_kind_parse(a.v[IABN_O_DATASET].s, &kind)) {
+        fprintf(stderr, "iabn data: unknown --dataset '%s' (imagefolder, cityscapes, vistas)\n",
+                a.v[IABN_O_DATASET].s);
         return 2;
     }
     const char *sub = a.pos[0];

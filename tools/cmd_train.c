@@ -51,17 +51,6 @@ static int ends_with(const char *s, const char *suf)
     return n >= k && !strcmp(s + n - k, suf);
 }
 
-/* Processes that train together: the MPI launcher's count (1 alone). */
-static int world_size(void)
-{
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"};
-    for (int i = 0; i < 3; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && atoi(v) > 0) return atoi(v);
-    }
-    return 1;
-}
-
 int iabn_config_from_args(const iabn_args *a, iabn_config *c, int have_base, const char *what,
                           iabn_err *e)
 {
@@ -74,8 +63,6 @@ int iabn_config_from_args(const iabn_args *a, iabn_config *c, int have_base, con
     if (rc) return rc;
     /* a step schedule asked for on the command line gets torchvision's step */
     if (c->schedule.kind == IABN_SCHED_STEP && c->schedule.step_size < 1) c->schedule.step_size = 30;
-    if (a->v[IABN_O_BATCH_PER_RANK].set)
-        c->batch_size = (int)a->v[IABN_O_BATCH_PER_RANK].i * world_size();
     if (a->v[IABN_O_LR_WARMUP_EPOCHS].set) {
         if (c->schedule.per_step)
             return iabn_err_set(e, IABN_EINVAL, "--lr-warmup-epochs: the schedule runs per step: "
@@ -103,7 +90,7 @@ int iabn_config_from_args(const iabn_args *a, iabn_config *c, int have_base, con
     if (!have_base && !cfg && !a->v[IABN_O_ACT].set && iabn_bn_mode_is_inplace(c->bn_mode) &&
         c->act.kind == IABN_ACT_RELU) {
         c->act.kind = IABN_ACT_LEAKY_RELU;
-        if (!a->v[IABN_O_ACT_PARAM].set) c->act.param = 0.01f;
+        if (!a->v[IABN_O_ACT_PARAM].set) c->act.param = iabn_act_default_param(c->act.kind);
     }
     (void)what;
     return iabn_config_check(c, e);
@@ -118,10 +105,9 @@ static int run_train_like(int argc, char **argv, int seg)
     if (rc) return rc == IABN_ARGS_HELP ? 0 : 2;
     /* [CONFIG.json] DATA_DIR, either of them also as a flag */
     const char *data = a.v[IABN_O_DATA_PATH].s;
-    int p = 0;
-    if (a.npos - p >= 2 || (a.npos - p == 1 && data && !a.v[IABN_O_CONFIG].set) ||
-        (a.npos - p == 1 && ends_with(a.pos[p], ".json") && !a.v[IABN_O_CONFIG].set)) {
-        if (a.v[IABN_O_CONFIG].set) {
+    int p = 0, cfg_flag = a.v[IABN_O_CONFIG].set;
+    if (a.npos >= 2 || (a.npos == 1 && !cfg_flag && (data || ends_with(a.pos[0], ".json")))) {
+        if (cfg_flag) {
             fprintf(stderr, "iabn %s: a config both as --config and as an argument\n", cmd);
             return 2;
         }
@@ -190,6 +176,10 @@ static int run_train_like(int argc, char **argv, int seg)
     o.strict_data = a.v[IABN_O_STRICT].set;
     o.quiet = a.v[IABN_O_QUIET].set;
     o.verbose = a.v[IABN_O_VERBOSE].set;
+    char dev[32];
+    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    if (a.v[IABN_O_BATCH_PER_RANK].set) /* the global batch: N times the ranks */
+        cfg.batch_size = (int)a.v[IABN_O_BATCH_PER_RANK].i * iabn_comm_size(o.comm);
     /* progress a person reads: a live line on a terminal, plain lines when piped */
     iabn_progress prog;
     iabn_progress_init(&prog, stdout, cfg.batch_size, o.print_freq, o.max_steps, o.time_limit);
@@ -198,8 +188,6 @@ static int run_train_like(int argc, char **argv, int seg)
     o.user = &prog;
     o.stop = iabn_cli_stop_on_signals();
     iabn_train_result res;
-    char dev[32];
-    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
     rc = iabn_trainer_run(&o, &res, &e);
     if (rc || !res.stopped_by_signal || !iabn_cli_stop_signal()) return job_close(cmd, o.comm, rc, &e);
     job_close(cmd, o.comm, 0, &e);

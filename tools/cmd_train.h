@@ -7,7 +7,7 @@
 #include "tools/options.h"
 
 /* Over c: the --config file, then the flags that name a config key, --crop,
- * --batch-per-rank, --lr-warmup-epochs; then the cross-field check.
+ * --lr-warmup-epochs; then the cross-field check.
  * have_base: c already came from a checkpoint (no activation default). */
 int iabn_config_from_args(const iabn_args *a, iabn_config *c, int have_base, const char *what,
                           iabn_err *e);

@@ -59,9 +59,12 @@ def model_settings(a, meta, tensors):
     else:
         raise ConvertError("%s: no classifier.fc.weight or cls.weight to count the classes" %
                            a.checkpoint)
-    args = [arch, "--classes", str(classes), "--input-3x3", str(i3), "--dilation", str(dil)]
+    # `iabn export --graph` takes the option table's flags
+    args = [arch, "--classes", str(classes)] + ([] if i3 else ["--no-input-3x3"]) + \
+        (["--dilation"] if dil else [])
     if act:
-        args += ["--act", act]
+        kind, _, param = act.partition(":")
+        args += ["--act", kind] + (["--act-param", param] if param else [])
     if bn:
         args += ["--bn", bn]
     if a.size:

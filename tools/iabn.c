@@ -16,7 +16,8 @@
 typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
-    const char *summary;
+    int id;                  /* the option table's command (its summary), or -1 */
+    const char *summary;     /* when id < 0                                     */
 } command;
 
 static int cmd_bench(int argc, char **argv);
@@ -25,42 +26,49 @@ static int cmd_version(int argc, char **argv);
 static int cmd_completion(int argc, char **argv);
 
 static const command commands[] = {
-    {"demo", iabn_cmd_demo, "train a narrow ResNeXt on generated data for a minute, then the memory report"},
-    {"train", iabn_cmd_train, "train a classifier on an ImageNet-style folder"},
-    {"eval", iabn_cmd_eval, "top-1 / top-5 of a checkpoint on a validation folder"},
-    {"segtrain", iabn_cmd_segtrain, "fine-tune a segmentation network (Cityscapes, Vistas)"},
-    {"segeval", iabn_cmd_segeval, "mean IoU of a segmentation checkpoint"},
-    {"step", iabn_cmd_step, "one forward/backward of a model on safetensors inputs (PyTorch parity)"},
-    {"predict", iabn_cmd_predict, "segmentation label maps (PNG) for a folder of images"},
-    {"convert", iabn_cmd_convert, "reference PyTorch checkpoints <-> iabn safetensors"},
-    {"export", iabn_cmd_export, "a checkpoint for inference: plain or folded BN, safetensors or ONNX"},
-    {"models", iabn_cmd_models, "every model: parameters, input, reference configs, memory"},
-    {"mem", iabn_cmd_mem, "plan a training step and report its memory, mode by mode"},
-    {"data", iabn_cmd_data, "data tools: bench (decode + augment rate), synth, info"},
-    {"plot", iabn_cmd_plot, "loss, top-1 / mIoU and learning rate of runs as one SVG"},
-    {"bench", cmd_bench, "benchmarks: conv, block, step, allreduce"},
-    {"completion", cmd_completion, "bash completion script (source <(iabn completion bash))"},
-    {"version", cmd_version, "print the version and the backends built in"},
-    {"help", cmd_help, "this list"},
+    {"demo", iabn_cmd_demo, IABN_C_DEMO, NULL},
+    {"train", iabn_cmd_train, IABN_C_TRAIN, NULL},
+    {"eval", iabn_cmd_eval, IABN_C_EVAL, NULL},
+    {"segtrain", iabn_cmd_segtrain, IABN_C_SEGTRAIN, NULL},
+    {"segeval", iabn_cmd_segeval, IABN_C_SEGEVAL, NULL},
+    {"step", iabn_cmd_step, IABN_C_STEP, NULL},
+    {"predict", iabn_cmd_predict, IABN_C_PREDICT, NULL},
+    {"convert", iabn_cmd_convert, IABN_C_CONVERT, NULL},
+    {"export", iabn_cmd_export, IABN_C_EXPORT, NULL},
+    {"models", iabn_cmd_models, IABN_C_MODELS, NULL},
+    {"mem", iabn_cmd_mem, IABN_C_MEM, NULL},
+    {"data", iabn_cmd_data, IABN_C_DATA, NULL},
+    {"plot", iabn_cmd_plot, IABN_C_PLOT, NULL},
+    {"bench", cmd_bench, -1, "benchmarks: conv, block, step, allreduce"},
+    {"completion", cmd_completion, IABN_C_COMPLETION, NULL},
+    {"version", cmd_version, -1, "print the version and the backends built in"},
+    {"help", cmd_help, -1, "this list"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static const command benches[] = {
-    {"conv", iabn_bench_conv, "convolution GFLOP/s against the machine's peak"},
-    {"block", iabn_bench_block, "BN+ACT+CONV blocks in every BN mode (paper Fig. 4)"},
-    {"step", iabn_bench_step, "one training step of a model, median time"},
-    {"allreduce", iabn_bench_allreduce, "all-reduce bandwidth per message size (under mpirun)"},
+    {"conv", iabn_bench_conv, IABN_C_BENCH_CONV, NULL},
+    {"block", iabn_bench_block, IABN_C_BENCH_BLOCK, NULL},
+    {"step", iabn_bench_step, IABN_C_BENCH_STEP, NULL},
+    {"allreduce", iabn_bench_allreduce, IABN_C_BENCH_ALLREDUCE, NULL},
 };
 #define NBENCHES (int)(sizeof benches / sizeof benches[0])
+
+static void list(const command *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        printf("  %-10s %s\n", c[i].name,
+               c[i].id >= 0 ? iabn_command_get((iabn_cmd_id)c[i].id)->summary : c[i].summary);
+}
 
 static int cmd_help(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
     printf("usage: iabn <command> [args]   (iabn <command> --help for details)\n\ncommands:\n");
-    for (int i = 0; i < NCOMMANDS; i++) printf("  %-8s %s\n", commands[i].name, commands[i].summary);
+    list(commands, NCOMMANDS);
     printf("\nbenchmarks (iabn bench <name>):\n");
-    for (int i = 0; i < NBENCHES; i++) printf("  %-8s %s\n", benches[i].name, benches[i].summary);
+    list(benches, NBENCHES);
     printf("\nenvironment: IABN_PLAN=naive|noinplace  IABN_PLAN_GUARD=<bytes>  IABN_CHECK=1\n");
     return 0;
 }
@@ -98,7 +106,7 @@ static int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: iabn bench <name> [--json] [...]\n");
-        for (int i = 0; i < NBENCHES; i++) printf("  %-8s %s\n", benches[i].name, benches[i].summary);
+        list(benches, NBENCHES);
         return argc < 2 ? 2 : 0;
     }
     for (int i = 0; i < NBENCHES; i++)

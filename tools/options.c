@@ -24,19 +24,17 @@ static const char *pick(const char *const *list, int n, int i)
         return pick(l, (int)(sizeof l / sizeof l[0]), i);                      \
     }
 
-static const char *bn_choice(int i)
-{
-    return i >= 0 && i < IABN_BN_NMODES ? iabn_bn_mode_name((iabn_bn_mode)i) : NULL;
-}
-static const char *act_choice(int i)
-{
-    return i >= 0 && i < IABN_ACT_COUNT ? iabn_act_name((iabn_act_kind)i) : NULL;
-}
-CHOICES(sched_choice, "step", "multistep", "poly", "cosine", "exponential", "linear", "constant")
+/* the library's closed sets, in its order */
+#define LIB_CHOICES(fn, count, name, type)                                     \
+    static const char *fn(int i) { return i >= 0 && i < (int)(count) ? name((type)i) : NULL; }
+LIB_CHOICES(bn_choice, IABN_BN_NMODES, iabn_bn_mode_name, iabn_bn_mode)
+LIB_CHOICES(act_choice, IABN_ACT_COUNT, iabn_act_name, iabn_act_kind)
+LIB_CHOICES(sched_choice, IABN_SCHED_COSINE + 1, iabn_sched_name, iabn_sched_kind)
+LIB_CHOICES(strategy_choice, IABN_STORAGE_NMODES, iabn_storage_name, iabn_storage)
+LIB_CHOICES(dataset_choice, IABN_DATASET_VISTAS + 1, iabn_dataset_kind_name, iabn_dataset_kind)
 CHOICES(nonfinite_choice, "stop", "skip")
-CHOICES(strategy_choice, "keep", "offload", "auto", "recompute")
 CHOICES(cost_choice, "calibrate", "gpu")
-CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
+CHOICES(format_choice, "safetensors", "onnx")
 
 /* ---- the table ------------------------------------------------------------- */
 
@@ -53,289 +51,291 @@ CHOICES(dataset_choice, "imagefolder", "cityscapes", "vistas")
 #define BC IABN_CMD(IABN_C_BENCH_CONV)
 #define BB IABN_CMD(IABN_C_BENCH_BLOCK)
 #define BS IABN_CMD(IABN_C_BENCH_STEP)
+#define BA IABN_CMD(IABN_C_BENCH_ALLREDUCE)
+#define CV IABN_CMD(IABN_C_CONVERT)
+#define MO IABN_CMD(IABN_C_MODELS)
+#define EX IABN_CMD(IABN_C_EXPORT)
 #define TRAINS (TR | ST)
 #define EVALS (EV | SE)
 #define RUNS (TRAINS | EVALS | PR)
 #define BIG 1e18
 
 static const iabn_option table[IABN_O_COUNT] = {
-    [IABN_O_MODEL] = {"model", NULL, 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
-                      TRAINS | ME | SP | BS, "the network (iabn mem --list)"},
+    [IABN_O_MODEL] = {"model", "arch", 'a', IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", "network.arch",
+        TRAINS | ME | SP | BS | EX, "the network (iabn models; export: when the checkpoint has "
+        "no config)"},
     [IABN_O_CONFIG] = {"config", NULL, 'c', IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.json", NULL,
-                       TRAINS | EVALS, "experiment config (reference JSON schema); flags override it"},
+        TRAINS | EVALS | PR, "experiment config (reference JSON schema); flags override it"},
     [IABN_O_DATA_PATH] = {"data-path", "data", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
-                          TRAINS | EVALS | DA, "the data set's root (or the last positional)"},
+        TRAINS | EVALS | DA, "the data set's root (or the last positional)"},
     [IABN_O_BN] = {"bn", NULL, 0, IABN_T_CHOICE, 0, 0, 0, ME, bn_choice, "MODE", "network.bn_mode",
-                   TRAINS | ME | SP | BS | DE,
-                   "BN mode (iabn mem: several, comma-separated)"},
+        TRAINS | ME | SP | BS | DE | EX, "BN mode (iabn mem: several, comma-separated)"},
     [IABN_O_ACT] = {"act", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, act_choice, "ACT",
-                    "network.activation", TRAINS | SP, "activation after each BN"},
+        "network.activation", TRAINS | SP | EX, "activation after each BN"},
     [IABN_O_ACT_PARAM] = {"act-param", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F",
-                          "network.activation_param", TRAINS | SP,
-                          "leaky_relu slope / elu alpha (0.01 / 1)"},
+        "network.activation_param", TRAINS | SP | EX, "leaky_relu slope / elu alpha (0.01 / 1)"},
     [IABN_O_CLASSES] = {"classes", NULL, 0, IABN_T_INT, 1, 100000, 0, 0, NULL, "N",
-                        "network.classes", TRAINS | ME | SP | BS | DA,
-                        "number of classes (default: the data set's)"},
+        "network.classes", TRAINS | ME | SP | BS | DA | EX, "number of classes (default: the "
+        "data set's)"},
     [IABN_O_DATASET] = {"dataset", "kind", 0, IABN_T_CHOICE, 0, 0, 0, 0, dataset_choice, "KIND",
-                        NULL, ST | SE | DA, "data set layout"},
-
+        NULL, ST | SE | DA, "data set layout"},
     [IABN_O_EPOCHS] = {"epochs", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
-                       "optimizer.schedule.epochs", TRAINS | DA, "epochs to train"},
+        "optimizer.schedule.epochs", TRAINS | DA, "epochs to train"},
     [IABN_O_BATCH] = {"batch-size", "batch", 'b', IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
-                      "optimizer.batch_size", TRAINS | EVALS | ME | DA | BB | BS,
-                      "the global batch: split across ranks when several processes train "
-                      "(the reference configs' meaning)"},
-    [IABN_O_BATCH_PER_RANK] = {"batch-per-rank", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
-                               NULL, TRAINS,
-                               "batch of each process (torchvision's -b): the global batch is "
-                               "N times the number of ranks"},
-    [IABN_O_LR] = {"lr", NULL, 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "F",
-                   "optimizer.learning_rate", TRAINS, "base learning rate"},
+        "optimizer.batch_size", TRAINS | EVALS | ME | DA | BB | BS | MO, "the global batch: "
+        "split across ranks when several processes train (the reference configs' meaning)"},
+    [IABN_O_BATCH_PER_RANK] = {"batch-per-rank", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N", NULL,
+        TRAINS, "batch of each process (torchvision's -b): the global batch is N times the "
+        "number of ranks"},
+    [IABN_O_LR] = {"lr", NULL, 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "F", "optimizer.learning_rate",
+        TRAINS, "base learning rate"},
     [IABN_O_MOMENTUM] = {"momentum", NULL, 0, IABN_T_FLOAT, 0, 0.9999, 0, 0, NULL, "F",
-                         "optimizer.momentum", TRAINS, "SGD momentum"},
+        "optimizer.momentum", TRAINS, "SGD momentum"},
     [IABN_O_WD] = {"wd", "weight-decay", 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F",
-                   "optimizer.weight_decay", TRAINS, "weight decay"},
+        "optimizer.weight_decay", TRAINS, "weight decay"},
     [IABN_O_NESTEROV] = {"nesterov", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
-                         "optimizer.nesterov", TRAINS, "Nesterov momentum"},
+        "optimizer.nesterov", TRAINS, "Nesterov momentum"},
     [IABN_O_LR_SCHEDULER] = {"lr-scheduler", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, sched_choice,
-                             "KIND", "optimizer.schedule.type", TRAINS,
-                             "learning-rate schedule (step: x lr-gamma every lr-step-size "
-                             "epochs)"},
+        "KIND", "optimizer.schedule.type", TRAINS, "learning-rate schedule (step: x lr-gamma "
+        "every lr-step-size epochs)"},
     [IABN_O_LR_STEP_SIZE] = {"lr-step-size", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N",
-                             "optimizer.schedule.params.step_size", TRAINS,
-                             "epochs between steps of the step schedule (30)"},
+        "optimizer.schedule.params.step_size", TRAINS, "epochs between steps of the step "
+        "schedule (30)"},
     [IABN_O_LR_GAMMA] = {"lr-gamma", NULL, 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "F",
-                         "optimizer.schedule.params.gamma", TRAINS,
-                         "factor of the step / multistep / exponential schedule (0.1)"},
-    [IABN_O_LR_WARMUP_EPOCHS] = {"lr-warmup-epochs", NULL, 0, IABN_T_INT, 0, 1e6, 0, 0, NULL,
-                                 "N", NULL, TRAINS,
-                                 "linear warm-up of the learning rate over N epochs (0: none)"},
-    [IABN_O_LABEL_SMOOTHING] = {"label-smoothing", NULL, 0, IABN_T_FLOAT, 0, 0.999, 0, 0, NULL,
-                                "F", "optimizer.label_smoothing", TR,
-                                "cross-entropy against (1-F) one-hot + F uniform (training loss)"},
-    [IABN_O_CLIP] = {"clip", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F", "optimizer.clip",
-                     TRAINS, "gradient norm clipping (0: off)"},
-
+        "optimizer.schedule.params.gamma", TRAINS, "factor of the step / multistep / exponential "
+        "schedule (0.1)"},
+    [IABN_O_LR_WARMUP_EPOCHS] = {"lr-warmup-epochs", NULL, 0, IABN_T_INT, 0, 1e6, 0, 0, NULL, "N",
+        NULL, TRAINS, "linear warm-up of the learning rate over N epochs (0: none)"},
+    [IABN_O_LABEL_SMOOTHING] = {"label-smoothing", NULL, 0, IABN_T_FLOAT, 0, 0.999, 0, 0, NULL, "F",
+        "optimizer.label_smoothing", TR, "cross-entropy against (1-F) one-hot + F uniform "
+        "(training loss)"},
+    [IABN_O_CLIP] = {"clip", NULL, 0, IABN_T_FLOAT, 0, 0, 0, 0, NULL, "F", "optimizer.clip", TRAINS,
+        "gradient norm clipping (0: off)"},
     [IABN_O_WORKERS] = {"workers", NULL, 'j', IABN_T_INT, 1, 1024, 0, 0, NULL, "N", NULL,
-                        TRAINS | EVALS | DA, "data loading threads (2)"},
+        TRAINS | EVALS | DA, "data loading threads (2)"},
     [IABN_O_OUTPUT_DIR] = {"output-dir", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL,
-                           TRAINS,
-                           "config.json, metrics.jsonl, curves.svg, TensorBoard events, "
-                           "checkpoints"},
+        TRAINS, "config.json, metrics.jsonl, curves.svg, TensorBoard events, checkpoints"},
     [IABN_O_RESUME] = {"resume", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "CKPT", NULL, TRAINS,
-                       "continue exactly where CKPT left off"},
+        "continue exactly where CKPT left off"},
     [IABN_O_INIT] = {"init", "pretrained", 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "CKPT", NULL, TRAINS,
-                     "start from CKPT's weights: every tensor whose name and shape match is "
-                     "loaded, the rest (a new head) initialised (segtrain: an ImageNet body, "
-                     "only head and classifier may be missing)"},
-    [IABN_O_PRINT_FREQ] = {"print-freq", NULL, 0, IABN_T_INT, 1, 1e9, 0, 0, NULL, "N", NULL,
-                           TRAINS, "progress line every N steps (10)"},
-    [IABN_O_SEED] = {"seed", NULL, 0, IABN_T_INT, 0, 9e18, 0, 0, NULL, "N", NULL,
-                     TRAINS | SP | DA, "data order, augmentation, init and dropout (1)"},
+        "start from CKPT's weights: every tensor whose name and shape match is loaded, the rest "
+        "(a new head) initialised (segtrain: an ImageNet body, only head and classifier may be "
+        "missing)"},
+    [IABN_O_PRINT_FREQ] = {"print-freq", NULL, 0, IABN_T_INT, 1, 1e9, 0, 0, NULL, "N", NULL, TRAINS,
+        "progress line every N steps (10)"},
+    [IABN_O_SEED] = {"seed", NULL, 0, IABN_T_INT, 0, 9e18, 0, 0, NULL, "N", NULL, TRAINS | SP | DA,
+        "data order, augmentation, init and dropout (1)"},
     [IABN_O_TEST_ONLY] = {"test-only", "evaluate", 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                          TRAINS, "only evaluate (with --resume CKPT)"},
-    [IABN_O_MAX_STEPS] = {"max-steps", NULL, 0, IABN_T_INT, 1, 9e18, 0, 0, NULL, "N", NULL,
-                          TRAINS, "stop after N optimizer steps (checkpoint kept)"},
+        TRAINS, "only evaluate (with --resume CKPT)"},
+    [IABN_O_MAX_STEPS] = {"max-steps", NULL, 0, IABN_T_INT, 1, 9e18, 0, 0, NULL, "N", NULL, TRAINS,
+        "stop after N optimizer steps (checkpoint kept)"},
     [IABN_O_TIME_LIMIT] = {"time-limit", "seconds", 0, IABN_T_FLOAT, 0, 0, 1, 0, NULL, "SECONDS",
-                           NULL, TRAINS | DE, "stop after this long (checkpoint kept)"},
+        NULL, TRAINS | DE, "stop after this long (checkpoint kept)"},
     [IABN_O_BUDGET] = {"budget", NULL, 0, IABN_T_BYTES, 1, 0, 0, 0, NULL, "BYTES", NULL,
-                       TRAINS | ME | SP | BS, "memory for the step, e.g. 12GiB (default: available)"},
+        TRAINS | ME | SP | BS, "memory for the step, e.g. 12GiB (default: available)"},
     [IABN_O_NO_ACCUMULATE] = {"no-accumulate", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                              TRAINS,
-                              "refuse instead of splitting the batch into micro-batches"},
+        TRAINS, "refuse instead of splitting the batch into micro-batches"},
     [IABN_O_STRICT] = {"strict", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                       TRAINS | EVALS | DA | BC,
-                       "an undecodable image (bench conv: a slow case) is an error"},
-
+        TRAINS | EVALS | DA | BC, "an undecodable image (bench conv: a slow case) is an error"},
     [IABN_O_RESUME_OVERRIDE] = {"resume-override", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
-                                NULL, TRAINS,
-                                "resume although the config or data differ (listed)"},
+        NULL, TRAINS, "resume although the config or data differ (listed)"},
     [IABN_O_CHECKPOINT_EVERY] = {"checkpoint-every", NULL, 0, IABN_T_INT, 1, 1e9, 0, 0, NULL, "N",
-                                 NULL, TRAINS, "checkpoint_last every N steps, mid-epoch too"},
+        NULL, TRAINS, "checkpoint_last every N steps, mid-epoch too"},
     [IABN_O_ON_NONFINITE] = {"on-nonfinite", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, nonfinite_choice,
-                             "stop|skip", NULL, TRAINS,
-                             "a NaN/Inf loss or gradient stops the run (stop) or skips the step; "
-                             "either names the step"},
-    [IABN_O_CROP] = {"crop", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL,
-                     TRAINS | EV,
-                     "crop size (train: input.crop_train and crop_val, eval: input.crop_val, "
-                     "segtrain: segmentation.crop_size)"},
+        "stop|skip", NULL, TRAINS, "a NaN/Inf loss or gradient stops the run (stop) or skips the "
+        "step; either names the step"},
+    [IABN_O_CROP] = {"crop", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL, TRAINS | EV,
+        "crop size (train: input.crop_train and crop_val, eval: input.crop_val, segtrain: "
+        "segmentation.crop_size)"},
     [IABN_O_SCALE] = {"scale", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", "input.scale_val",
-                      EV, "shorter side resized to N before the centre crop"},
+        EV, "shorter side resized to N before the centre crop"},
     [IABN_O_SIZE] = {"size", NULL, 0, IABN_T_SIZE, 1, 2147483647, 0, 0, NULL, "HxW", NULL,
-                     ME | BS | DA, "input size (S alone: SxS)"},
+        ME | BS | DA | EX, "input size (S alone: SxS)"},
     [IABN_O_TEN_CROPS] = {"ten-crops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EV,
-                          "average over the ten crops"},
+        "average over the ten crops"},
     [IABN_O_SCALES] = {"scales", NULL, 0, IABN_T_FLOATS, 0, 16, 1, 0, NULL, "F,F,...", NULL,
-                       SE | PR, "test-time scales (logits averaged)"},
+        SE | PR, "test-time scales (logits averaged)"},
     [IABN_O_FLIP] = {"flip", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SE | PR,
-                     "also the mirrored image (logits averaged)"},
+        "also the mirrored image (logits averaged)"},
     [IABN_O_LONGEST] = {"longest", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N",
-                        "segmentation.longest_val", SE, "longest side resized to N"},
+        "segmentation.longest_val", SE, "longest side resized to N"},
     [IABN_O_SPLIT] = {"split", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", NULL, EVALS | DA,
-                      "the split to read (val; data: train)"},
-
+        "the split to read (val; data: train)"},
     [IABN_O_WINDOW] = {"window", NULL, 0, IABN_T_SIZE, 1, 65536, 0, 0, NULL, "HxW", NULL, SE | PR,
-                       "sliding-window inference with HxW windows (default: whole image)"},
+        "sliding-window inference with HxW windows (default: whole image)"},
     [IABN_O_POOLING_SIZE] = {"pooling-size", NULL, 0, IABN_T_SIZE, 0, 65536, 0, 0, NULL, "HxW",
-                             NULL, SE | PR,
-                             "the DeepLabV3 head's pooling windows (84x84, as the reference "
-                             "evaluates; 0: the global mean)"},
+        NULL, SE | PR, "the DeepLabV3 head's pooling windows (84x84, as the reference evaluates; "
+        "0: the global mean)"},
     [IABN_O_DEVICE] = {"device", NULL, 0, IABN_T_DEVICE, 0, 0, 0, 0, NULL, "DEV", NULL,
-                       RUNS | ME | SP | BS, "cpu, cuda or cuda:N (cpu)"},
+        RUNS | ME | SP | BS, "cpu, cuda or cuda:N (cpu)"},
     [IABN_O_THREADS] = {"threads", NULL, 0, IABN_T_INT, 1, 4096, 0, 0, NULL, "T", NULL,
-                        RUNS | SP | DE | BC | BB | BS, "CPU threads"},
-
+        RUNS | SP | DE | BC | BB | BS, "CPU threads"},
     [IABN_O_OUTPUT] = {"output", "out", 'o', IABN_T_PATH, 0, 0, 0, 0, NULL, "PATH", NULL,
-                       SP | DA | PL, "where the result goes (plot: curves.svg)"},
+        SP | DA | PL | EX, "where the result goes (plot: curves.svg)"},
     [IABN_O_JSON] = {"json", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                     ME | DA | BC | BB | BS, "machine-readable output"},
+        ME | DA | BC | BB | BS | MO | BA, "machine-readable output"},
     [IABN_O_QUIET] = {"quiet", NULL, 'q', IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, TRAINS,
-                      "only the epoch summaries"},
+        "only the epoch summaries"},
     [IABN_O_VERBOSE] = {"verbose", NULL, 'v', IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                        TRAINS | EVALS, "more detail"},
-
+        TRAINS | EVALS, "more detail"},
     [IABN_O_COLOR] = {"color", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, PR,
-                      "the data set's palette instead of class ids"},
+        "the data set's palette instead of class ids"},
     [IABN_O_LABELIDS] = {"labelids", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, PR,
-                         "Cityscapes labelIds (for the official scripts)"},
-
+        "Cityscapes labelIds (for the official scripts)"},
     [IABN_O_LIST] = {"list", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME,
-                     "list the models"},
+        "list the models"},
     [IABN_O_BLOCKS] = {"blocks", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME,
-                       "one row per block instead of per module"},
+        "one row per block instead of per module"},
     [IABN_O_STEPS] = {"steps", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME,
-                      "print the planned schedule step by step"},
+        "print the planned schedule step by step"},
     [IABN_O_PLOT] = {"plot", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "FILE.svg", NULL, ME,
-                     "draw live memory over the schedule"},
-
+        "draw live memory over the schedule"},
     [IABN_O_INPUT] = {"input", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "X.safetensors", NULL, SP,
-                      "`input` (N,3,H,W) and `target` tensors"},
+        "`input` (N,3,H,W) and `target` tensors"},
     [IABN_O_WEIGHTS] = {"weights", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "W.safetensors", NULL,
-                        SP, "every model tensor (strict; default: reference init)"},
+        SP, "every model tensor (strict; default: reference init)"},
     [IABN_O_TRAIN_MODE] = {"train", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                           "forward and backward (the default)"},
+        "forward and backward (the default)"},
     [IABN_O_EVAL_MODE] = {"eval", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                          "forward only, running statistics"},
+        "forward only, running statistics"},
     [IABN_O_NO_DROPOUT] = {"no-dropout", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                           "leave out dropout"},
+        "leave out dropout"},
     [IABN_O_NO_INPUT_3X3] = {"no-input-3x3", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                             SP, "ResNeXt 7x7 stem"},
-    [IABN_O_DILATED] = {"dilation", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                        "dilated classification body (output stride 8)"},
+        SP | EX, "ResNeXt 7x7 stem"},
+    [IABN_O_DILATED] = {"dilation", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP | EX,
+        "dilated classification body (output stride 8)"},
     [IABN_O_FROZEN_BN] = {"frozen-bn", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                          "BN uses running statistics, gamma / beta frozen"},
+        "BN uses running statistics, gamma / beta frozen"},
     [IABN_O_CHECK] = {"check", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, SP,
-                      "verify guard bytes and NaN / Inf after every node"},
+        "verify guard bytes and NaN / Inf after every node"},
     [IABN_O_INIT_SEED] = {"init-seed", NULL, 0, IABN_T_INT, 0, 9e18, 0, 0, NULL, "N", NULL, SP,
-                          "seed of the reference initialisation (1)"},
-
+        "seed of the reference initialisation (1)"},
     [IABN_O_DIR] = {"dir", NULL, 0, IABN_T_PATH, 0, 0, 0, 0, NULL, "DIR", NULL, DE,
-                    "DIR/data (generated once) and DIR/run (iabn-demo)"},
-
+        "DIR/data (generated once) and DIR/run (iabn-demo)"},
     [IABN_O_EXACT] = {"exact", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, DA,
-                      "torchvision-exact resampling"},
+        "torchvision-exact resampling"},
     [IABN_O_JITTER] = {"jitter", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, DA,
-                       "colour jitter and lighting"},
+        "colour jitter and lighting"},
     [IABN_O_V12] = {"v12", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, DA,
-                    "Mapillary Vistas v1.2 layout"},
-    [IABN_O_TRAIN_IMAGES] = {"train-images", NULL, 0, IABN_T_INT, 0, 1e7, 0, 0, NULL, "N", NULL,
-                             DA, "generated training images (per class)"},
+        "Mapillary Vistas v1.2 layout"},
+    [IABN_O_TRAIN_IMAGES] = {"train-images", NULL, 0, IABN_T_INT, 0, 1e7, 0, 0, NULL, "N", NULL, DA,
+        "generated training images (per class)"},
     [IABN_O_VAL_IMAGES] = {"val-images", NULL, 0, IABN_T_INT, 0, 1e7, 0, 0, NULL, "N", NULL, DA,
-                           "generated validation images (per class)"},
+        "generated validation images (per class)"},
     [IABN_O_WIDTH] = {"width", NULL, 0, IABN_T_INT, 16, 4096, 0, 0, NULL, "N", NULL, DA,
-                      "generated segmentation image width"},
+        "generated segmentation image width"},
     [IABN_O_HEIGHT] = {"height", NULL, 0, IABN_T_INT, 16, 4096, 0, 0, NULL, "N", NULL, DA,
-                       "generated segmentation image height"},
-
-    [IABN_O_REPEAT] = {"repeat", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N", NULL, BC | BB | BS,
-                       "timed repetitions"},
+        "generated segmentation image height"},
+    [IABN_O_REPEAT] = {"repeat", NULL, 0, IABN_T_INT, 1, 1e6, 0, 0, NULL, "N", NULL,
+        BC | BB | BS | BA, "timed repetitions"},
     [IABN_O_PEAK] = {"peak", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "GFLOPS|measure", NULL, BC,
-                     "the machine's peak (a number, or measure it)"},
+        "the machine's peak (a number, or measure it)"},
     [IABN_O_CASE] = {"case", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", NULL, BC,
-                     "only this convolution case"},
+        "only this convolution case"},
     [IABN_O_PLAIN] = {"plain", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BB,
-                      "plain BN+ACT+CONV (no residual)"},
+        "plain BN+ACT+CONV (no residual)"},
     [IABN_O_OPS] = {"ops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
-                    "break the step down by op"},
+        "break the step down by op"},
     [IABN_O_STRATEGY] = {"strategy", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, strategy_choice, "S",
-                         "network.strategy", TRAINS | ME | SP | BS,
-                         "saved activations: keep, offload, auto or recompute (auto and "
-                         "recompute choose per tensor to fit --budget)"},
+        "network.strategy", TRAINS | ME | SP | BS, "saved activations: keep, offload, auto or "
+        "recompute (auto and recompute choose per tensor to fit --budget)"},
     [IABN_O_OFFLOAD] = {"offload", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME | BS,
-                        "offload conv / pool inputs to host memory (--strategy offload)"},
+        "offload conv / pool inputs to host memory (--strategy offload)"},
+    [IABN_O_OFFLOAD_BF16] = {"offload-bf16", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+        "network.offload_bf16", TRAINS | ME | BS,
+        "offloaded copies in bfloat16: half the host memory and copy traffic; the backward "
+        "reads rounded values"},
     [IABN_O_LOOKAHEAD] = {"lookahead", NULL, 0, IABN_T_INT, 0, 64, 0, 0, NULL, "N", NULL, ME | BS,
-                          "prefetch offloaded tensors N backward layers early (1)"},
+        "prefetch offloaded tensors N backward layers early (1)"},
     [IABN_O_LARGEST_BATCH] = {"largest-batch", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL,
-                              ME, "the largest batch that fits --budget, per mode"},
+        ME, "the largest batch that fits --budget, per mode"},
     [IABN_O_COST] = {"cost", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, cost_choice, "C", NULL, ME,
-                     "time estimates: calibrate (measured here) or gpu (a Titan X-class GPU)"},
+        "time estimates: calibrate (measured here) or gpu (a Titan X-class GPU)"},
     [IABN_O_COPY_BW] = {"copy-bw", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "BW", NULL, ME | BS,
-                        "host copy bandwidth: GB/s (mem); pcie3, memcpy or GB/s (bench step, "
-                        "on the simulated device)"},
+        "host copy bandwidth: GB/s (mem); pcie3, memcpy or GB/s (bench step, on the simulated "
+        "device)"},
     [IABN_O_WORLD] = {"world", NULL, 0, IABN_T_INT, 1, 65536, 0, 0, NULL, "N", NULL, ME,
-                      "plan one rank of N: --batch split over the ranks, gradient buckets"},
+        "plan one rank of N: --batch split over the ranks, gradient buckets"},
     [IABN_O_SIM] = {"sim", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
-                    "run on the simulated device (device arena, host pool, copy thread)"},
+        "run on the simulated device (device arena, host pool, copy thread)"},
+    [IABN_O_MAX_BYTES] = {"max", NULL, 0, IABN_T_BYTES, 4, 0, 0, 0, NULL, "BYTES", NULL, BA,
+        "largest message (64MiB)"},
+    [IABN_O_NO_MEMORY] = {"no-memory", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, MO,
+        "leave out the memory column (no step planned)"},
+    [IABN_O_TORCHVISION] = {"torchvision", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, CV,
+        "torchvision ResNet names (guessed from the names when reading .pth)"},
+    [IABN_O_NO_MODULE_PREFIX] = {"no-module-prefix", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+        NULL, CV, "to PyTorch: classification names without 'module.'"},
+    [IABN_O_FLAT] = {"flat", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, CV,
+        "to PyTorch: segmentation names flat (body.*), not nested"},
+    [IABN_O_FORMAT] = {"format", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, format_choice, "FMT", NULL, EX,
+        "safetensors (reference names, plain BN) or onnx (the evaluation graph)"},
+    [IABN_O_FOLD_BN] = {"fold-bn", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EX,
+        "fold each BN into the convolution before it"},
+    [IABN_O_OPSET] = {"opset", NULL, 0, IABN_T_INT, 13, 1000, 0, 0, NULL, "N", NULL, EX,
+        "ONNX opset (13)"},
+    [IABN_O_GRAPH] = {"graph", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, EX,
+        "print MODEL's evaluation graph as JSON (what tools/export.py reads)"},
 };
 
 static const iabn_command_info commands[IABN_C_COUNT] = {
-    [IABN_C_TRAIN] = {"train", "[CONFIG.json] DATA_DIR", 0, 2,
-                      "train a classifier on an ImageNet-style folder (DATA_DIR/train, /val)",
-                      "Without a config the reference recipe: SGD lr 0.1, momentum 0.9, wd 1e-4, "
-                      "batch 256,\n90 epochs, step schedule x0.1 every 30; flags override the "
-                      "config; the effective\nconfig is saved as OUTPUT_DIR/config.json.\n"
-                      "example: iabn train --model resnext50 --bn inplace_abn_ii DATA"},
-    [IABN_C_EVAL] = {"eval", "[CONFIG.json] CHECKPOINT DATA_DIR", 1, 3,
-                     "top-1 / top-5 of a checkpoint on a validation folder",
-                     "The model and input settings come from the checkpoint; a config overrides "
-                     "them."},
-    [IABN_C_SEGTRAIN] = {"segtrain", "[CONFIG.json] DATA_DIR", 0, 2,
-                         "fine-tune a segmentation network (Cityscapes, Vistas)", NULL},
-    [IABN_C_SEGEVAL] = {"segeval", "[CONFIG.json] CHECKPOINT DATA_DIR", 1, 3,
-                        "mean IoU of a segmentation checkpoint",
-                        "The model and input settings come from the checkpoint; a config "
-                        "overrides them."},
-    [IABN_C_PREDICT] = {"predict", "CHECKPOINT IN_DIR OUT_DIR", 3, 3,
-                        "segmentation label maps (PNG) for a folder of images",
-                        "The model and its input normalisation come from the checkpoint."},
-    [IABN_C_MEM] = {"mem", "[MODEL]", 0, 1,
-                    "plan a training step and report its memory, mode by mode",
-                    "Plans without allocating.  Defaults: batch 32, 224x224 (segmentation nets "
-                    "512x512),\nmodes standard,inplace_abn_ii; --device cuda plans for the CUDA "
-                    "backend (no GPU needed)."},
+    [IABN_C_TRAIN] = {"train", "[CONFIG.json] DATA_DIR", 0, 2, "train a classifier on an "
+        "ImageNet-style folder (DATA_DIR/train, /val)", "Without a config the reference recipe: "
+        "SGD lr 0.1, momentum 0.9, wd 1e-4, batch 256,\n90 epochs, step schedule x0.1 every 30; "
+        "flags override the config; the effective\nconfig is saved as "
+        "OUTPUT_DIR/config.json.\nexample: iabn train --model resnext50 --bn inplace_abn_ii DATA"},
+    [IABN_C_EVAL] = {"eval", "[CONFIG.json] CHECKPOINT DATA_DIR", 1, 3, "top-1 / top-5 of a "
+        "checkpoint on a validation folder", "The model and input settings come from the "
+        "checkpoint; a config overrides them."},
+    [IABN_C_SEGTRAIN] = {"segtrain", "[CONFIG.json] DATA_DIR", 0, 2, "fine-tune a segmentation "
+        "network (Cityscapes, Vistas)", NULL},
+    [IABN_C_SEGEVAL] = {"segeval", "[CONFIG.json] CHECKPOINT DATA_DIR", 1, 3, "mean IoU of a "
+        "segmentation checkpoint", "The model and input settings come from the checkpoint; a "
+        "config overrides them."},
+    [IABN_C_PREDICT] = {"predict", "CHECKPOINT IN_DIR OUT_DIR", 3, 3, "segmentation label maps "
+        "(PNG) for a folder of images", "The model and its input normalisation come from the "
+        "checkpoint; --config overrides them."},
+    [IABN_C_MEM] = {"mem", "[MODEL]", 0, 1, "plan a training step and report its memory, mode by "
+        "mode", "Plans without allocating.  Defaults: batch 32, 224x224 (segmentation nets "
+        "512x512),\nmodes standard,inplace_abn_ii; --device cuda plans for the CUDA backend (no "
+        "GPU needed)."},
     [IABN_C_STEP] = {"step", "MODEL --input X.safetensors --output O.safetensors", 0, 1,
-                     "one forward/backward of a model on safetensors inputs (PyTorch parity)",
-                     "One forward (and, with --train, one backward of the mean cross-entropy) of "
-                     "MODEL on X's\n`input` (float32 N,3,H,W) against X's `target` (int64 or "
-                     "int32, N or N,H,W; 255\nignored); writes `logits`, `loss`, `grad.<name>` "
-                     "for every parameter and the running\nstatistics.  Models: iabn mem --list."},
-    [IABN_C_DEMO] = {"demo", "", 0, 0,
-                     "train a narrow ResNeXt on generated data for a minute, then the memory "
-                     "report",
-                     NULL},
-    [IABN_C_DATA] = {"data", "bench|synth|info", 1, 1,
-                     "data tools: bench (decode + augment rate), synth, info",
-                     "bench --data-path DIR: decode and augment a split as the training loader "
-                     "does (--size:\n  RandomResizedCrop side, 224; --exact: PIL-identical "
-                     "pixels).\nsynth --output DIR: a small synthetic data set a model can "
-                     "learn (imagefolder:\n  --classes 10, --size 64; cityscapes / vistas: "
-                     "--width 256 --height 128).\ninfo --data-path DIR: the number of samples "
-                     "and the classes."},
-    [IABN_C_PLOT] = {"plot", "RUN_DIR...", 1, IABN_MAX_POS,
-                     "loss, top-1 / mIoU and learning rate of runs (metrics.jsonl) as one SVG",
-                     NULL},
-    [IABN_C_COMPLETION] = {"completion", "bash", 1, 1,
-                           "the shell completion script (source <(iabn completion bash))", NULL},
-    [IABN_C_BENCH_CONV] = {"bench conv", "", 0, 0,
-                           "convolution GFLOP/s against the machine's peak", NULL},
-    [IABN_C_BENCH_BLOCK] = {"bench block", "", 0, 0,
-                            "BN+ACT+CONV blocks in every BN mode (paper Fig. 4)",
-                            "Forward+backward at ResNeXt-101's module shapes.  Target: "
-                            "inplace_abn_ii <= 1.05x standard;\ncheckpointing slower than the "
-                            "in-place modes."},
-    [IABN_C_BENCH_STEP] = {"bench step", "[MODEL]", 0, 1,
-                           "one training step of a model, median time", NULL},
+        "one forward/backward of a model on safetensors inputs (PyTorch parity)",
+        "One forward (and, with --train, one backward of the mean cross-entropy) of MODEL on "
+        "X's\n`input` (float32 N,3,H,W) against X's `target` (int64 or int32, N or N,H,W; "
+        "255\nignored); writes `logits`, `loss`, `grad.<name>` for every parameter and the "
+        "running\nstatistics.  Models: iabn mem --list."},
+    [IABN_C_DEMO] = {"demo", "", 0, 0, "train a narrow ResNeXt on generated data for a minute, "
+        "then the memory report", NULL},
+    [IABN_C_DATA] = {"data", "bench|synth|info", 1, 1, "data tools: bench (decode + augment "
+        "rate), synth, info", "bench --data-path DIR: decode and augment a split as the training "
+        "loader does (--size:\n  RandomResizedCrop side, 224; --exact: PIL-identical "
+        "pixels).\nsynth --output DIR: a small synthetic data set a model can learn "
+        "(imagefolder:\n  --classes 10, --size 64; cityscapes / vistas: --width 256 --height "
+        "128).\ninfo --data-path DIR: the number of samples and the classes."},
+    [IABN_C_PLOT] = {"plot", "RUN_DIR...", 1, IABN_MAX_POS, "loss, top-1 / mIoU and learning rate "
+        "of runs (metrics.jsonl) as one SVG", NULL},
+    [IABN_C_COMPLETION] = {"completion", "bash", 1, 1, "the shell completion script (source "
+        "<(iabn completion bash))", NULL},
+    [IABN_C_BENCH_CONV] = {"bench conv", "", 0, 0, "convolution GFLOP/s against the machine's peak",
+        NULL},
+    [IABN_C_BENCH_BLOCK] = {"bench block", "", 0, 0, "BN+ACT+CONV blocks in every BN mode (paper "
+        "Fig. 4)", "Forward+backward at ResNeXt-101's module shapes.  Target: inplace_abn_ii <= "
+        "1.05x standard;\ncheckpointing slower than the in-place modes."},
+    [IABN_C_BENCH_STEP] = {"bench step", "[MODEL]", 0, 1, "one training step of a model, median "
+        "time", NULL},
+    [IABN_C_BENCH_ALLREDUCE] = {"bench allreduce", "", 0, 0, "all-reduce bandwidth per message "
+        "size", "Run it under the launcher: mpirun -np N iabn bench allreduce.  Rank 0 prints."},
+    [IABN_C_CONVERT] = {"convert", "IN OUT", 2, 2, "weights between reference PyTorch checkpoints "
+        "and iabn safetensors", "The direction comes from IN's bytes; tools/convert.py does it "
+        "($IABN_PYTHON, default /usr/bin/python3 with python3-torch)."},
+    [IABN_C_MODELS] = {"models", "", 0, 0, "every model: parameters, default input, reference "
+        "configs, published weights, memory", "The memory column: the planned training step at "
+        "--batch (32) with inplace_abn_ii over standard BN."},
+    [IABN_C_EXPORT] = {"export", "CHECKPOINT -o OUT --format FMT", 0, 1, "a checkpoint for "
+        "inference: plain or folded BN, safetensors or ONNX", "The model comes from the "
+        "checkpoint's config, else from --model / --act / --bn;\ntools/export.py writes the "
+        "file.  With --graph the argument is a MODEL."},
 };
 
 const iabn_option *iabn_option_get(iabn_opt_id id)
@@ -627,10 +627,13 @@ void iabn_args_completion_bash(FILE *f)
                "    COMPREPLY=($(compgen -W \"");
     for (int c = 0; c < IABN_C_COUNT; c++)
         if (!strchr(commands[c].name, ' ')) fprintf(f, "%s ", commands[c].name);
-    fprintf(f, "bench version help models\" -- \"$cur\")); return\n"
+    fprintf(f, "bench version help\" -- \"$cur\")); return\n"
                "  fi\n"
                "  if [ \"${COMP_WORDS[1]}\" = bench ] && [ $COMP_CWORD -eq 2 ]; then\n"
-               "    COMPREPLY=($(compgen -W \"conv block step\" -- \"$cur\")); return\n"
+               "    COMPREPLY=($(compgen -W \"");
+    for (int c = 0; c < IABN_C_COUNT; c++)
+        if (!strncmp(commands[c].name, "bench ", 6)) fprintf(f, "%s ", commands[c].name + 6);
+    fprintf(f, "\" -- \"$cur\")); return\n"
                "  fi\n"
                "  case \"$prev\" in\n");
     for (int i = 0; i < IABN_O_COUNT; i++) {

@@ -33,6 +33,10 @@ typedef enum iabn_cmd_id {
     IABN_C_BENCH_CONV,
     IABN_C_BENCH_BLOCK,
     IABN_C_BENCH_STEP,
+    IABN_C_BENCH_ALLREDUCE,
+    IABN_C_CONVERT,
+    IABN_C_MODELS,
+    IABN_C_EXPORT,
     IABN_C_COUNT
 } iabn_cmd_id;
 
@@ -86,10 +90,13 @@ typedef enum iabn_opt_id {
     /* benchmarks */
     IABN_O_REPEAT, IABN_O_PEAK, IABN_O_CASE, IABN_O_PLAIN, IABN_O_OPS,
     /* saved activations: offloading and the automatic strategy */
-    IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
+    IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_OFFLOAD_BF16, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
     IABN_O_COPY_BW, IABN_O_SIM,
     /* data parallel */
-    IABN_O_WORLD,
+    IABN_O_WORLD, IABN_O_MAX_BYTES,
+    /* iabn models, convert, export */
+    IABN_O_NO_MEMORY, IABN_O_TORCHVISION, IABN_O_NO_MODULE_PREFIX, IABN_O_FLAT, IABN_O_FORMAT,
+    IABN_O_FOLD_BN, IABN_O_OPSET, IABN_O_GRAPH,
     IABN_O_COUNT
 } iabn_opt_id;
 

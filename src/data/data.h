@@ -253,7 +253,16 @@ int iabn_dataset_open_vistas(const char *root, const char *split, iabn_dataset *
  * split is NULL or empty). */
 int iabn_dataset_open(iabn_dataset_kind kind, const char *root, const char *split,
                       iabn_dataset **out, iabn_err *e);
+/* The same, but an image folder without a <split> sub-folder is root itself
+ * (`iabn data` on a folder of class folders). */
+int iabn_dataset_open_lenient(iabn_dataset_kind kind, const char *root, const char *split,
+                              iabn_dataset **out, iabn_err *e);
 void iabn_dataset_free(iabn_dataset *ds);
+/* Every image file (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) under
+ * root and its sub-folders, as paths relative to root, sorted: n strings in
+ * *out, freed with iabn_strings_free. */
+int iabn_list_images(const char *root, char ***out, size_t *n, iabn_err *e);
+void iabn_strings_free(char **v, size_t n);
 const char *iabn_dataset_kind_name(iabn_dataset_kind kind);
 int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out);
 
@@ -261,6 +270,12 @@ int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out);
  * the names of the 19 train ids. */
 void iabn_cityscapes_label_map(iabn_label_map *map);
 const char *iabn_cityscapes_class_name(int train_id);
+/* The labelId of a train id (the first in helpers/labels.py's order), -1
+ * for none: what the official evaluation scripts read. */
+int iabn_cityscapes_label_id(int train_id);
+/* Colours of the class ids 0..255 of a label map: Cityscapes' own for a
+ * 19-class model, distinct generated ones otherwise. */
+void iabn_label_palette(int classes, uint8_t rgb[256 * 3]);
 
 /* A Vistas config.json: class i is the i-th entry of "labels" that has
  * "evaluate": true (absent = true); entries with false (65 void--unlabeled in
@@ -382,6 +397,15 @@ int iabn_data_make_synthetic_cityscapes(const char *root, int n_train, int n_val
 int iabn_data_make_synthetic_vistas(const char *root, int classes, int n_train, int n_val,
                                     int width, int height, int v12_layout, uint64_t seed,
                                     iabn_err *e);
+/* One of the three by kind (`iabn data synth`); a field left 0 (the image
+ * counts: < 0) takes the kind's default: 10 classes (Vistas 6), 20 training
+ * and 5 validation images (segmentation 6), 64 px squares, 256 x 128. */
+typedef struct iabn_synth_opts {
+    iabn_dataset_kind kind;
+    int classes, n_train, n_val, size, width, height, v12_layout;
+    uint64_t seed;
+} iabn_synth_opts;
+int iabn_data_make_synthetic(const char *root, const iabn_synth_opts *o, iabn_err *e);
 
 #ifdef __cplusplus
 }

@@ -178,6 +178,42 @@ static int walk_dirs(const char *dir, int depth, strvec *dirs, iabn_err *e)
     return rc;
 }
 
+int iabn_list_images(const char *root, char ***out, size_t *n, iabn_err *e)
+{
+    *out = NULL;
+    *n = 0;
+    strvec dirs = {0}, paths = {0};
+    int rc = walk_dirs(root, 0, &dirs, e);
+    size_t skip = strlen(root) + 1;
+    for (size_t d = 0; !rc && d < dirs.n; d++) {
+        strvec files = {0};
+        rc = list_dir(dirs.v[d], 0, &files, e);
+        for (size_t f = 0; !rc && f < files.n; f++) {
+            if (!has_image_ext(files.v[f])) continue;
+            char *full = join(dirs.v[d], files.v[f]);
+            if (sv_push(&paths, full ? strdup(full + skip) : NULL))
+                rc = iabn_err_set(e, IABN_ENOMEM, "out of memory listing %s", root);
+            free(full);
+        }
+        sv_free(&files);
+    }
+    sv_free(&dirs);
+    if (rc) {
+        sv_free(&paths);
+        return rc;
+    }
+    if (paths.n) qsort(paths.v, paths.n, sizeof *paths.v, cmp_str);
+    *out = paths.v;
+    *n = paths.n;
+    return 0;
+}
+
+void iabn_strings_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
 int iabn_dataset_open_imagefolder(const char *dir, iabn_dataset **out, iabn_err *e)
 {
     *out = NULL;
@@ -443,6 +479,17 @@ const char *iabn_dataset_kind_name(iabn_dataset_kind kind)
     case IABN_DATASET_VISTAS: return "vistas";
     }
     return "?";
+}
+
+int iabn_dataset_open_lenient(iabn_dataset_kind kind, const char *root, const char *split,
+                              iabn_dataset **out, iabn_err *e)
+{
+    char *dir = kind == IABN_DATASET_IMAGEFOLDER && split && *split ? join(root, split) : NULL;
+    int rc = dir && is_dir(dir) ? iabn_dataset_open_imagefolder(dir, out, e)
+             : kind == IABN_DATASET_IMAGEFOLDER ? iabn_dataset_open_imagefolder(root, out, e)
+                                                : iabn_dataset_open(kind, root, split, out, e);
+    free(dir);
+    return rc;
 }
 
 int iabn_dataset_kind_parse(const char *s, iabn_dataset_kind *out)

@@ -32,6 +32,28 @@ const char *iabn_cityscapes_class_name(int train_id)
     return train_id >= 0 && train_id < 19 ? cityscapes_names[train_id] : NULL;
 }
 
+int iabn_cityscapes_label_id(int train_id)
+{
+    for (int id = 0; id < 34 && train_id >= 0 && train_id < 19; id++)
+        if (cityscapes_train_id[id] == train_id) return id;
+    return -1;
+}
+
+/* Cityscapes' colours of the 19 train ids */
+static const uint8_t cityscapes_colors[19][3] = {
+    {128, 64, 128}, {244, 35, 232}, {70, 70, 70}, {102, 102, 156}, {190, 153, 153},
+    {153, 153, 153}, {250, 170, 30}, {220, 220, 0}, {107, 142, 35}, {152, 251, 152},
+    {70, 130, 180}, {220, 20, 60}, {255, 0, 0}, {0, 0, 142}, {0, 0, 70},
+    {0, 60, 100}, {0, 80, 100}, {0, 0, 230}, {119, 11, 32}};
+
+void iabn_label_palette(int classes, uint8_t rgb[256 * 3])
+{
+    for (int c = 0; c < 256; c++)
+        for (int k = 0; k < 3; k++)
+            rgb[3 * c + k] = c < 19 && classes == 19 ? cityscapes_colors[c][k]
+                                                      : (uint8_t)((c * (37 + 61 * k) + 50 * k) & 0xff);
+}
+
 static void free_names(char **names, int n)
 {
     if (!names) return;

@@ -414,3 +414,20 @@ int iabn_data_make_synthetic_vistas(const char *root, int classes, int n_train, 
     iabn_image_free(&lb);
     return rc;
 }
+
+int iabn_data_make_synthetic(const char *root, const iabn_synth_opts *o, iabn_err *e)
+{
+    int seg = o->kind != IABN_DATASET_IMAGEFOLDER, w = o->width ? o->width : 256;
+    int h = o->height ? o->height : 128, nt = o->n_train >= 0 ? o->n_train : 20;
+    int nv = o->n_val >= 0 ? o->n_val : seg ? 6 : 5;
+    switch (o->kind) {
+    case IABN_DATASET_IMAGEFOLDER:
+        return iabn_data_make_synthetic_folder(root, o->classes ? o->classes : 10, nt, nv,
+                                               o->size ? o->size : 64, o->seed, e);
+    case IABN_DATASET_CITYSCAPES:
+        return iabn_data_make_synthetic_cityscapes(root, nt, nv, w, h, o->seed, e);
+    default:
+        return iabn_data_make_synthetic_vistas(root, o->classes ? o->classes : 6, nt, nv, w, h,
+                                               o->v12_layout, o->seed, e);
+    }
+}

@@ -257,8 +257,8 @@ int iabn_graph_node(iabn_graph *g, const iabn_op_def *op, const char *name, int 
     n->op = op;
     n->nin = nin;
     n->nout = nout;
-    memcpy(n->in, in, (size_t)nin * sizeof *in);
-    memcpy(n->out, out, (size_t)nout * sizeof *out);
+    if (nin) memcpy(n->in, in, (size_t)nin * sizeof *in); /* in / out may be NULL when empty */
+    if (nout) memcpy(n->out, out, (size_t)nout * sizeof *out);
     for (int j = 0; j < IABN_MAX_OUT; j++) n->inplace[j] = -1;
     n->phase = g->building_phase;
     n->fwd = g->building_fwd;

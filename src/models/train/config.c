@@ -48,6 +48,7 @@ static const key k_network[] = {
     {"input_3x3", K_BOOL, F(input_3x3), NULL},
     {"bn_mode", K_BN, F(bn_mode), NULL},
     {"strategy", K_STRAT, F(strategy), NULL},
+    {"offload_bf16", K_BOOL, F(offload_bf16), NULL},
     {"classes", K_POSINT, F(classes), NULL},
     {"dilation", K_POSINT, F(dilation), NULL},
     {"weight_init", K_STR, F(weight_init), NULL},
@@ -461,6 +462,8 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON_AddBoolToObject(n, "input_3x3", c->input_3x3);
     cJSON_AddStringToObject(n, "bn_mode", c->bn_auto ? "auto" : iabn_bn_mode_name(c->bn_mode));
     cJSON_AddStringToObject(n, "strategy", iabn_storage_name(c->strategy));
+    /* written only when set: the configs of earlier runs stay as they were */
+    if (c->offload_bf16) cJSON_AddBoolToObject(n, "offload_bf16", 1);
     /* 0: taken from the data set, which is how the key's absence reads back */
     if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);

@@ -43,6 +43,7 @@ typedef struct iabn_config {
                               standard with relu (bn_auto set) */
     int bn_auto;
     iabn_storage strategy; /* saved activations: keep, offload, auto, recompute */
+    int offload_bf16;      /* offloaded copies in bfloat16 (docs/OFFLOAD.md)        */
     int classes;           /* 0: from the data set */
     int dilation;
     char weight_init[32];  /* xavier_normal, kaiming_normal */

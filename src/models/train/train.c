@@ -320,6 +320,7 @@ static int setup(trainer *tr, iabn_err *e)
         /* auto / recompute aim at --budget, else at what the device has */
         tr->sopts.allow_offload = tr->sopts.allow_recompute = 1;
         tr->sopts.lookahead = 1;
+        tr->sopts.host_bf16 = tr->cfg.offload_bf16;
         tr->sopts.budget = o->budget_bytes > 0 ? (size_t)o->budget_bytes
                                                : iabn_device_available(&tr->dev);
         if ((rc = iabn_cost_calibrate(&tr->sopts.cost, tr->dev.be->kind, e))) return rc;

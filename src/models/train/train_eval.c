@@ -485,8 +485,10 @@ int iabn_predictor_open(const char *checkpoint, const iabn_predict_opts *o,
     tr->pool_h = o->pool_h;
     tr->pool_w = o->pool_w;
     iabn_st_file *f = NULL;
-    int rc = iabn_st_load(checkpoint, &f, e);
-    if (!rc) {
+    int rc = 0;
+    if (o->config) tr->cfg = *o->config;
+    else rc = iabn_st_load(checkpoint, &f, e);
+    if (!rc && !o->config) {
         const char *cj = iabn_st_meta(f, "config");
         iabn_config_defaults(&tr->cfg);
         if (!cj)

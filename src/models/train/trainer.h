@@ -127,12 +127,14 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
 
 /* A segmentation checkpoint opened for prediction (iabn predict): the
  * network and its normalisation come from the configuration the checkpoint
- * carries in its metadata. */
+ * carries in its metadata, or from opts.config when given (which then
+ * overrides the checkpoint's). */
 typedef struct iabn_predictor iabn_predictor;
 typedef struct iabn_predict_opts {
     const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
     int window_h, window_w;      /* sliding-window inference (0: whole image) */
     int pool_set, pool_h, pool_w;   /* DeepLabV3 pooling size override (0x0: global mean) */
+    const iabn_config *config;   /* NULL: the checkpoint's own                    */
 } iabn_predict_opts;
 int iabn_predictor_open(const char *checkpoint, const iabn_predict_opts *o,
                         iabn_predictor **out, iabn_err *e);
