@@ -467,6 +467,36 @@ static void test_train_eval_init(void)
     CHECK(run_captured(iabn_cmd_train, 19, ft, out, sizeof out) == 1);
 }
 
+/* convert, models, export and bench allreduce parse through the table: the
+ * generated --help, an unknown flag refused, the values checked, export's
+ * --graph from table flags (what tools/export.py asks for). */
+static void test_table_commands(void)
+{
+    static char out[1 << 16];
+    char *h1[] = {"models", "--help"};
+    CHECK(run_captured(iabn_cmd_models, 2, h1, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "usage: iabn models") && strstr(out, "--no-memory") && strstr(out, "-b, --batch-size"),
+              "%s", out);
+    char *m[] = {"models", "--no-memory", "--bogus"};
+    CHECK(run_captured(iabn_cmd_models, 3, m, out, sizeof out) == 2);
+    char *mb[] = {"models", "--batch", "0"};
+    CHECK(run_captured(iabn_cmd_models, 3, mb, out, sizeof out) == 2);
+    char *h2[] = {"convert", "--help"};
+    CHECK(run_captured(iabn_cmd_convert, 2, h2, out, sizeof out) == 0);
+    CHECK(strstr(out, "usage: iabn convert IN OUT") && strstr(out, "--no-module-prefix"));
+    char *c[] = {"convert", "a.pth", "b.safetensors", "--fold-bn"}; /* export's flag */
+    CHECK(run_captured(iabn_cmd_convert, 4, c, out, sizeof out) == 2);
+    char *ex[] = {"export", "ckpt.safetensors", "-o", "x.onnx", "--format", "tflite"};
+    CHECK(run_captured(iabn_cmd_export, 6, ex, out, sizeof out) == 2);
+    char *g[] = {"export", "--graph", "resnext_tiny", "--classes", "3", "--act", "leaky_relu",
+                 "--act-param", "0.02", "--no-input-3x3", "--size", "32"};
+    CHECK(run_captured(iabn_cmd_export, 12, g, out, sizeof out) == 0);
+    CHECK_MSG(strstr(out, "\"nodes\"") && strstr(out, "[1, 3, 32, 32]") && strstr(out, "\"act_param\": 0.0199999996"),
+              "%.300s", out);
+    char *ar[] = {"bench allreduce", "--max", "lots"};
+    CHECK(run_captured(iabn_bench_allreduce, 3, ar, out, sizeof out) == 2);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/iabn_test_options_XXXXXX");
@@ -479,6 +509,7 @@ int main(void)
     RUN(test_plot);
     RUN(test_progress);
     RUN(test_train_eval_init);
+    RUN(test_table_commands);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmpdir);
