@@ -1,8 +1,8 @@
 /* test_conv.c: the CPU convolution kernels (fwd, bwd-data, bwd-filter)
  * against a naive direct convolution with double accumulation (PyTorch
- * conv2d semantics), over geometries that reach every path: im2col, 1x1,
- * per-tap (dilated on small maps) and the direct grouped kernels, at 1, 2
- * and 3 threads.  Also: bwd-filter accumulates, bwd-data overwrites, nothing
+ * conv2d semantics), over geometries that reach every path: oneDNN (dense,
+ * 16 channels and up), im2col, 1x1, per-tap (dilated on small maps) and the
+ * direct kernels, at 1, 2 and 3 threads.  Also: bwd-filter accumulates, bwd-data overwrites, nothing
  * is written past the scratch or the outputs, repeated calls are bitwise
  * equal, and a finite-difference check of all three gradients. */
 #include "tensor/tensor.h"
@@ -84,10 +84,13 @@ static const char *path_name(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     iabn_conv_plan p;
     iabn_conv_plan_make(g, pass, iabn_num_threads(), &p);
-    return p.path == IABN_CONV_PATH_DIRECT ? "direct" : p.path == IABN_CONV_PATH_TAPS ? "taps" : "im2col";
+    return p.path == IABN_CONV_PATH_DIRECT ? "direct"
+           : p.path == IABN_CONV_PATH_TAPS ? "taps"
+           : p.path == IABN_CONV_PATH_DNNL ? "onednn"
+                                           : "im2col";
 }
 
-static int paths_seen[3];
+static int paths_seen[IABN_CONV_NPATHS];
 
 static void run_case(const tcase *tc)
 {
@@ -137,19 +140,20 @@ static void run_case(const tcase *tc)
             if (s > sf) sf = s;
         }
         float *scr = alloc_canary(sf);
+        iabn_err err = {0};
         float *y = alloc_canary(ny), *y2 = alloc_canary(ny), *dx = alloc_canary(nx);
         float *dw = alloc_canary(nw), *db = alloc_canary(g.c_out);
 
-        iabn_conv_fwd(&g, x, w, b, y, scr);
+        CHECK_OK(iabn_conv_fwd(NULL, &g, x, w, b, y, scr, sf * sizeof(float), &err));
         double e = worst(y, ry, rya, ny);
         CHECK_MSG(e <= 1, "fwd [%s, %d thr] n%d c%d %dx%d -> %d k%d s%d p%d d%d g%d: err %.3g",
                   path_name(&g, IABN_CONV_FWD), th, tc->n, tc->c_in, tc->h, tc->w, tc->c_out,
                   tc->k, tc->stride, tc->pad, tc->dil, tc->groups, e);
-        iabn_conv_fwd(&g, x, w, b, y2, scr);
+        CHECK_OK(iabn_conv_fwd(NULL, &g, x, w, b, y2, scr, sf * sizeof(float), &err));
         CHECK_MSG(memcmp(y, y2, ny * sizeof(float)) == 0, "fwd not repeatable (g%d)", tc->groups);
 
         for (size_t i = 0; i < nx; i++) dx[i] = NAN; /* must be overwritten, never read */
-        iabn_conv_bwd_data(&g, dy, w, dx, scr);
+        CHECK_OK(iabn_conv_bwd_data(NULL, &g, dy, w, dx, scr, sf * sizeof(float), &err));
         e = worst(dx, rdx, rdxa, nx);
         CHECK_MSG(e <= 1, "bwd-data [%s, %d thr] n%d c%d %dx%d -> %d k%d s%d p%d d%d g%d: err %.3g",
                   path_name(&g, IABN_CONV_BWD_DATA), th, tc->n, tc->c_in, tc->h, tc->w,
@@ -157,7 +161,7 @@ static void run_case(const tcase *tc)
 
         memcpy(dw, dw0, nw * sizeof(float));
         memcpy(db, db0, g.c_out * sizeof(float));
-        iabn_conv_bwd_filter(&g, x, dy, dw, db, scr);
+        CHECK_OK(iabn_conv_bwd_filter(NULL, &g, x, dy, dw, db, scr, sf * sizeof(float), &err));
         e = worst(dw, rdw, rdwa, nw);
         CHECK_MSG(e <= 1, "bwd-filter [%s, %d thr] n%d c%d %dx%d -> %d k%d s%d p%d d%d g%d: err %.3g",
                   path_name(&g, IABN_CONV_BWD_FILTER), th, tc->n, tc->c_in, tc->h, tc->w,
@@ -260,10 +264,11 @@ static void test_grouped(void)
 
 /* L = sum r*y; dL/dx = bwd_data(r), dL/dw = bwd_filter(x, r), dL/db = sum r. */
 static double loss(const iabn_conv_geom *g, const float *x, const float *w, const float *b,
-                   const float *r, float *y, void *scr)
+                   const float *r, float *y, void *scr, size_t sb)
 {
     size_t ny = (size_t)g->n * g->c_out * g->h_out * g->w_out;
-    iabn_conv_fwd(g, x, w, b, y, scr);
+    iabn_err e = {0};
+    CHECK_OK(iabn_conv_fwd(NULL, g, x, w, b, y, scr, sb, &e));
     double s = 0;
     for (size_t i = 0; i < ny; i++) s += (double)r[i] * y[i];
     return s;
@@ -285,27 +290,28 @@ static void fd_case(int n, int c_in, int h, int w_, int c_out, int k, int stride
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc(c_out * 4), *r = malloc(ny * 4);
     float *y = malloc(ny * 4), *dx = malloc(nx * 4), *dw = calloc(nw, 4), *db = calloc(c_out, 4);
     t_fill(x, nx, 11); t_fill(w, nw, 12); t_fill(b, c_out, 13); t_fill(r, ny, 14);
-    iabn_conv_bwd_data(&g, r, w, dx, scr);
-    iabn_conv_bwd_filter(&g, x, r, dw, db, scr);
+    iabn_err e = {0};
+    CHECK_OK(iabn_conv_bwd_data(NULL, &g, r, w, dx, scr, sb, &e));
+    CHECK_OK(iabn_conv_bwd_filter(NULL, &g, x, r, dw, db, scr, sb, &e));
     const float eps = 1e-2f;
     for (size_t i = 0; i < nx; i += 7) {
         float keep = x[i];
-        x[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr);
-        x[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr);
+        x[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr, sb);
+        x[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr, sb);
         x[i] = keep;
         CHECK_CLOSE(dx[i], (lp - lm) / (2 * eps), 2e-3, 2e-3);
     }
     for (size_t i = 0; i < nw; i += 3) {
         float keep = w[i];
-        w[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr);
-        w[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr);
+        w[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr, sb);
+        w[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr, sb);
         w[i] = keep;
         CHECK_CLOSE(dw[i], (lp - lm) / (2 * eps), 2e-3, 2e-3);
     }
     for (int i = 0; i < c_out; i++) {
         float keep = b[i];
-        b[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr);
-        b[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr);
+        b[i] = keep + eps; double lp = loss(&g, x, w, b, r, y, scr, sb);
+        b[i] = keep - eps; double lm = loss(&g, x, w, b, r, y, scr, sb);
         b[i] = keep;
         CHECK_CLOSE(db[i], (lp - lm) / (2 * eps), 2e-3, 2e-3);
     }
@@ -327,9 +333,10 @@ int main(void)
     RUN(test_grouped);
     RUN(test_finite_difference);
     CHECK_MSG(paths_seen[IABN_CONV_PATH_IM2COL] && paths_seen[IABN_CONV_PATH_TAPS] &&
-                  paths_seen[IABN_CONV_PATH_DIRECT],
-              "every path exercised (im2col %d, taps %d, direct %d)",
+                  paths_seen[IABN_CONV_PATH_DIRECT] &&
+                  paths_seen[IABN_CONV_PATH_DNNL] == iabn_conv_have_dnnl(),
+              "every path exercised (im2col %d, taps %d, direct %d, oneDNN %d)",
               paths_seen[IABN_CONV_PATH_IM2COL], paths_seen[IABN_CONV_PATH_TAPS],
-              paths_seen[IABN_CONV_PATH_DIRECT]);
+              paths_seen[IABN_CONV_PATH_DIRECT], paths_seen[IABN_CONV_PATH_DNNL]);
     return TEST_END();
 }

@@ -7,6 +7,7 @@ set -euo pipefail
 pkgs=(
   gcc pkg-config meson ninja-build            # build
   libopenblas-openmp-dev                      # BLAS, the OpenMP build (never the pthread one)
+  libdnnl-dev                                 # oneDNN: the dense convolutions
   libcjson-dev libjpeg62-turbo-dev libpng-dev # JSON, JPEG, PNG
   libopenmpi-dev openmpi-bin                  # multi-process training and its CPU collectives
 )

@@ -196,8 +196,14 @@ typedef struct iabn_backend {
     const iabn_kernels *k;
 } iabn_backend;
 
-/* The CPU backend: a constant vtable, no state. */
+/* The CPU backend: a constant vtable, no state (convolutions build their
+ * oneDNN primitives per call). */
 const iabn_backend *iabn_backend_cpu(void);
+/* The CPU backend with a context of its own, which caches the oneDNN
+ * convolution primitives per geometry (iabn_device_open("cpu") makes one);
+ * free it with iabn_cpu_backend_free (the constant backend is ignored). */
+int iabn_cpu_backend_new(const iabn_backend **out, iabn_err *e);
+void iabn_cpu_backend_free(const iabn_backend *be);
 
 #ifdef __cplusplus
 }

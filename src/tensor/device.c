@@ -118,7 +118,8 @@ int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
     if (iabn_device_parse(spec, &kind, &index))
         return iabn_err_set(e, IABN_EINVAL, "--device must be cpu, cuda or cuda:N, not '%s'", spec);
     if (kind == IABN_DEV_CPU) {
-        d->be = iabn_backend_cpu();
+        int rc = iabn_cpu_backend_new(&d->be, e); /* its context caches conv primitives */
+        if (rc) return iabn_err_prefix(e, "--device cpu: ");
         snprintf(d->name, sizeof d->name, "cpu");
         return 0;
     }
@@ -138,6 +139,7 @@ int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
 void iabn_device_close(iabn_device *d)
 {
     if (d->cuda) d->cuda_api->ctx_free((iabn_cuda_ctx *)d->cuda);
+    else if (d->be) iabn_cpu_backend_free(d->be);
     memset(d, 0, sizeof *d);
 }
 

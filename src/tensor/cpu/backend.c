@@ -1,9 +1,13 @@
 /* cpu/backend.c: the CPU backend: host memory (64-byte aligned), copies
  * that are memmove, no streams, and the kernel table over the CPU kernels of
- * this folder.  Constant vtables with no state. */
+ * this folder.  iabn_backend_cpu() is a constant vtable with no state; a CPU
+ * device (iabn_cpu_backend_new, what iabn_device_open("cpu") gives) is the
+ * same backend with a context that caches the oneDNN convolution
+ * primitives per geometry (cpu/conv.h), freed with it. */
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void *cpu_alloc(void *ctx, size_t bytes)
@@ -56,23 +60,46 @@ static size_t k_conv_scratch(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     return iabn_conv_scratch_bytes(g, pass, iabn_num_threads());
 }
+/* ctx: NULL (the constant backend, or a backend that borrows this table
+ * with a context of its own) or, in the device's table, its cpu_ctx. */
 static int k_conv_fwd(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
                       const float *bias, float *y, void *ws, size_t ws_bytes, iabn_err *e)
 {
-    iabn_conv_fwd(g, x, w, bias, y, ws);
-    return 0;
+    return iabn_conv_fwd(NULL, g, x, w, bias, y, ws, ws_bytes, e);
 }
 static int k_conv_bwd_data(void *ctx, const iabn_conv_geom *g, const float *dy, const float *w,
                            float *dx, void *ws, size_t ws_bytes, iabn_err *e)
 {
-    iabn_conv_bwd_data(g, dy, w, dx, ws);
-    return 0;
+    return iabn_conv_bwd_data(NULL, g, dy, w, dx, ws, ws_bytes, e);
 }
 static int k_conv_bwd_filter(void *ctx, const iabn_conv_geom *g, const float *x, const float *dy,
                              float *dw, float *dbias, void *ws, size_t ws_bytes, iabn_err *e)
 {
-    iabn_conv_bwd_filter(g, x, dy, dw, dbias, ws);
-    return 0;
+    return iabn_conv_bwd_filter(NULL, g, x, dy, dw, dbias, ws, ws_bytes, e);
+}
+
+typedef struct cpu_ctx {
+    iabn_backend be;
+    iabn_kernels k;
+    iabn_conv_cache *conv;
+} cpu_ctx;
+
+static int k_conv_fwd_cached(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
+                             const float *bias, float *y, void *ws, size_t ws_bytes, iabn_err *e)
+{
+    return iabn_conv_fwd(((cpu_ctx *)ctx)->conv, g, x, w, bias, y, ws, ws_bytes, e);
+}
+static int k_conv_bwd_data_cached(void *ctx, const iabn_conv_geom *g, const float *dy,
+                                  const float *w, float *dx, void *ws, size_t ws_bytes,
+                                  iabn_err *e)
+{
+    return iabn_conv_bwd_data(((cpu_ctx *)ctx)->conv, g, dy, w, dx, ws, ws_bytes, e);
+}
+static int k_conv_bwd_filter_cached(void *ctx, const iabn_conv_geom *g, const float *x,
+                                    const float *dy, float *dw, float *dbias, void *ws,
+                                    size_t ws_bytes, iabn_err *e)
+{
+    return iabn_conv_bwd_filter(((cpu_ctx *)ctx)->conv, g, x, dy, dw, dbias, ws, ws_bytes, e);
 }
 
 static int k_bn_stats(void *ctx, int n, int c, int hw, const float *x, float *mean, float *var,
@@ -380,3 +407,32 @@ static const iabn_backend cpu_backend = {
 };
 
 const iabn_backend *iabn_backend_cpu(void) { return &cpu_backend; }
+
+int iabn_cpu_backend_new(const iabn_backend **out, iabn_err *e)
+{
+    *out = NULL;
+    cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c) return iabn_err_set(e, IABN_ENOMEM, "out of memory opening the CPU device");
+    int rc = iabn_conv_cache_new(&c->conv, e);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    c->k = cpu_kernels;
+    c->k.conv_fwd = k_conv_fwd_cached;
+    c->k.conv_bwd_data = k_conv_bwd_data_cached;
+    c->k.conv_bwd_filter = k_conv_bwd_filter_cached;
+    c->be = cpu_backend;
+    c->be.ctx = c;
+    c->be.k = &c->k;
+    *out = &c->be;
+    return 0;
+}
+
+void iabn_cpu_backend_free(const iabn_backend *be)
+{
+    if (!be || be == &cpu_backend) return;
+    cpu_ctx *c = be->ctx;
+    iabn_conv_cache_free(c->conv);
+    free(c);
+}

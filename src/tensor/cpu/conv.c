@@ -1,7 +1,7 @@
 /* cpu/conv.c: the CPU convolution entry points, the choice of path for a
  * geometry (the plan, which also sizes the scratch), and the im2col + sgemm
- * path used for dense convolutions and grouped ones with many channels per
- * group.
+ * path used for grouped convolutions with many channels per group and small
+ * dilated ones (dense ones go to oneDNN: cpu/conv_dnnl.c).
  *
  * Threading: a call runs in the caller's thread and opens its own OpenMP
  * regions.  Either the (image, group) items are spread over the threads, each
@@ -75,8 +75,49 @@ static double valid_fraction(const iabn_conv_geom *g)
     return rows * cols / ((double)g->kh * g->kw * g->h_out * g->w_out);
 }
 
+int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    if (g->groups != 1 || !iabn_conv_have_dnnl()) return 0;
+#if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
+    return 1;
+#else
+    /* oneDNN blocks channels by 16: narrower convs pad its layouts (and
+     * the reorder copies in the scratch) and are the direct kernels' job.
+     * Its JIT kernels skip the taps that read padding, but for the forward
+     * and data passes of dilated convs it falls back to a plain GEMM that
+     * computes them: those stay on the per-tap path when most taps read
+     * padding (docs/CPU.md: on ASPP d=12 the per-tap path ties or wins
+     * there, and oneDNN's weight pass is 1.5x faster). */
+    if (g->c_in < 16 || g->c_out < 16) return 0;
+    return g->dil == 1 || pass == IABN_CONV_BWD_FILTER || valid_fraction(g) >= 0.8;
+#endif
+}
+
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                          iabn_conv_plan *p)
+{
+    if (iabn_conv_use_dnnl(g, pass)) {
+        memset(p, 0, sizeof *p);
+        p->threads = threads < 1 ? 1 : threads;
+        /* the layer's scratch is a function of the geometry: the larger of
+         * the plans with and without bias (bwd-data has none) */
+        size_t b0 = 0, b1 = 0;
+        iabn_err e = {0};
+        int rc = iabn_conv_dnnl_scratch(g, pass, 0, p->threads, &b0, NULL, &e);
+        if (!rc && pass != IABN_CONV_BWD_DATA)
+            rc = iabn_conv_dnnl_scratch(g, pass, 1, p->threads, &b1, NULL, &e);
+        if (!rc) {
+            p->path = IABN_CONV_PATH_DNNL;
+            p->total = ((b0 > b1 ? b0 : b1) + sizeof(float) - 1) / sizeof(float);
+            return;
+        }
+        /* oneDNN cannot plan it here: the call will say why */
+    }
+    iabn_conv_plan_make_native(g, pass, threads, p);
+}
+
+void iabn_conv_plan_make_native(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                                iabn_conv_plan *p)
 {
     memset(p, 0, sizeof *p);
     if (threads < 1) threads = 1;
@@ -420,69 +461,85 @@ void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
     }
 }
 
-void iabn_conv_fwd(const iabn_conv_geom *g, const float *x, const float *w,
-                   const float *bias, float *y, void *scratch)
+int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
+                       iabn_conv_pass pass, const float *a, const float *b, const float *bias,
+                       float *out, float *dbias, void *scratch, size_t scratch_bytes,
+                       iabn_err *e)
 {
-    iabn_conv_plan p;
-    iabn_conv_gd c;
-    iabn_conv_plan_make(g, IABN_CONV_FWD, call_threads(), &p);
-    gd_from_geom(g, &c);
+    if (p->path == IABN_CONV_PATH_DNNL) {
+        switch (pass) {
+        case IABN_CONV_FWD:
+            return iabn_conv_dnnl_fwd(c, g, a, b, bias, out, scratch, scratch_bytes, e);
+        case IABN_CONV_BWD_DATA:
+            return iabn_conv_dnnl_bwd_data(c, g, a, b, out, scratch, scratch_bytes, e);
+        default:
+            return iabn_conv_dnnl_bwd_filter(c, g, a, b, out, dbias, scratch, scratch_bytes, e);
+        }
+    }
+    if (scratch_bytes < p->total * sizeof(float))
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d (pass %d): %zu bytes of scratch given, %zu "
+                            "needed (was it planned with another thread count?)",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, (int)pass, scratch_bytes,
+                            p->total * sizeof(float));
+    iabn_conv_gd cd;
+    gd_from_geom(g, &cd);
     float none[16]; /* stands in for a NULL scratch when none is needed */
     float *scr = scratch ? (float *)scratch : none;
-    switch (p.path) {
-    case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_fwd(g, p.threads, x, w, bias, y, scr);
+    switch (pass) {
+    case IABN_CONV_FWD:
+        if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_fwd(g, p->threads, a, b, bias, out, scr);
+        else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_fwd(&cd, p, a, b, bias, out, scr);
+        else im2col_fwd(&cd, p, a, b, bias, out, scr);
         break;
-    case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_fwd(&c, &p, x, w, bias, y, scr);
+    case IABN_CONV_BWD_DATA:
+        if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_bwd_data(g, p->threads, a, b, out, scr);
+        else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_bwd_data(&cd, p, a, b, out, scr);
+        else im2col_bwd_data(&cd, p, a, b, out, scr);
         break;
-    case IABN_CONV_PATH_IM2COL:
-        im2col_fwd(&c, &p, x, w, bias, y, scr);
+    default:
+        if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_bwd_filter(g, p->threads, a, b, out, scr);
+        else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_bwd_filter(&cd, p, a, b, out, scr);
+        else im2col_bwd_filter(&cd, p, a, b, out, scr);
+        if (dbias) iabn_conv_bias_grad(g->n, g->c_out, (size_t)g->h_out * g->w_out, b, dbias);
         break;
     }
+    return 0;
 }
 
-void iabn_conv_bwd_data(const iabn_conv_geom *g, const float *dy, const float *w, float *dx,
-                        void *scratch)
+/* The oneDNN path plans inside conv_dnnl.c (its cache): only the others
+ * need the plan here. */
+static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass pass,
+                    const float *a, const float *b, const float *bias, float *out, float *dbias,
+                    void *scratch, size_t scratch_bytes, iabn_err *e)
 {
     iabn_conv_plan p;
-    iabn_conv_gd c;
-    iabn_conv_plan_make(g, IABN_CONV_BWD_DATA, call_threads(), &p);
-    gd_from_geom(g, &c);
-    float none[16]; /* stands in for a NULL scratch when none is needed */
-    float *scr = scratch ? (float *)scratch : none;
-    switch (p.path) {
-    case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_bwd_data(g, p.threads, dy, w, dx, scr);
-        break;
-    case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_bwd_data(&c, &p, dy, w, dx, scr);
-        break;
-    case IABN_CONV_PATH_IM2COL:
-        im2col_bwd_data(&c, &p, dy, w, dx, scr);
-        break;
+    if (iabn_conv_use_dnnl(g, pass)) {
+        memset(&p, 0, sizeof p);
+        p.path = IABN_CONV_PATH_DNNL;
+    } else {
+        iabn_conv_plan_make_native(g, pass, call_threads(), &p);
     }
+    return iabn_conv_run_plan(c, &p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
 }
 
-void iabn_conv_bwd_filter(const iabn_conv_geom *g, const float *x, const float *dy, float *dw,
-                          float *dbias, void *scratch)
+int iabn_conv_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x, const float *w,
+                  const float *bias, float *y, void *scratch, size_t scratch_bytes, iabn_err *e)
 {
-    iabn_conv_plan p;
-    iabn_conv_gd c;
-    iabn_conv_plan_make(g, IABN_CONV_BWD_FILTER, call_threads(), &p);
-    gd_from_geom(g, &c);
-    float none[16]; /* stands in for a NULL scratch when none is needed */
-    float *scr = scratch ? (float *)scratch : none;
-    switch (p.path) {
-    case IABN_CONV_PATH_DIRECT:
-        iabn_conv_direct_bwd_filter(g, p.threads, x, dy, dw, scr);
-        break;
-    case IABN_CONV_PATH_TAPS:
-        iabn_conv_taps_bwd_filter(&c, &p, x, dy, dw, scr);
-        break;
-    case IABN_CONV_PATH_IM2COL:
-        im2col_bwd_filter(&c, &p, x, dy, dw, scr);
-        break;
-    }
-    if (dbias) iabn_conv_bias_grad(g->n, g->c_out, (size_t)g->h_out * g->w_out, dy, dbias);
+    return run_pass(c, g, IABN_CONV_FWD, x, w, bias, y, NULL, scratch, scratch_bytes, e);
+}
+
+int iabn_conv_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                       const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                       iabn_err *e)
+{
+    return run_pass(c, g, IABN_CONV_BWD_DATA, dy, w, NULL, dx, NULL, scratch, scratch_bytes, e);
+}
+
+int iabn_conv_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                         const float *dy, float *dw, float *dbias, void *scratch,
+                         size_t scratch_bytes, iabn_err *e)
+{
+    return run_pass(c, g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw, dbias, scratch, scratch_bytes,
+                    e);
 }

@@ -2,30 +2,39 @@
  * (PyTorch conv2d semantics: zero padding, dilation, groups).
  *
  * Paths, chosen per geometry and pass (same choice in scratch_bytes and the
- * kernels):
+ * kernels; docs/CPU.md gives the measurements behind the rule):
+ *   - oneDNN (cpu/conv_dnnl.c, in builds that found it) for dense convs
+ *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
+ *     reorders from and to the NCHW tensors, all three passes;
  *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
- *     passes, for grouped convs with <= 16 channels per group and for convs
- *     with <= 64 channels per group in and out (not 1x1, not mostly padding;
- *     strided bwd-data of the latter goes to im2col);
+ *     passes, for grouped convs with <= 16 channels per group;
  *   - one sgemm per kernel tap over the window where that tap reads the
  *     image, for wide dilated convs on small maps (ASPP): taps lying in the
  *     padding cost nothing, so d=12/24/36 on 33x33 do only the useful work;
- *   - im2col + OpenBLAS sgemm for the rest (wide dense convs, 1x1 convs,
- *     which skip im2col at stride 1 pad 0); stride-1 bwd-data runs as a
- *     forward conv of dy with flipped weights.
+ *   - im2col + OpenBLAS sgemm for the rest (grouped convs with many channels
+ *     per group, small dilated ones).
  *
  * Scratch comes from the caller (the memory planner accounts for it): ask
  * iabn_conv_scratch_bytes() for the pass and thread count, pass a buffer of at
- * least that size (64-byte aligned for speed; any float alignment works).
- * Kernels never allocate.
+ * least that size and its size (64-byte aligned for speed; any float
+ * alignment works).  Kernels never allocate tensor memory; the oneDNN path
+ * allocates only its primitives (once per geometry with a cache).
+ *
+ * Cache: oneDNN primitives are built once per (geometry, pass, threads) and
+ * kept in an iabn_conv_cache (a CPU device context owns one: cpu/backend.c);
+ * a call without a cache (NULL) builds them for the call and frees them.  A
+ * cache is used by one thread at a time.
  *
  * Threads: a call runs in the caller's thread and opens OpenMP regions of at
  * most `threads` threads, where `threads` must be the value given to
  * iabn_conv_scratch_bytes(), and must equal omp_get_max_threads() (i.e.
  * iabn_num_threads()) at the time of the call: the kernels plan with that
- * value, and a larger one than the scratch was sized for would overrun it.
- * Call from outside any parallel region.  Results are deterministic for a
- * given thread count (static schedules, fixed reduction orders).
+ * value (a larger one than the scratch was sized for is an error on the
+ * oneDNN path).  Call from outside any parallel region.  Results are
+ * deterministic for a given thread count.
+ *
+ * Errors: the entry points return 0 or an iabn_err code (oneDNN failures,
+ * a scratch smaller than the plan needs).
  *
  * Aliasing: outputs must not overlap inputs or the scratch.
  */
@@ -37,6 +46,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct iabn_err iabn_err;
 
 typedef struct iabn_conv_geom {
     int n, c_in, h_in, w_in;     /* input  N x C_in x H_in x W_in          */
@@ -58,22 +69,36 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
                         int c_out, int kh, int kw, int stride, int pad, int dil,
                         int groups);
 
-/* Bytes of scratch one call of `pass` needs when run with `threads` threads. */
+/* Whether this build has the oneDNN path (libdnnl found when configured). */
+int iabn_conv_have_dnnl(void);
+
+/* oneDNN primitives per geometry (cpu/conv_dnnl.c). */
+typedef struct iabn_conv_cache iabn_conv_cache;
+int iabn_conv_cache_new(iabn_conv_cache **out, iabn_err *e);
+void iabn_conv_cache_free(iabn_conv_cache *c); /* NULL is fine */
+/* Plans held (for tests: a second call of a geometry builds nothing). */
+int iabn_conv_cache_size(const iabn_conv_cache *c);
+
+/* Bytes of scratch one call of `pass` needs when run with `threads` threads
+ * (with or without bias). */
 size_t iabn_conv_scratch_bytes(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 
 /* y = conv(x, w) (+ bias per output channel if bias != NULL).
  * x: N,C_in,H_in,W_in; w: C_out, C_in/groups, kh, kw; y: N,C_out,H_out,W_out. */
-void iabn_conv_fwd(const iabn_conv_geom *g, const float *x, const float *w,
-                   const float *bias, float *y, void *scratch);
+int iabn_conv_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x, const float *w,
+                  const float *bias, float *y, void *scratch, size_t scratch_bytes,
+                  iabn_err *e);
 
 /* dx = conv_transpose(dy, w); dx is overwritten (beta 0). */
-void iabn_conv_bwd_data(const iabn_conv_geom *g, const float *dy, const float *w,
-                        float *dx, void *scratch);
+int iabn_conv_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                       const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                       iabn_err *e);
 
 /* dw += correlation(x, dy); dbias += sum over N,H,W of dy (if dbias != NULL).
  * Accumulates: parameter gradients add up over fan-in and micro-batches. */
-void iabn_conv_bwd_filter(const iabn_conv_geom *g, const float *x, const float *dy,
-                          float *dw, float *dbias, void *scratch);
+int iabn_conv_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                         const float *dy, float *dw, float *dbias, void *scratch,
+                         size_t scratch_bytes, iabn_err *e);
 
 #ifdef __cplusplus
 }

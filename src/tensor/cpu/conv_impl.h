@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "tensor/cpu/conv.h"
+#include "tensor/tensor.h"
 
 /* Largest channels-per-group (in and out) of grouped convs routed to the
  * direct kernels, the largest kernel area they accept (tap offsets live on
@@ -26,13 +26,17 @@
 typedef enum iabn_conv_path {
     IABN_CONV_PATH_IM2COL = 0, /* im2col (or none for 1x1) + one GEMM per item  */
     IABN_CONV_PATH_TAPS = 1,   /* one GEMM per kernel tap over its valid window */
-    IABN_CONV_PATH_DIRECT = 2  /* hand-written grouped kernels                  */
+    IABN_CONV_PATH_DIRECT = 2, /* hand-written grouped kernels                  */
+    IABN_CONV_PATH_DNNL = 3    /* oneDNN primitives, blocked layouts, reorders  */
 } iabn_conv_path;
+#define IABN_CONV_NPATHS 4
 
 /* Scratch layout, in floats, each part rounded to 64 bytes:
  *   im2col: [wbuf][col x ncol][part x threads]
  *   taps:   [wbuf][dwbuf][col][col2]
- *   direct: its own layout, `total` floats. */
+ *   direct: its own layout, `total` floats;
+ *   dnnl:   cpu/conv_dnnl.c's layout, `total` floats (the larger of the
+ *           layouts with and without bias). */
 typedef struct iabn_conv_plan {
     iabn_conv_path path;
     int threads;
@@ -48,6 +52,38 @@ typedef struct iabn_conv_plan {
 
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                          iabn_conv_plan *p);
+/* The plan of the paths other than oneDNN (what the oneDNN path is compared
+ * with in tests and the benchmark). */
+void iabn_conv_plan_make_native(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                                iabn_conv_plan *p);
+/* Runs a pass on a given plan (made by either function above). */
+int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
+                       iabn_conv_pass pass, const float *a, const float *b, const float *bias,
+                       float *out, float *dbias, void *scratch, size_t scratch_bytes,
+                       iabn_err *e);
+
+/* Whether a pass of a geometry goes to oneDNN: dense (groups 1), at least
+ * 16 channels in and out (its channel block), and not the forward or data
+ * pass of a dilated conv with most taps in the padding (the per-tap GEMMs
+ * skip those; oneDNN's plain GEMM fallback there computes them).  Building
+ * with -DIABN_CONV_DNNL_ALL=1 sends every dense conv there (to run the
+ * whole test suite on that path). */
+int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
+
+/* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
+ * `threads` threads, with or without bias, and the implementation oneDNN
+ * chose (a static string; impl may be NULL); the passes. */
+int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
+                           size_t *bytes, const char **impl, iabn_err *e);
+int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                       const float *w, const float *bias, float *y, void *scratch,
+                       size_t scratch_bytes, iabn_err *e);
+int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                            const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                            iabn_err *e);
+int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                              const float *dy, float *dw, float *dbias, void *scratch,
+                              size_t scratch_bytes, iabn_err *e);
 
 /* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`. */
 size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);

@@ -1,0 +1,573 @@
+/* cpu/conv_dnnl.c: the oneDNN path of the CPU convolution (dense convs,
+ * cpu/conv_impl.h says which): oneDNN 2.x's C API, primitives that choose
+ * their own blocked layouts (format_tag_any), and reorders between those and
+ * the NCHW / OIHW tensors the graph keeps.
+ *
+ * A plan holds, for one (geometry, pass, thread count), the convolution's
+ * primitive, one reorder per operand whose layout differs from the plain one,
+ * and memory objects that are re-pointed at each call's buffers.  Its
+ * scratch layout, all inside the caller's scratch (the node scratch the
+ * planner sized through iabn_conv_scratch_bytes):
+ *   [64 bytes of alignment slack][blocked copy of each reordered operand]
+ *   [oneDNN scratchpad: user-managed, shared by the conv and its reorders]
+ * The weight-gradient pass always computes into a scratch copy and adds it
+ * to dw (and db) with a reorder carrying a sum post-op, because the kernel
+ * table's bwd-filter accumulates while oneDNN overwrites.
+ *
+ * Plans live in an iabn_conv_cache (a CPU device context owns one); without
+ * a cache a call builds its plan, runs it and frees it (correct, only slower:
+ * oneDNN's own primitive cache keeps the JIT cost down).  Threads: oneDNN's
+ * OpenMP runtime, i.e. the caller's pool, with omp_get_max_threads() threads,
+ * which is part of the plan's key (the scratchpad size depends on it).
+ *
+ * A build without oneDNN (IABN_HAVE_DNNL 0) keeps the cache as an empty
+ * object and sends no convolution here (iabn_conv_have_dnnl() is 0).
+ */
+#include "tensor/cpu/conv_impl.h"
+
+#include "iabn_config.h"
+
+#include <stdlib.h>
+
+int iabn_conv_have_dnnl(void) { return IABN_HAVE_DNNL; }
+
+#if !IABN_HAVE_DNNL
+
+struct iabn_conv_cache {
+    int plans;
+};
+
+static int no_dnnl(iabn_err *e)
+{
+    return iabn_err_set(e, IABN_EINVAL, "this build of iabn has no oneDNN (libdnnl-dev was "
+                                        "not found when it was configured)");
+}
+
+int iabn_conv_cache_new(iabn_conv_cache **out, iabn_err *e)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : iabn_err_set(e, IABN_ENOMEM, "out of memory for the convolution cache");
+}
+void iabn_conv_cache_free(iabn_conv_cache *c) { free(c); }
+int iabn_conv_cache_size(const iabn_conv_cache *c) { return c ? c->plans : 0; }
+
+int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
+                           size_t *bytes, const char **impl, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                       const float *w, const float *bias, float *y, void *scratch,
+                       size_t scratch_bytes, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                            const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                            iabn_err *e)
+{
+    return no_dnnl(e);
+}
+int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                              const float *dy, float *dw, float *dbias, void *scratch,
+                              size_t scratch_bytes, iabn_err *e)
+{
+    return no_dnnl(e);
+}
+
+#else
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_IO 4
+
+/* One operand of the convolution as the caller holds it (plain layout) and
+ * as the primitive wants it. */
+typedef struct op_io {
+    int arg;            /* DNNL_ARG_* of the convolution                     */
+    int out;            /* written by the convolution                        */
+    int accumulate;     /* output added to the caller's (sum post-op)        */
+    int via_buf;        /* passes through a scratch copy (reorder)           */
+    size_t off;         /* the copy's offset in the aligned scratch          */
+    dnnl_memory_desc_t user_md, prim_md;
+    dnnl_primitive_desc_t rpd;
+    dnnl_primitive_t reorder;
+    dnnl_memory_t user_m, prim_m;
+} op_io;
+
+typedef struct op_plan {
+    iabn_conv_geom g;
+    int pass, threads;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    op_io io[MAX_IO];
+    int nio;
+    size_t pad_off, pad_bytes; /* scratchpad: offset and size              */
+    dnnl_memory_t pad_m;
+    size_t total;              /* bytes of caller scratch the plan needs    */
+    const char *impl;          /* oneDNN's implementation name              */
+} op_plan;
+
+struct iabn_conv_cache {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    op_plan *plans;
+    int nplans, cap;
+};
+
+static const char *status_name(dnnl_status_t s)
+{
+    switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    }
+    return "unknown status";
+}
+
+static int fail(iabn_err *e, const char *call, dnnl_status_t s, const iabn_conv_geom *g)
+{
+    return iabn_err_set(e, s == dnnl_out_of_memory ? IABN_ENOMEM : IABN_EDEVICE,
+                        "oneDNN %s failed (%s) for conv %dx%dx%dx%d -> %d, k %dx%d, s %d, p %d, "
+                        "d %d, g %d",
+                        call, status_name(s), g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh,
+                        g->kw, g->stride, g->pad, g->dil, g->groups);
+}
+
+#define DN(call)                                                                         \
+    do {                                                                                 \
+        dnnl_status_t st_ = (call);                                                      \
+        if (st_ != dnnl_success) return fail(e, #call, st_, g);                          \
+    } while (0)
+
+static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+static void plan_destroy(op_plan *p)
+{
+    for (int i = 0; i < p->nio; i++) {
+        op_io *io = &p->io[i];
+        if (io->reorder) dnnl_primitive_destroy(io->reorder);
+        if (io->rpd) dnnl_primitive_desc_destroy(io->rpd);
+        if (io->user_m) dnnl_memory_destroy(io->user_m);
+        if (io->prim_m) dnnl_memory_destroy(io->prim_m);
+    }
+    if (p->pad_m) dnnl_memory_destroy(p->pad_m);
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+    if (p->pd) dnnl_primitive_desc_destroy(p->pd);
+    memset(p, 0, sizeof *p);
+}
+
+static int user_scratchpad_attr(dnnl_primitive_attr_t *attr, int sum, const iabn_conv_geom *g,
+                                iabn_err *e)
+{
+    DN(dnnl_primitive_attr_create(attr));
+    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    if (s == dnnl_success && sum) {
+        dnnl_post_ops_t po;
+        s = dnnl_post_ops_create(&po);
+        if (s == dnnl_success) {
+            s = dnnl_post_ops_append_sum(po, 1.0f);
+            if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+            dnnl_post_ops_destroy(po);
+        }
+    }
+    if (s != dnnl_success) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+        return fail(e, "attribute setup", s, g);
+    }
+    return 0;
+}
+
+/* The convolution descriptor of a pass, every layout `any` but the bias's. */
+static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convolution_desc_t *cd,
+                     iabn_err *e)
+{
+    dnnl_memory_desc_t src, wei, dst, b;
+    dnnl_dims_t sd = {g->n, g->c_in, g->h_in, g->w_in};
+    dnnl_dims_t wd = {g->c_out, g->c_in, g->kh, g->kw};
+    dnnl_dims_t dd = {g->n, g->c_out, g->h_out, g->w_out};
+    dnnl_dims_t bd = {g->c_out};
+    DN(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x));
+    dnnl_dims_t strides = {g->stride, g->stride}, dil = {g->dil - 1, g->dil - 1};
+    /* right padding so that the output extent is exactly h_out x w_out */
+    dnnl_dims_t pl = {g->pad, g->pad};
+    dnnl_dims_t pr = {(dnnl_dim_t)(g->h_out - 1) * g->stride + (dnnl_dim_t)(g->kh - 1) * g->dil +
+                          1 - g->h_in - g->pad,
+                      (dnnl_dim_t)(g->w_out - 1) * g->stride + (dnnl_dim_t)(g->kw - 1) * g->dil +
+                          1 - g->w_in - g->pad};
+    switch (pass) {
+    case IABN_CONV_FWD:
+        DN(dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_training,
+                                                      dnnl_convolution_direct, &src, &wei,
+                                                      bias ? &b : NULL, &dst, strides, dil, pl,
+                                                      pr));
+        break;
+    case IABN_CONV_BWD_DATA:
+        DN(dnnl_dilated_convolution_backward_data_desc_init(cd, dnnl_convolution_direct, &src,
+                                                            &wei, &dst, strides, dil, pl, pr));
+        break;
+    default:
+        DN(dnnl_dilated_convolution_backward_weights_desc_init(cd, dnnl_convolution_direct, &src,
+                                                               &wei, bias ? &b : NULL, &dst,
+                                                               strides, dil, pl, pr));
+        break;
+    }
+    return 0;
+}
+
+/* Adds operand `arg` with its plain layout; a reorder and a scratch copy when
+ * the primitive wants another layout, or when an output accumulates. */
+static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi, int out,
+                  int accumulate, size_t *off, size_t *pad, iabn_err *e)
+{
+    const iabn_conv_geom *g = &p->g;
+    op_io *io = &p->io[p->nio++];
+    io->arg = arg;
+    io->out = out;
+    io->accumulate = accumulate;
+    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(p->pd, q, qi);
+    if (!want) return fail(e, "query of an operand's layout", dnnl_runtime_error, g);
+    io->prim_md = *want;
+    if (want->ndims == 1) {
+        dnnl_dims_t bd = {g->c_out};
+        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 1, bd, dnnl_f32, dnnl_x));
+    } else {
+        int w = arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS;
+        int x = arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC;
+        dnnl_dims_t d = {w ? g->c_out : g->n, w || x ? g->c_in : g->c_out,
+                         w ? g->kh : x ? g->h_in : g->h_out, w ? g->kw : x ? g->w_in : g->w_out};
+        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, w ? dnnl_oihw : dnnl_nchw));
+    }
+    io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
+    DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
+    if (!io->via_buf) return 0;
+    io->off = *off;
+    *off += align64(dnnl_memory_desc_get_size(&io->prim_md));
+    DN(dnnl_memory_create(&io->prim_m, &io->prim_md, eng, DNNL_MEMORY_NONE));
+    dnnl_primitive_attr_t attr;
+    int rc = user_scratchpad_attr(&attr, accumulate, g, e);
+    if (rc) return rc;
+    dnnl_status_t s = out ? dnnl_reorder_primitive_desc_create(&io->rpd, &io->prim_md, eng,
+                                                               &io->user_md, eng, attr)
+                          : dnnl_reorder_primitive_desc_create(&io->rpd, &io->user_md, eng,
+                                                               &io->prim_md, eng, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return fail(e, "reorder creation", s, g);
+    const dnnl_memory_desc_t *spm = dnnl_primitive_desc_query_md(io->rpd, dnnl_query_scratchpad_md, 0);
+    size_t sp = spm ? dnnl_memory_desc_get_size(spm) : 0;
+    if (sp > *pad) *pad = sp;
+    return 0;
+}
+
+/* Builds the descriptors (and, with `prims`, the primitives) of a plan. */
+static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_err *e)
+{
+    const iabn_conv_geom *g = &p->g;
+    dnnl_convolution_desc_t cd;
+    int rc = conv_desc(g, p->pass, bias, &cd, e);
+    if (rc) return rc;
+    dnnl_primitive_attr_t attr;
+    if ((rc = user_scratchpad_attr(&attr, 0, g, e))) return rc;
+    dnnl_primitive_desc_t hint = NULL;
+    dnnl_status_t s = dnnl_success;
+    if (p->pass != IABN_CONV_FWD) {
+        /* the backward passes need the forward's descriptor as a hint */
+        dnnl_convolution_desc_t fd;
+        rc = conv_desc(g, IABN_CONV_FWD, 0, &fd, e);
+        if (!rc) s = dnnl_primitive_desc_create(&hint, &fd, attr, eng, NULL);
+    }
+    if (!rc && s == dnnl_success) s = dnnl_primitive_desc_create(&p->pd, &cd, attr, eng, hint);
+    if (hint) dnnl_primitive_desc_destroy(hint);
+    dnnl_primitive_attr_destroy(attr);
+    if (rc) return rc;
+    if (s != dnnl_success) return fail(e, "convolution descriptor", s, g);
+    DN(dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &p->impl));
+
+    size_t off = 0, pad = 0;
+    const dnnl_memory_desc_t *spm = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
+    pad = spm ? dnnl_memory_desc_get_size(spm) : 0;
+    switch (p->pass) {
+    case IABN_CONV_FWD:
+        rc = add_io(eng, p, DNNL_ARG_SRC, dnnl_query_src_md, 0, 0, 0, &off, &pad, e);
+        if (!rc) rc = add_io(eng, p, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, 0, 0, &off, &pad, e);
+        if (!rc && bias)
+            rc = add_io(eng, p, DNNL_ARG_BIAS, dnnl_query_weights_md, 1, 0, 0, &off, &pad, e);
+        if (!rc) rc = add_io(eng, p, DNNL_ARG_DST, dnnl_query_dst_md, 0, 1, 0, &off, &pad, e);
+        break;
+    case IABN_CONV_BWD_DATA:
+        rc = add_io(eng, p, DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, 0, 0, &off, &pad, e);
+        if (!rc) rc = add_io(eng, p, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, 0, 0, &off, &pad, e);
+        if (!rc) rc = add_io(eng, p, DNNL_ARG_DIFF_SRC, dnnl_query_diff_src_md, 0, 1, 0, &off, &pad, e);
+        break;
+    default:
+        rc = add_io(eng, p, DNNL_ARG_SRC, dnnl_query_src_md, 0, 0, 0, &off, &pad, e);
+        if (!rc) rc = add_io(eng, p, DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, 0, 0, &off, &pad, e);
+        if (!rc)
+            rc = add_io(eng, p, DNNL_ARG_DIFF_WEIGHTS, dnnl_query_diff_weights_md, 0, 1, 1, &off,
+                        &pad, e);
+        if (!rc && bias)
+            rc = add_io(eng, p, DNNL_ARG_DIFF_BIAS, dnnl_query_diff_weights_md, 1, 1, 1, &off,
+                        &pad, e);
+        break;
+    }
+    if (rc) return rc;
+    p->pad_off = off;
+    p->pad_bytes = pad;
+    p->total = 64 + off + align64(pad);
+    if (!prims) return 0;
+    DN(dnnl_primitive_create(&p->prim, p->pd));
+    for (int i = 0; i < p->nio; i++)
+        if (p->io[i].rpd) DN(dnnl_primitive_create(&p->io[i].reorder, p->io[i].rpd));
+    if (pad) {
+        dnnl_dims_t pd = {(dnnl_dim_t)pad};
+        dnnl_memory_desc_t md;
+        DN(dnnl_memory_desc_init_by_tag(&md, 1, pd, dnnl_u8, dnnl_x));
+        DN(dnnl_memory_create(&p->pad_m, &md, eng, DNNL_MEMORY_NONE));
+    }
+    return 0;
+}
+
+/* ---- the cache ------------------------------------------------------------ */
+
+static int engine_new(dnnl_engine_t *eng, dnnl_stream_t *stream, iabn_err *e)
+{
+    dnnl_status_t s = dnnl_engine_create(eng, dnnl_cpu, 0);
+    if (s == dnnl_success) {
+        s = dnnl_stream_create(stream, *eng, dnnl_stream_default_flags);
+        if (s != dnnl_success) dnnl_engine_destroy(*eng);
+    }
+    if (s != dnnl_success)
+        return iabn_err_set(e, s == dnnl_out_of_memory ? IABN_ENOMEM : IABN_EDEVICE,
+                            "oneDNN: cannot open the CPU engine (%s)", status_name(s));
+    return 0;
+}
+
+int iabn_conv_cache_new(iabn_conv_cache **out, iabn_err *e)
+{
+    *out = NULL;
+    iabn_conv_cache *c = calloc(1, sizeof *c);
+    if (!c) return iabn_err_set(e, IABN_ENOMEM, "out of memory for the convolution cache");
+    int rc = engine_new(&c->eng, &c->stream, e);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void iabn_conv_cache_free(iabn_conv_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->nplans; i++) plan_destroy(&c->plans[i]);
+    free(c->plans);
+    dnnl_stream_destroy(c->stream);
+    dnnl_engine_destroy(c->eng);
+    free(c);
+}
+
+int iabn_conv_cache_size(const iabn_conv_cache *c) { return c ? c->nplans : 0; }
+
+static int plan_key_eq(const op_plan *p, const iabn_conv_geom *g, int pass, int bias,
+                       int threads)
+{
+    int has_bias = 0;
+    for (int i = 0; i < p->nio; i++)
+        has_bias |= p->io[i].arg == DNNL_ARG_BIAS || p->io[i].arg == DNNL_ARG_DIFF_BIAS;
+    return p->pass == pass && p->threads == threads && has_bias == bias &&
+           memcmp(&p->g, g, sizeof *g) == 0;
+}
+
+static int cache_get(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int bias,
+                     int threads, op_plan **out, iabn_err *e)
+{
+    for (int i = 0; i < c->nplans; i++)
+        if (plan_key_eq(&c->plans[i], g, pass, bias, threads)) {
+            *out = &c->plans[i];
+            return 0;
+        }
+    if (c->nplans == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 32;
+        void *np = realloc(c->plans, (size_t)cap * sizeof *c->plans);
+        if (!np) return iabn_err_set(e, IABN_ENOMEM, "out of memory for the oneDNN plan cache");
+        c->plans = np;
+        c->cap = cap;
+    }
+    op_plan *p = &c->plans[c->nplans];
+    memset(p, 0, sizeof *p);
+    p->g = *g;
+    p->pass = pass;
+    p->threads = threads;
+    int rc = plan_build(c->eng, p, bias, 1, e);
+    if (rc) {
+        plan_destroy(p);
+        return rc;
+    }
+    c->nplans++;
+    *out = p;
+    return 0;
+}
+
+/* ---- sizing and running --------------------------------------------------- */
+
+static int max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
+                           size_t *bytes, const char **impl, iabn_err *e)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    int rc = engine_new(&eng, &stream, e);
+    if (rc) return rc;
+    /* oneDNN sizes its scratchpad for omp_get_max_threads() threads */
+    int keep = max_threads();
+#ifdef _OPENMP
+    if (threads > 0 && threads != keep) omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    p.g = *g;
+    p.pass = pass;
+    rc = plan_build(eng, &p, bias, 0, e);
+    if (!rc) {
+        *bytes = p.total;
+        if (impl) *impl = p.impl; /* a static string of the library */
+    }
+#ifdef _OPENMP
+    if (threads > 0 && threads != keep) omp_set_num_threads(keep);
+#endif
+    plan_destroy(&p);
+    dnnl_stream_destroy(stream);
+    dnnl_engine_destroy(eng);
+    return rc;
+}
+
+static int exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *a,
+                const iabn_conv_geom *g, iabn_err *e)
+{
+    DN(dnnl_primitive_execute(prim, stream, n, a));
+    DN(dnnl_stream_wait(stream));
+    return 0;
+}
+
+/* ptr[i]: the caller's buffer of io[i]. */
+static int plan_run(op_plan *p, dnnl_stream_t stream, void *const *ptr, void *scratch,
+                    size_t scratch_bytes, iabn_err *e)
+{
+    const iabn_conv_geom *g = &p->g;
+    if (scratch_bytes < p->total || (!scratch && p->total))
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d (oneDNN pass %d): %zu bytes of scratch given, "
+                            "%zu needed (was it planned with another thread count?)",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, p->pass, scratch_bytes,
+                            p->total);
+    char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    dnnl_exec_arg_t args[MAX_IO + 1];
+    int na = 0;
+    if (p->pad_m) {
+        DN(dnnl_memory_set_data_handle(p->pad_m, base + p->pad_off));
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->pad_m};
+    }
+    for (int i = 0; i < p->nio; i++) {
+        op_io *io = &p->io[i];
+        DN(dnnl_memory_set_data_handle(io->user_m, ptr[i]));
+        if (!io->via_buf) {
+            args[na++] = (dnnl_exec_arg_t){io->arg, io->user_m};
+            continue;
+        }
+        DN(dnnl_memory_set_data_handle(io->prim_m, base + io->off));
+        args[na++] = (dnnl_exec_arg_t){io->arg, io->prim_m};
+        if (io->out) continue;
+        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, io->user_m}, {DNNL_ARG_TO, io->prim_m}};
+        int nr = 2;
+        if (p->pad_m) ra[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->pad_m};
+        int rc = exec(io->reorder, stream, nr, ra, g, e);
+        if (rc) return rc;
+    }
+    int rc = exec(p->prim, stream, na, args, g, e);
+    if (rc) return rc;
+    for (int i = 0; i < p->nio; i++) {
+        op_io *io = &p->io[i];
+        if (!io->out || !io->via_buf) continue;
+        dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, io->prim_m}, {DNNL_ARG_TO, io->user_m}};
+        int nr = 2;
+        if (p->pad_m) ra[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->pad_m};
+        if ((rc = exec(io->reorder, stream, nr, ra, g, e))) return rc;
+    }
+    return 0;
+}
+
+/* Runs one pass with the plan from the cache, or a plan of its own. */
+static int run(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int bias,
+               void *const *ptr, void *scratch, size_t scratch_bytes, iabn_err *e)
+{
+    int threads = max_threads();
+    if (c) {
+        op_plan *p = NULL;
+        int rc = cache_get(c, g, pass, bias, threads, &p, e);
+        return rc ? rc : plan_run(p, c->stream, ptr, scratch, scratch_bytes, e);
+    }
+    iabn_conv_cache tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int rc = engine_new(&tmp.eng, &tmp.stream, e);
+    if (rc) return rc;
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    p.g = *g;
+    p.pass = pass;
+    p.threads = threads;
+    rc = plan_build(tmp.eng, &p, bias, 1, e);
+    if (!rc) rc = plan_run(&p, tmp.stream, ptr, scratch, scratch_bytes, e);
+    plan_destroy(&p);
+    dnnl_stream_destroy(tmp.stream);
+    dnnl_engine_destroy(tmp.eng);
+    return rc;
+}
+
+int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                       const float *w, const float *bias, float *y, void *scratch,
+                       size_t scratch_bytes, iabn_err *e)
+{
+    void *ptr[4] = {(void *)x, (void *)w};
+    int n = 2;
+    if (bias) ptr[n++] = (void *)bias;
+    ptr[n] = y;
+    return run(c, g, IABN_CONV_FWD, bias != NULL, ptr, scratch, scratch_bytes, e);
+}
+
+int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
+                            const float *w, float *dx, void *scratch, size_t scratch_bytes,
+                            iabn_err *e)
+{
+    void *ptr[3] = {(void *)dy, (void *)w, dx};
+    return run(c, g, IABN_CONV_BWD_DATA, 0, ptr, scratch, scratch_bytes, e);
+}
+
+int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                              const float *dy, float *dw, float *dbias, void *scratch,
+                              size_t scratch_bytes, iabn_err *e)
+{
+    void *ptr[4] = {(void *)x, (void *)dy, dw, dbias};
+    return run(c, g, IABN_CONV_BWD_FILTER, dbias != NULL, ptr, scratch, scratch_bytes, e);
+}
+
+#endif

@@ -1,0 +1,269 @@
+/* test_conv_dnnl.c: the oneDNN convolution path (cpu/conv_dnnl.c) against
+ * the native kernels (im2col + sgemm where the layer is wider than the direct
+ * kernels take, the direct ones below), all three passes, on dense 3x3, 1x1
+ * strided, biased, odd-sized, 5x5 / 7x7 strided and dilated geometries, at 1
+ * and 2 threads; also: cached and uncached plans agree bitwise, a geometry is
+ * planned once per pass in a cache, inputs are never written (the reorders
+ * read them; the API forbids outputs aliasing inputs), nothing is written
+ * past the scratch or the outputs, a scratch smaller than the plan is an
+ * error, oneDNN picks a JIT kernel (not its reference code) for a ResNet
+ * layer, and the CPU device's kernel table runs through its cache. */
+#include "tensor/backend.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+#include "tensor/cpu/conv_impl.h"
+#include "test_util.h"
+
+typedef struct tcase {
+    int n, c_in, h, w, c_out, k, stride, pad, dil, bias;
+} tcase;
+
+#define CANARY 64
+static const float canary_val = -777.25f;
+
+static float *alloc_c(size_t n)
+{
+    float *p = malloc((n + CANARY) * sizeof(float));
+    for (size_t i = 0; i < CANARY; i++) p[n + i] = canary_val;
+    return p;
+}
+static int canary_ok(const float *p, size_t n)
+{
+    for (size_t i = 0; i < CANARY; i++)
+        if (p[n + i] != canary_val) return 0;
+    return 1;
+}
+
+/* max |a - b| / max |b|: float32 noise of sums of a few hundred terms */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)a[i] - b[i]);
+        if (!(x <= d)) d = x; /* NaN counts */
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return d / m;
+}
+
+#define TOL 3e-5
+
+static void run_case(const tcase *tc, iabn_conv_cache *cache)
+{
+    iabn_conv_geom g;
+    int rc = iabn_conv_geom_init(&g, tc->n, tc->c_in, tc->h, tc->w, tc->c_out, tc->k, tc->k,
+                                 tc->stride, tc->pad, tc->dil, 1);
+    CHECK(rc == 0);
+    if (rc) return;
+    size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
+    size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
+    size_t nw = (size_t)g.c_out * g.c_in * g.kh * g.kw, nb = (size_t)g.c_out;
+    unsigned seed = (unsigned)(tc->c_in * 31 + tc->h * 7 + tc->k);
+    float *x = alloc_c(nx), *w = alloc_c(nw), *b = alloc_c(nb), *dy = alloc_c(ny);
+    float *xk = malloc(nx * 4), *wk = malloc(nw * 4), *dyk = malloc(ny * 4);
+    t_fill(x, nx, seed); t_fill(w, nw, seed + 1); t_fill(b, nb, seed + 2); t_fill(dy, ny, seed + 3);
+    memcpy(xk, x, nx * 4); memcpy(wk, w, nw * 4); memcpy(dyk, dy, ny * 4);
+    float *dw0 = malloc(nw * 4), *db0 = malloc(nb * 4);
+    t_fill(dw0, nw, seed + 4); t_fill(db0, nb, seed + 5);
+    const float *bias = tc->bias ? b : NULL;
+
+    static const int threads[] = {2, 1};
+    for (int ti = 0; ti < 2; ti++) {
+        iabn_set_num_threads(threads[ti]);
+        int th = iabn_num_threads();
+        iabn_conv_plan nat[3], dn[3];
+        size_t sb = 0;
+        for (int p = 0; p < 3; p++) {
+            iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, th, &nat[p]);
+            CHECK(nat[p].path != IABN_CONV_PATH_DNNL);
+            size_t s = nat[p].total * sizeof(float);
+            if (s > sb) sb = s;
+            /* the oneDNN plan, whether or not the rule picks it here */
+            size_t b0 = 0, b1 = 0;
+            iabn_err pe = {0};
+            CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, th, &b0, NULL, &pe));
+            CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 1, th, &b1, NULL, &pe));
+            memset(&dn[p], 0, sizeof dn[p]);
+            dn[p].path = IABN_CONV_PATH_DNNL;
+            dn[p].threads = th;
+            dn[p].total = (b0 > b1 ? b0 : b1) / sizeof(float);
+            s = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, th);
+            if (iabn_conv_use_dnnl(&g, (iabn_conv_pass)p))
+                CHECK_MSG(s >= b0 && (p == IABN_CONV_BWD_DATA || s >= b1),
+                          "planned scratch %zu < oneDNN's %zu / %zu", s, b0, b1);
+            if (s > sb) sb = s;
+            if (dn[p].total * sizeof(float) > sb) sb = dn[p].total * sizeof(float);
+        }
+        float *scr = alloc_c(sb / 4 + 1);
+        float *y1 = alloc_c(ny), *y2 = alloc_c(ny), *y3 = alloc_c(ny);
+        float *dx1 = alloc_c(nx), *dx2 = alloc_c(nx), *dx3 = alloc_c(nx);
+        float *dw1 = alloc_c(nw), *dw2 = alloc_c(nw), *dw3 = alloc_c(nw);
+        float *db1 = alloc_c(nb), *db2 = alloc_c(nb), *db3 = alloc_c(nb);
+        iabn_err e = {0};
+        char desc[128];
+        snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d k%d s%d p%d d%d bias %d, %d thr", tc->n,
+                 tc->c_in, tc->h, tc->w, tc->c_out, tc->k, tc->stride, tc->pad, tc->dil, tc->bias,
+                 th);
+
+        /* forward: native, oneDNN uncached, oneDNN cached */
+        CHECK_OK(iabn_conv_run_plan(NULL, &nat[0], &g, IABN_CONV_FWD, x, w, bias, y1, NULL, scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(NULL, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y2, NULL, scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(cache, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y3, NULL, scr, sb, &e));
+        double d = rel_diff(y2, y1, ny);
+        CHECK_MSG(d <= TOL, "fwd oneDNN vs %s: %.3g, %s", nat[0].path ? "direct" : "im2col", d, desc);
+        CHECK_MSG(memcmp(y2, y3, ny * 4) == 0, "fwd cached != uncached, %s", desc);
+
+        for (size_t i = 0; i < nx; i++) dx2[i] = dx3[i] = NAN; /* overwritten, never read */
+        CHECK_OK(iabn_conv_run_plan(NULL, &nat[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx1, NULL, scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(NULL, &dn[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx2, NULL, scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(cache, &dn[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx3, NULL, scr, sb, &e));
+        d = rel_diff(dx2, dx1, nx);
+        CHECK_MSG(d <= TOL, "bwd-data oneDNN vs native: %.3g, %s", d, desc);
+        CHECK_MSG(memcmp(dx2, dx3, nx * 4) == 0, "bwd-data cached != uncached, %s", desc);
+
+        /* the filter pass accumulates into dw and db */
+        float *dws[3] = {dw1, dw2, dw3}, *dbs[3] = {db1, db2, db3};
+        for (int k = 0; k < 3; k++) {
+            memcpy(dws[k], dw0, nw * 4);
+            memcpy(dbs[k], db0, nb * 4);
+        }
+        float *db_arg[3] = {tc->bias ? db1 : NULL, tc->bias ? db2 : NULL, tc->bias ? db3 : NULL};
+        CHECK_OK(iabn_conv_run_plan(NULL, &nat[2], &g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw1, db_arg[0], scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(NULL, &dn[2], &g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw2, db_arg[1], scr, sb, &e));
+        CHECK_OK(iabn_conv_run_plan(cache, &dn[2], &g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw3, db_arg[2], scr, sb, &e));
+        /* compare the increments, not the prefilled values */
+        for (size_t i = 0; i < nw; i++) { dw1[i] -= dw0[i]; dw2[i] -= dw0[i]; dw3[i] -= dw0[i]; }
+        d = rel_diff(dw2, dw1, nw);
+        CHECK_MSG(d <= TOL, "bwd-filter oneDNN vs native: %.3g, %s", d, desc);
+        CHECK_MSG(memcmp(dw2, dw3, nw * 4) == 0, "bwd-filter cached != uncached, %s", desc);
+        if (tc->bias) {
+            for (size_t i = 0; i < nb; i++) { db1[i] -= db0[i]; db2[i] -= db0[i]; }
+            d = rel_diff(db2, db1, nb);
+            CHECK_MSG(d <= TOL, "bias grad oneDNN vs native: %.3g, %s", d, desc);
+        } else {
+            CHECK(memcmp(db2, db0, nb * 4) == 0); /* untouched without bias */
+        }
+
+        /* repeated cached calls are bitwise equal (deterministic) */
+        CHECK_OK(iabn_conv_run_plan(cache, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y1, NULL, scr, sb, &e));
+        CHECK_MSG(memcmp(y1, y3, ny * 4) == 0, "fwd not repeatable, %s", desc);
+
+        CHECK_MSG(memcmp(x, xk, nx * 4) == 0 && memcmp(w, wk, nw * 4) == 0 &&
+                      memcmp(dy, dyk, ny * 4) == 0,
+                  "an input was written, %s", desc);
+        CHECK_MSG(canary_ok(scr, sb / 4 + 1) && canary_ok(y1, ny) && canary_ok(y2, ny) &&
+                      canary_ok(y3, ny) && canary_ok(dx2, nx) && canary_ok(dx3, nx) &&
+                      canary_ok(dw2, nw) && canary_ok(dw3, nw) && canary_ok(db2, nb) &&
+                      canary_ok(db3, nb) && canary_ok(x, nx) && canary_ok(w, nw),
+                  "write past a buffer, %s", desc);
+
+        /* too little scratch: an error that says so, nothing written */
+        size_t need = 0;
+        CHECK_OK(iabn_conv_dnnl_scratch(&g, IABN_CONV_FWD, tc->bias, th, &need, NULL, &e));
+        CHECK(need <= dn[0].total * sizeof(float));
+        if (need > 0) {
+            iabn_err e2 = {0};
+            rc = iabn_conv_run_plan(cache, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y1, NULL, scr,
+                                    need - 1, &e2);
+            CHECK_MSG(rc != 0 && strstr(e2.msg, "scratch"), "short scratch: rc %d '%s'", rc, e2.msg);
+        }
+        free(scr); free(y1); free(y2); free(y3); free(dx1); free(dx2); free(dx3);
+        free(dw1); free(dw2); free(dw3); free(db1); free(db2); free(db3);
+    }
+    iabn_set_num_threads(2);
+    free(x); free(w); free(b); free(dy); free(xk); free(wk); free(dyk); free(dw0); free(db0);
+}
+
+static iabn_conv_cache *cache;
+
+static void test_parity(void)
+{
+    static const tcase cs[] = {
+        {2, 16, 9, 11, 24, 3, 1, 1, 1, 0},   /* dense 3x3, odd sizes (direct natively) */
+        {2, 66, 7, 6, 70, 3, 1, 1, 1, 1},    /* wider than the direct kernels: im2col; bias */
+        {2, 72, 7, 7, 80, 1, 2, 0, 1, 0},    /* 1x1 stride 2 */
+        {3, 80, 5, 6, 72, 1, 1, 0, 1, 1},    /* 1x1, bias */
+        {1, 3, 13, 11, 8, 7, 2, 3, 1, 0},    /* 7x7 stem, stride 2 */
+        {2, 68, 8, 8, 66, 3, 2, 1, 1, 1},    /* stride 2, even map: right pad smaller */
+        {1, 70, 9, 10, 68, 5, 2, 2, 1, 0},   /* 5x5 stride 2 */
+        {2, 66, 16, 15, 66, 3, 1, 2, 2, 1},  /* dilated 2, taps mostly in the map */
+        {1, 5, 3, 4, 3, 3, 1, 0, 1, 1},      /* tiny: 1x2 output */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
+#if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
+    /* which of them the rule sends to oneDNN: 16 channels or more, dilated
+     * only with most taps in the map */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        iabn_conv_geom g;
+        CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
+                                  cs[i].k, cs[i].stride, cs[i].pad, cs[i].dil, 1) == 0);
+        CHECK_MSG(iabn_conv_use_dnnl(&g, IABN_CONV_FWD) == want[i], "case %zu: rule", i);
+    }
+    iabn_conv_geom gd;
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 32, 3, 3, 1, 12, 12, 1) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped */
+#endif
+    /* per geometry, pass and thread count: one plan */
+    CHECK_MSG(iabn_conv_cache_size(cache) == (int)(sizeof cs / sizeof cs[0]) * 3 * 2,
+              "plans in the cache: %d", iabn_conv_cache_size(cache));
+}
+
+static void test_impl(void)
+{
+    /* a ResNet stage-1 layer must not land on oneDNN's reference code */
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, 2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1) == 0);
+    for (int p = 0; p < 3; p++) {
+        size_t b = 0;
+        const char *impl = NULL;
+        iabn_err e = {0};
+        CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, 2, &b, &impl, &e));
+        CHECK_MSG(impl && strncmp(impl, "ref", 3) && strstr(impl, "jit"),
+                  "pass %d implementation '%s'", p, impl ? impl : "?");
+    }
+}
+
+/* The device's table runs through its cache; the constant backend's
+ * builds per call; both give the same bits. */
+static void test_device(void)
+{
+    iabn_device d;
+    iabn_err e = {0};
+    CHECK_OK(iabn_device_open("cpu", &d, &e));
+    CHECK(d.be->ctx != NULL && d.be->kind == IABN_DEV_CPU);
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, 2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 1) == 0);
+    size_t nx = 2 * 8 * 100, ny = 2 * 12 * 100, nw = 12 * 8 * 9;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *y1 = malloc(ny * 4), *y2 = malloc(ny * 4);
+    t_fill(x, nx, 5); t_fill(w, nw, 6);
+    size_t sb = d.be->k->conv_scratch(&g, IABN_CONV_FWD);
+    CHECK(sb == iabn_backend_cpu()->k->conv_scratch(&g, IABN_CONV_FWD));
+    void *scr = malloc(sb);
+    CHECK_OK(d.be->k->conv_fwd(d.be->ctx, &g, x, w, NULL, y1, scr, sb, &e));
+    CHECK_OK(d.be->k->conv_fwd(d.be->ctx, &g, x, w, NULL, y1, scr, sb, &e));
+    CHECK_OK(iabn_backend_cpu()->k->conv_fwd(NULL, &g, x, w, NULL, y2, scr, sb, &e));
+    CHECK(memcmp(y1, y2, ny * 4) == 0);
+    iabn_device_close(&d);
+    free(x); free(w); free(y1); free(y2); free(scr);
+}
+
+int main(void)
+{
+    if (!iabn_conv_have_dnnl()) {
+        printf("SKIP: this build has no oneDNN\n");
+        return 77;
+    }
+    iabn_set_num_threads(2);
+    iabn_err e = {0};
+    CHECK_OK(iabn_conv_cache_new(&cache, &e));
+    RUN(test_parity);
+    RUN(test_impl);
+    RUN(test_device);
+    iabn_conv_cache_free(cache);
+    return TEST_END();
+}
