@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "iabn.h"
+#include "tensor/cpu/conv_bench.h"
 #include "test_util.h"
 
 static char tmpdir[256];
@@ -345,6 +346,31 @@ static void test_model_summary(void)
     CHECK(!iabn_model_reference_weights("resnext_tiny") && !iabn_model_reference_configs("x"));
 }
 
+/* the convolution throughput bench (tensor/cpu/conv_bench.h): one case, its
+ * three passes measured on the path the library chooses; an unknown case
+ * names the valid ones */
+static void test_conv_bench(void)
+{
+    iabn_convbench_row rows[8];
+    int n = -1;
+    iabn_err e = {0};
+    CHECK_OK(iabn_convbench_run("conv1x1", 1, 235.0, 1, rows, 8, &n, &e));
+    CHECK(n == 3);
+    for (int i = 0; i < n && i < 3; i++) {
+        CHECK(!strcmp(rows[i].case_name, "conv1x1") && rows[i].gflops > 0 && rows[i].target > 0);
+        CHECK(rows[i].peak_fraction == rows[i].gflops / 235.0);
+        CHECK(!strcmp(rows[i].path, rows[i].native_path) ||
+              (rows[i].dense && !strcmp(rows[i].path, "onednn")));
+    }
+    CHECK(!strcmp(rows[0].pass, "fwd") && !strcmp(rows[2].pass, "bwd-weights"));
+    CHECK(iabn_convbench_run("nope", 1, 235.0, 1, rows, 8, &n, &e) == IABN_EINVAL &&
+          strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3"));
+    CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
+    const char *const *names = iabn_convbench_cases();
+    CHECK(names[0] && names[3] && !names[4]);
+    CHECK(iabn_cpu_peak_gflops(1) > 0);
+}
+
 static void test_allreduce_bench(void)
 {
     iabn_comm *c = NULL;
@@ -375,5 +401,6 @@ int main(void)
     RUN(test_labels);
     RUN(test_model_summary);
     RUN(test_allreduce_bench);
+    RUN(test_conv_bench);
     return TEST_END();
 }

@@ -1,0 +1,264 @@
+/* cpu/conv_bench.c: the convolution throughput measurement (conv_bench.h):
+ * the cases, the peak loop and the timing of the native and oneDNN paths. */
+#include "tensor/cpu/conv_bench.h"
+
+#if (defined(__AVX2__) && defined(__FMA__)) || (defined(__GNUC__) && defined(__x86_64__))
+#include <immintrin.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cpu/conv_impl.h"
+
+typedef struct bench_case {
+    const char *name;
+    const char *desc;
+    int n, c_in, h, w, c_out, k, stride, pad, dil, groups;
+    double target[3]; /* fraction of peak: fwd, bwd-data, bwd-weights */
+} bench_case;
+
+static const bench_case cases[] = {
+    {"dense3x3", "3x3 64->64 56x56 b8", 8, 64, 56, 56, 64, 3, 1, 1, 1, 1, {0.85, 0.85, 0.85}},
+    {"grouped3x3", "grp3x3 256->256 g64 56x56 b8", 8, 256, 56, 56, 256, 3, 1, 1, 1, 64,
+     {0.55, 0.55, 0.30}},
+    {"conv1x1", "1x1 256->1024 14x14 b8", 8, 256, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
+    {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
+     {0.85, 0.85, 0.85}},
+};
+
+static const char *const pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};
+
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+const char *const *iabn_convbench_cases(void)
+{
+    static const char *names[NCASES + 1];
+    for (int i = 0; i < NCASES; i++) names[i] = cases[i].name;
+    return names;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+/* One thread's FP32 FMA rate with 16-wide (AVX-512) FMAs: on cores with
+ * full-width AVX-512 units (Zen 5, Xeons with two FMA ports) that is twice
+ * the AVX2 rate, and oneDNN's kernels use it. */
+__attribute__((target("avx512f"))) static double peak_avx512(void)
+{
+    __m512 acc[12], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+    for (int c = 0; c < 12; c++) acc[c] = _mm512_set1_ps((float)c);
+    double best = 0;
+    for (int w = 0; w < 5; w++) {
+        long iters = 2000000;
+        double t0 = iabn_now();
+        for (long k = 0; k < iters; k++)
+            for (int c = 0; c < 12; c++) acc[c] = _mm512_fmadd_ps(acc[c], m, a);
+        double dt = iabn_now() - t0, gf = (double)iters * 12 * 2 * 16 / dt * 1e-9;
+        if (gf > best) best = gf;
+    }
+    float sum = 0;
+    for (int c = 0; c < 12; c++) sum += _mm512_reduce_add_ps(acc[c]);
+    return best + (sum == 12345.0f ? 1e-9 : 0.0); /* keeps every chain live */
+}
+#define HAVE_PEAK_AVX512 1
+#endif
+
+/* FP32 FMA throughput of `threads` threads: 12 independent 8-wide (or
+ * 16-wide where the CPU has AVX-512) FMA chains per thread (enough to cover
+ * the FMA latency), best of several windows.  For machines other than the
+ * reference one (iabn bench conv --peak measure).  Without FMA in the build it times mul+add
+ * pairs, counted as 2 FLOPs. */
+double iabn_cpu_peak_gflops(int threads)
+{
+    double total = 0;
+#ifdef HAVE_PEAK_AVX512
+    int wide = __builtin_cpu_supports("avx512f");
+#else
+    int wide = 0;
+#endif
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+#ifdef HAVE_PEAK_AVX512
+        if (wide) total += peak_avx512();
+#endif
+        if (!wide) {
+#if defined(__AVX2__) && defined(__FMA__)
+        __m256 acc[12], m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+        for (int c = 0; c < 12; c++) acc[c] = _mm256_set1_ps((float)c);
+#define PEAK_STEP(c) acc[c] = _mm256_fmadd_ps(acc[c], m, a)
+#define PEAK_LANES 8
+#else
+        float acc[12], m = 0.999999f, a = 1e-7f;
+        for (int c = 0; c < 12; c++) acc[c] = (float)c;
+#define PEAK_STEP(c) acc[c] = acc[c] * m + a
+#define PEAK_LANES 1
+#endif
+        double best = 0;
+        for (int w = 0; w < 5; w++) {
+            long iters = 2000000;
+            double t0 = iabn_now();
+            for (long k = 0; k < iters; k++)
+                for (int c = 0; c < 12; c++) PEAK_STEP(c);
+            double dt = iabn_now() - t0, gf = (double)iters * 12 * 2 * PEAK_LANES / dt * 1e-9;
+            if (gf > best) best = gf;
+        }
+        float sink[PEAK_LANES * 12], sum = 0;
+        memcpy(sink, acc, sizeof sink);
+        for (int i = 0; i < PEAK_LANES * 12; i++) sum += sink[i];
+        total += best + (sum == 12345.0f ? 1e-9 : 0.0); /* keeps every chain live */
+#undef PEAK_STEP
+#undef PEAK_LANES
+        }
+    }
+    return total;
+}
+
+static void fill(float *p, size_t n, unsigned seed)
+{
+    unsigned s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+        p[i] = (float)((s >> 8) * (1.0 / 8388608.0)) - 1.0f;
+    }
+}
+
+static int run_pass(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
+                    int pass, float *x, float *w, float *y, float *dx, float *dw, void *scr,
+                    size_t sb, iabn_err *e)
+{
+    switch (pass) {
+    case 0: return iabn_conv_run_plan(c, p, g, IABN_CONV_FWD, x, w, NULL, y, NULL, scr, sb, e);
+    case 1: return iabn_conv_run_plan(c, p, g, IABN_CONV_BWD_DATA, y, w, NULL, dx, NULL, scr, sb, e);
+    default: return iabn_conv_run_plan(c, p, g, IABN_CONV_BWD_FILTER, x, y, NULL, dw, NULL, scr, sb, e);
+    }
+}
+
+static const char *path_label(const iabn_conv_plan *p)
+{
+    switch (p->path) {
+    case IABN_CONV_PATH_DIRECT: return "direct";
+    case IABN_CONV_PATH_TAPS: return "taps";
+    case IABN_CONV_PATH_DNNL: return "onednn";
+    default: return p->no_col ? "gemm" : p->flip ? "im2col-flip" : "im2col";
+    }
+}
+
+/* Best times of `repeat` calls of the native plan and (with dn) the oneDNN
+ * one, after a warm-up of each; the two alternate call by call, so that a
+ * load from elsewhere on the machine hits both alike.  Returns 0, or the
+ * failing call's status. */
+static int time_pass(iabn_conv_cache *c, const iabn_conv_plan *nat, const iabn_conv_plan *dn,
+                     const iabn_conv_geom *g, int pass, int repeat, float *x, float *w, float *y,
+                     float *dx, float *dw, void *scr, size_t sb, double *tn, double *td,
+                     iabn_err *e)
+{
+    int rc = run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb, e);
+    if (!rc && dn) rc = run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb, e);
+    if (rc) return rc;
+    *tn = *td = 1e30;
+    for (int r = 0; r < repeat; r++) {
+        double t0 = iabn_now();
+        if ((rc = run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb, e))) return rc;
+        double t = iabn_now() - t0;
+        if (t < *tn) *tn = t;
+        if (!dn) continue;
+        t0 = iabn_now();
+        if ((rc = run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb, e))) return rc;
+        t = iabn_now() - t0;
+        if (t < *td) *td = t;
+    }
+    return 0;
+}
+
+/* Measures the three passes of one case into rows[0..3). */
+static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
+                     iabn_convbench_row *rows, iabn_err *e)
+{
+    iabn_conv_geom g;
+    if (iabn_conv_geom_init(&g, bc->n, bc->c_in, bc->h, bc->w, bc->c_out, bc->k, bc->k,
+                            bc->stride, bc->pad, bc->dil, bc->groups))
+        return iabn_err_set(e, IABN_EINVAL, "bench conv: case %s has no geometry", bc->name);
+    size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
+    size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
+    size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
+    /* the native plans, and the oneDNN ones for dense convs */
+    int dense = g.groups == 1 && iabn_conv_have_dnnl();
+    iabn_conv_plan nat[3], dn[3];
+    const char *impl[3] = {"", "", ""};
+    size_t sb = 0;
+    for (int p = 0; p < 3; p++) {
+        iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, threads, &nat[p]);
+        if (nat[p].total * sizeof(float) > sb) sb = nat[p].total * sizeof(float);
+        if (!dense) continue;
+        size_t b = 0;
+        int rc = iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, threads, &b, &impl[p], e);
+        if (rc) return rc;
+        memset(&dn[p], 0, sizeof dn[p]);
+        dn[p].path = IABN_CONV_PATH_DNNL;
+        dn[p].threads = threads;
+        if (b > sb) sb = b;
+    }
+    iabn_conv_cache *cache = NULL;
+    int rc = dense ? iabn_conv_cache_new(&cache, e) : 0;
+    if (rc) return rc;
+    float *x = iabn_aligned_alloc(64, nx * 4), *dx = iabn_aligned_alloc(64, nx * 4);
+    float *y = iabn_aligned_alloc(64, ny * 4), *w = iabn_aligned_alloc(64, nw * 4);
+    float *dw = iabn_aligned_alloc(64, nw * 4);
+    void *scr = iabn_aligned_alloc(64, sb ? sb : 64);
+    if (!x || !dx || !y || !w || !dw || !scr) {
+        rc = iabn_err_set(e, IABN_ENOMEM, "bench conv: out of memory for %s", bc->name);
+        goto done;
+    }
+    fill(x, nx, 1); fill(w, nw, 2); fill(y, ny, 3);
+    memset(dw, 0, nw * 4);
+    double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
+                   g.kh * g.kw;
+    for (int pass = 0; pass < 3 && !rc; pass++) {
+        double tn, td;
+        if ((rc = time_pass(cache, &nat[pass], dense ? &dn[pass] : NULL, &g, pass, repeat, x, w,
+                            y, dx, dw, scr, sb, &tn, &td, e)))
+            break;
+        int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
+        iabn_convbench_row *r = &rows[pass];
+        r->case_name = bc->name;
+        r->desc = bc->desc;
+        r->pass = pass_names[pass];
+        r->native_path = path_label(&nat[pass]);
+        r->path = chose_dnnl ? "onednn" : r->native_path;
+        r->onednn_impl = dense ? impl[pass] : "";
+        r->dense = dense;
+        r->native_gflops = flops / tn * 1e-9;
+        r->onednn_gflops = dense ? flops / td * 1e-9 : 0;
+        r->gflops = chose_dnnl ? r->onednn_gflops : r->native_gflops;
+        r->peak_fraction = r->gflops / peak;
+        r->target = bc->target[pass];
+        r->ok = r->peak_fraction >= r->target;
+    }
+done:
+    iabn_conv_cache_free(cache);
+    iabn_aligned_free(x); iabn_aligned_free(dx); iabn_aligned_free(y);
+    iabn_aligned_free(w); iabn_aligned_free(dw); iabn_aligned_free(scr);
+    return rc;
+}
+
+int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
+                       iabn_convbench_row *rows, int max, int *n, iabn_err *e)
+{
+    *n = 0;
+    int found = !only;
+    for (int i = 0; i < NCASES; i++) found |= only && !strcmp(only, cases[i].name);
+    if (!found) {
+        char names[128] = "";
+        for (int i = 0; i < NCASES; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     cases[i].name);
+        return iabn_err_set(e, IABN_EINVAL, "no convolution case %s (valid: %s)", only, names);
+    }
+    for (int i = 0; i < NCASES; i++) {
+        if (only && strcmp(only, cases[i].name)) continue;
+        if (*n + 3 > max) return iabn_err_set(e, IABN_EINVAL, "bench conv: room for %d rows", max);
+        int rc = bench_one(&cases[i], repeat, peak, threads, rows + *n, e);
+        if (rc) return rc;
+        *n += 3;
+    }
+    return 0;
+}

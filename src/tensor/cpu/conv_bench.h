@@ -1,0 +1,44 @@
+/* cpu/conv_bench.h: the CPU convolution throughput `iabn bench conv` prints:
+ * the four layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3, a
+ * 1x1, DeepLab's dilated ASPP 3x3), per pass, on the native path and, for
+ * dense convolutions, on the oneDNN path, against the targets there.
+ *
+ * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
+ * included, as docs/TARGETS.md counts it) over the best time of `repeat`
+ * calls after one warm-up call (best, not median: on a shared machine other
+ * loads only ever slow a call down); native and oneDNN calls alternate call
+ * by call, so a load from elsewhere hits both alike. */
+#ifndef IABN_TENSOR_CPU_CONV_BENCH_H
+#define IABN_TENSOR_CPU_CONV_BENCH_H
+
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct iabn_convbench_row {
+    const char *case_name, *desc, *pass;  /* static strings                        */
+    const char *native_path, *path;       /* the native kernel; the one chosen     */
+    const char *onednn_impl;              /* oneDNN's implementation ("" if none)  */
+    int dense;                            /* oneDNN measured too                   */
+    double native_gflops, onednn_gflops;
+    double gflops, peak_fraction, target; /* of the chosen path                    */
+    int ok;                               /* at or over the target                 */
+} iabn_convbench_row;
+
+/* The case names, NULL-terminated. */
+const char *const *iabn_convbench_cases(void);
+/* FP32 FMA throughput of `threads` threads in GFLOP/s (16-wide FMAs where
+ * the CPU has AVX-512, else 8-wide, else mul+add), best of several windows. */
+double iabn_cpu_peak_gflops(int threads);
+/* Measures every case (or only `only`; an unknown name is IABN_EINVAL naming
+ * the valid ones) at `threads` threads against `peak` GFLOP/s: 3 rows per
+ * case into rows[max], their count in *n. */
+int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
+                       iabn_convbench_row *rows, int max, int *n, iabn_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
