@@ -207,6 +207,12 @@ static void test_parity(void)
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped */
+    /* the whole batch's blocked copies over IABN_DNNL_COPY_MAX: native (VGG19's
+     * first convs at batch 32, 128x128: 256 MiB of copies); at batch 4 oneDNN */
+    CHECK(iabn_conv_geom_init(&gd, 32, 64, 128, 128, 64, 3, 3, 1, 1, 1, 1) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD) && !iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER));
+    CHECK(iabn_conv_geom_init(&gd, 4, 64, 128, 128, 64, 3, 3, 1, 1, 1, 1) == 0);
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
 #endif
     /* per geometry, pass and thread count: one plan */
     CHECK_MSG(iabn_conv_cache_size(cache) == (int)(sizeof cs / sizeof cs[0]) * 3 * 2,

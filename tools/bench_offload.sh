@@ -38,7 +38,8 @@ for spec in $models; do
     # device memory offloading needs
     step recompute-at-offload "$m" "$b" "$s" --bn standard --strategy recompute --budget "$peak" \
         || echo "{\"model\": \"$m\", \"error\": \"recompute cannot fit $peak bytes\"}" > "$out/$m-recompute-at-offload.json"
-    step auto-at-offload "$m" "$b" "$s" --bn standard --strategy auto --budget "$peak" --copy-bw pcie3
+    step auto-at-offload "$m" "$b" "$s" --bn standard --strategy auto --budget "$peak" --copy-bw pcie3 \
+        || echo "{\"model\": \"$m\", \"error\": \"auto cannot fit $peak bytes\"}" > "$out/$m-auto-at-offload.json"
     # the GPU estimate against checkpointing: the checkpoint BN mode, and
     # recomputation chosen per tensor at the memory offloading needs
     $iabn mem "$m" --batch "$fb" --size "${fs}x${fs}" --bn standard,checkpoint --cost gpu \

@@ -89,6 +89,15 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * padding (docs/CPU.md: on ASPP d=12 the per-tap path ties or wins
      * there, and oneDNN's weight pass is 1.5x faster). */
     if (g->c_in < 16 || g->c_out < 16) return 0;
+    /* oneDNN reorders the whole batch's input and output into blocked
+     * copies in the node scratch; the native paths need a column buffer per
+     * image at most.  Above IABN_DNNL_COPY_MAX those copies would raise the
+     * step's planned memory (VGG19 at batch 32, 128x128: the largest scratch
+     * 37 -> 256 MiB, the offload arena's lower bound 392 -> 640 MiB), and
+     * memory comes first here: the native kernels run (docs/CPU.md). */
+    double copies = 4.0 * ((double)g->n * g->c_in * g->h_in * g->w_in +
+                           (double)g->n * g->c_out * g->h_out * g->w_out);
+    if (copies > (double)IABN_DNNL_COPY_MAX) return 0;
     return g->dil == 1 || pass == IABN_CONV_BWD_FILTER || valid_fraction(g) >= 0.8;
 #endif
 }

@@ -68,6 +68,9 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
  * skip those; oneDNN's plain GEMM fallback there computes them).  Building
  * with -DIABN_CONV_DNNL_ALL=1 sends every dense conv there (to run the
  * whole test suite on that path). */
+/* Largest blocked copies (input + output of the whole batch, bytes) for
+ * which a convolution goes to oneDNN. */
+#define IABN_DNNL_COPY_MAX ((size_t)64 << 20)
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
 
 /* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
