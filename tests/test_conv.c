@@ -13,22 +13,6 @@ typedef struct tcase {
     int n, c_in, h, w, c_out, k, stride, pad, dil, groups;
 } tcase;
 
-#define CANARY 64
-static const float canary_val = 12345.678f;
-
-static float *alloc_canary(size_t n)
-{
-    float *p = malloc((n + CANARY) * sizeof(float));
-    for (size_t i = 0; i < CANARY; i++) p[n + i] = canary_val;
-    return p;
-}
-
-static int canary_ok(const float *p, size_t n)
-{
-    for (size_t i = 0; i < CANARY; i++)
-        if (p[n + i] != canary_val) return 0;
-    return 1;
-}
 
 /* Reference values and sums of |terms| (the scale of the rounding error). */
 static void ref_all(const iabn_conv_geom *g, const float *x, const float *w, const float *b,
@@ -139,10 +123,10 @@ static void run_case(const tcase *tc)
             size_t s = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)pass, th) / sizeof(float);
             if (s > sf) sf = s;
         }
-        float *scr = alloc_canary(sf);
+        float *scr = t_alloc_canary(sf);
         iabn_err err = {0};
-        float *y = alloc_canary(ny), *y2 = alloc_canary(ny), *dx = alloc_canary(nx);
-        float *dw = alloc_canary(nw), *db = alloc_canary(g.c_out);
+        float *y = t_alloc_canary(ny), *y2 = t_alloc_canary(ny), *dx = t_alloc_canary(nx);
+        float *dw = t_alloc_canary(nw), *db = t_alloc_canary(g.c_out);
 
         CHECK_OK(iabn_conv_fwd(NULL, &g, x, w, b, y, scr, sf * sizeof(float), &err));
         double e = worst(y, ry, rya, ny);
@@ -169,8 +153,8 @@ static void run_case(const tcase *tc)
         e = worst(db, rdb, rdba, g.c_out);
         CHECK_MSG(e <= 1, "dbias g%d c%d: err %.3g", tc->groups, tc->c_out, e);
 
-        CHECK_MSG(canary_ok(scr, sf) && canary_ok(y, ny) && canary_ok(dx, nx) &&
-                      canary_ok(dw, nw) && canary_ok(db, g.c_out),
+        CHECK_MSG(t_canary_ok(scr, sf) && t_canary_ok(y, ny) && t_canary_ok(dx, nx) &&
+                      t_canary_ok(dw, nw) && t_canary_ok(db, g.c_out),
                   "write past a buffer: n%d c%d %dx%d k%d g%d", tc->n, tc->c_in, tc->h, tc->w,
                   tc->k, tc->groups);
         free(scr); free(y); free(y2); free(dx); free(dw); free(db);

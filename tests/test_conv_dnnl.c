@@ -18,21 +18,6 @@ typedef struct tcase {
     int n, c_in, h, w, c_out, k, stride, pad, dil, bias;
 } tcase;
 
-#define CANARY 64
-static const float canary_val = -777.25f;
-
-static float *alloc_c(size_t n)
-{
-    float *p = malloc((n + CANARY) * sizeof(float));
-    for (size_t i = 0; i < CANARY; i++) p[n + i] = canary_val;
-    return p;
-}
-static int canary_ok(const float *p, size_t n)
-{
-    for (size_t i = 0; i < CANARY; i++)
-        if (p[n + i] != canary_val) return 0;
-    return 1;
-}
 
 /* max |a - b| / max |b|: float32 noise of sums of a few hundred terms */
 static double rel_diff(const float *a, const float *b, size_t n)
@@ -59,7 +44,7 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
     size_t nw = (size_t)g.c_out * g.c_in * g.kh * g.kw, nb = (size_t)g.c_out;
     unsigned seed = (unsigned)(tc->c_in * 31 + tc->h * 7 + tc->k);
-    float *x = alloc_c(nx), *w = alloc_c(nw), *b = alloc_c(nb), *dy = alloc_c(ny);
+    float *x = t_alloc_canary(nx), *w = t_alloc_canary(nw), *b = t_alloc_canary(nb), *dy = t_alloc_canary(ny);
     float *xk = malloc(nx * 4), *wk = malloc(nw * 4), *dyk = malloc(ny * 4);
     t_fill(x, nx, seed); t_fill(w, nw, seed + 1); t_fill(b, nb, seed + 2); t_fill(dy, ny, seed + 3);
     memcpy(xk, x, nx * 4); memcpy(wk, w, nw * 4); memcpy(dyk, dy, ny * 4);
@@ -94,11 +79,11 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
             if (s > sb) sb = s;
             if (dn[p].total * sizeof(float) > sb) sb = dn[p].total * sizeof(float);
         }
-        float *scr = alloc_c(sb / 4 + 1);
-        float *y1 = alloc_c(ny), *y2 = alloc_c(ny), *y3 = alloc_c(ny);
-        float *dx1 = alloc_c(nx), *dx2 = alloc_c(nx), *dx3 = alloc_c(nx);
-        float *dw1 = alloc_c(nw), *dw2 = alloc_c(nw), *dw3 = alloc_c(nw);
-        float *db1 = alloc_c(nb), *db2 = alloc_c(nb), *db3 = alloc_c(nb);
+        float *scr = t_alloc_canary(sb / 4 + 1);
+        float *y1 = t_alloc_canary(ny), *y2 = t_alloc_canary(ny), *y3 = t_alloc_canary(ny);
+        float *dx1 = t_alloc_canary(nx), *dx2 = t_alloc_canary(nx), *dx3 = t_alloc_canary(nx);
+        float *dw1 = t_alloc_canary(nw), *dw2 = t_alloc_canary(nw), *dw3 = t_alloc_canary(nw);
+        float *db1 = t_alloc_canary(nb), *db2 = t_alloc_canary(nb), *db3 = t_alloc_canary(nb);
         iabn_err e = {0};
         char desc[128];
         snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d k%d s%d p%d d%d bias %d, %d thr", tc->n,
@@ -151,10 +136,10 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         CHECK_MSG(memcmp(x, xk, nx * 4) == 0 && memcmp(w, wk, nw * 4) == 0 &&
                       memcmp(dy, dyk, ny * 4) == 0,
                   "an input was written, %s", desc);
-        CHECK_MSG(canary_ok(scr, sb / 4 + 1) && canary_ok(y1, ny) && canary_ok(y2, ny) &&
-                      canary_ok(y3, ny) && canary_ok(dx2, nx) && canary_ok(dx3, nx) &&
-                      canary_ok(dw2, nw) && canary_ok(dw3, nw) && canary_ok(db2, nb) &&
-                      canary_ok(db3, nb) && canary_ok(x, nx) && canary_ok(w, nw),
+        CHECK_MSG(t_canary_ok(scr, sb / 4 + 1) && t_canary_ok(y1, ny) && t_canary_ok(y2, ny) &&
+                      t_canary_ok(y3, ny) && t_canary_ok(dx2, nx) && t_canary_ok(dx3, nx) &&
+                      t_canary_ok(dw2, nw) && t_canary_ok(dw3, nw) && t_canary_ok(db2, nb) &&
+                      t_canary_ok(db3, nb) && t_canary_ok(x, nx) && t_canary_ok(w, nw),
                   "write past a buffer, %s", desc);
 
         /* too little scratch: an error that says so, nothing written */

@@ -97,4 +97,22 @@ static inline void t_fill(float *x, size_t n, unsigned seed)
     }
 }
 
+/* n floats followed by T_CANARY guard values; t_canary_ok says whether
+ * anything wrote past the n. */
+#define T_CANARY 64
+#define T_CANARY_VAL (-777.25f)
+static inline float *t_alloc_canary(size_t n)
+{
+    float *p = (float *)malloc((n + T_CANARY) * sizeof(float));
+    if (p)
+        for (size_t i = 0; i < T_CANARY; i++) p[n + i] = T_CANARY_VAL;
+    return p;
+}
+static inline int t_canary_ok(const float *p, size_t n)
+{
+    for (size_t i = 0; i < T_CANARY; i++)
+        if (p[n + i] != T_CANARY_VAL) return 0;
+    return 1;
+}
+
 #endif

@@ -171,34 +171,43 @@ static const iabn_op_def op_xent_smooth = {
     .run = smooth_fwd_run,
 };
 
-int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
-                      int ignore_index, float top_frac)
+/* Both cross-entropy ops: the labels checked against the logits, then the
+ * node with its loss and per-pixel weight outputs. */
+static int xent_node(iabn_graph *g, const iabn_op_def *op, const char *name, int logits,
+                     int labels, int ignore_index, float top_frac, float eps)
 {
-    if (logits < 0 || labels < 0 || !iabn_graph_ok(g)) return -1;
     const iabn_tensor *l = lt(g, logits), *y = lt(g, labels);
     xent_p P;
     memset(&P, 0, sizeof P);
     nchw(l, &P.n, &P.k, &P.hw);
     P.ignore = ignore_index;
     P.top_frac = top_frac;
+    P.smoothing = eps;
     size_t want = (size_t)P.n * (size_t)P.hw * 4;
     if (y->dtype != IABN_I32 || y->nbytes != want || y->shape[0] != P.n)
         return iabn_graph_fail(g, IABN_EINVAL,
                                "%s: labels %s must be int32 with one value per sample / pixel of "
                                "%s",
                                name, y->name, l->name);
-    if (!(top_frac > 0.f && top_frac <= 1.f))
-        return iabn_graph_fail(g, IABN_EINVAL, "%s: bootstrapping fraction %g not in (0, 1]",
-                               name, (double)top_frac);
     int one[1] = {1};
     int loss = named(g, name, "", IABN_F32, 1, one);
     int wshape[1] = {P.n * P.hw};
     int w = named(g, name, ".weight", IABN_F32, 1, wshape);
     int ins[2] = {logits, labels};
     int outs[2] = {loss, w};
-    if (iabn_graph_node(g, &op_xent, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
+    if (iabn_graph_node(g, op, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
     iabn_graph_mark_output(g, loss);
     return loss;
+}
+
+int iabn_softmax_xent(iabn_graph *g, const char *name, int logits, int labels,
+                      int ignore_index, float top_frac)
+{
+    if (logits < 0 || labels < 0 || !iabn_graph_ok(g)) return -1;
+    if (!(top_frac > 0.f && top_frac <= 1.f))
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: bootstrapping fraction %g not in (0, 1]",
+                               name, (double)top_frac);
+    return xent_node(g, &op_xent, name, logits, labels, ignore_index, top_frac, 0.f);
 }
 
 int iabn_softmax_xent_smooth(iabn_graph *g, const char *name, int logits, int labels,
@@ -213,28 +222,7 @@ int iabn_softmax_xent_smooth(iabn_graph *g, const char *name, int logits, int la
         return iabn_graph_fail(g, IABN_EINVAL, "%s: label smoothing and bootstrapping (%g) "
                                "together are not supported: one or the other", name,
                                (double)top_frac);
-    const iabn_tensor *l = lt(g, logits), *y = lt(g, labels);
-    xent_p P;
-    memset(&P, 0, sizeof P);
-    nchw(l, &P.n, &P.k, &P.hw);
-    P.ignore = ignore_index;
-    P.top_frac = 1.f;
-    P.smoothing = eps;
-    size_t want = (size_t)P.n * (size_t)P.hw * 4;
-    if (y->dtype != IABN_I32 || y->nbytes != want || y->shape[0] != P.n)
-        return iabn_graph_fail(g, IABN_EINVAL,
-                               "%s: labels %s must be int32 with one value per sample / pixel of "
-                               "%s",
-                               name, y->name, l->name);
-    int one[1] = {1};
-    int loss = named(g, name, "", IABN_F32, 1, one);
-    int wshape[1] = {P.n * P.hw};
-    int w = named(g, name, ".weight", IABN_F32, 1, wshape);
-    int ins[2] = {logits, labels};
-    int outs[2] = {loss, w};
-    if (iabn_graph_node(g, &op_xent_smooth, name, 2, ins, 2, outs, &P, sizeof P) < 0) return -1;
-    iabn_graph_mark_output(g, loss);
-    return loss;
+    return xent_node(g, &op_xent_smooth, name, logits, labels, ignore_index, 1.f, eps);
 }
 
 /* ---- L1 and MSE ------------------------------------------------------------- */
