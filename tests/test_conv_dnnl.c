@@ -173,18 +173,35 @@ static void test_parity(void)
         {1, 70, 9, 10, 68, 5, 2, 2, 1, 0},   /* 5x5 stride 2 */
         {2, 66, 16, 15, 66, 3, 1, 2, 2, 1},  /* dilated 2, taps mostly in the map */
         {1, 5, 3, 4, 3, 3, 1, 0, 1, 1},      /* tiny: 1x2 output */
+        {2, 32, 28, 30, 48, 1, 1, 0, 1, 1},  /* 1x1 on a 28x30 map: NCHW, no reorders; bias */
+        {1, 24, 57, 56, 32, 1, 2, 0, 1, 0},  /* 1x1 stride 2 to 29x28: NCHW */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
      * only with most taps in the map */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0};
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1};
+    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* 1x1 with >= 28x28 outputs */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
         CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
                                   cs[i].k, cs[i].stride, cs[i].pad, cs[i].dil, 1) == 0);
         CHECK_MSG(iabn_conv_use_dnnl(&g, IABN_CONV_FWD) == want[i], "case %zu: rule", i);
+        CHECK_MSG(iabn_conv_dnnl_plain(&g) == plain[i], "case %zu: layout rule", i);
     }
+    /* a NCHW plan makes no copies of the activations: its scratch is below
+     * one whole-batch copy of the input (the blocked plan's is above) */
+    iabn_conv_geom gp;
+    CHECK(iabn_conv_geom_init(&gp, 8, 256, 28, 28, 256, 1, 1, 1, 0, 1, 1) == 0);
+    for (int p = 0; p < 3; p++) {
+        size_t b = 0;
+        iabn_err e = {0};
+        CHECK_OK(iabn_conv_dnnl_scratch(&gp, (iabn_conv_pass)p, 0, 2, &b, NULL, &e));
+        CHECK_MSG(b < (size_t)8 * 256 * 28 * 28 * 4, "pass %d: NCHW plan scratch %zu", p, b);
+    }
+    /* with no copies, a 1x1 conv on a large map stays on oneDNN at any batch */
+    CHECK(iabn_conv_geom_init(&gp, 64, 256, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_use_dnnl(&gp, IABN_CONV_FWD));
     iabn_conv_geom gd;
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 32, 3, 3, 1, 12, 12, 1) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */

@@ -1,7 +1,8 @@
 /* cpu/conv_dnnl.c: the oneDNN path of the CPU convolution (dense convs,
  * cpu/conv_impl.h says which): oneDNN 2.x's C API, primitives that choose
  * their own blocked layouts (format_tag_any), and reorders between those and
- * the NCHW / OIHW tensors the graph keeps.
+ * the NCHW / OIHW tensors the graph keeps; 1x1 convs on large maps read and
+ * write NCHW directly (iabn_conv_dnnl_plain).
  *
  * A plan holds, for one (geometry, pass, thread count), the convolution's
  * primitive, one reorder per operand whose layout differs from the plain one,
@@ -100,6 +101,7 @@ typedef struct op_io {
 typedef struct op_plan {
     iabn_conv_geom g;
     int pass, threads;
+    int plain;                 /* activations in NCHW, no reorder copies    */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     op_io io[MAX_IO];
@@ -185,18 +187,20 @@ static int user_scratchpad_attr(dnnl_primitive_attr_t *attr, int sum, const iabn
     return 0;
 }
 
-/* The convolution descriptor of a pass, every layout `any` but the bias's. */
-static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convolution_desc_t *cd,
-                     iabn_err *e)
+/* The convolution descriptor of a pass: activations in NCHW when `plain`,
+ * else `any` (oneDNN's choice); weights always `any`. */
+static int conv_desc(const iabn_conv_geom *g, int pass, int bias, int plain,
+                     dnnl_convolution_desc_t *cd, iabn_err *e)
 {
     dnnl_memory_desc_t src, wei, dst, b;
     dnnl_dims_t sd = {g->n, g->c_in, g->h_in, g->w_in};
     dnnl_dims_t wd = {g->c_out, g->c_in, g->kh, g->kw};
     dnnl_dims_t dd = {g->n, g->c_out, g->h_out, g->w_out};
     dnnl_dims_t bd = {g->c_out};
-    DN(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    dnnl_format_tag_t act = plain ? dnnl_nchw : dnnl_format_tag_any;
+    DN(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, act));
     DN(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, act));
     DN(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x));
     dnnl_dims_t strides = {g->stride, g->stride}, dil = {g->dil - 1, g->dil - 1};
     /* right padding so that the output extent is exactly h_out x w_out */
@@ -274,7 +278,7 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
 {
     const iabn_conv_geom *g = &p->g;
     dnnl_convolution_desc_t cd;
-    int rc = conv_desc(g, p->pass, bias, &cd, e);
+    int rc = conv_desc(g, p->pass, bias, p->plain, &cd, e);
     if (rc) return rc;
     dnnl_primitive_attr_t attr;
     if ((rc = user_scratchpad_attr(&attr, 0, g, e))) return rc;
@@ -283,7 +287,7 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
     if (p->pass != IABN_CONV_FWD) {
         /* the backward passes need the forward's descriptor as a hint */
         dnnl_convolution_desc_t fd;
-        rc = conv_desc(g, IABN_CONV_FWD, 0, &fd, e);
+        rc = conv_desc(g, IABN_CONV_FWD, 0, p->plain, &fd, e);
         if (!rc) s = dnnl_primitive_desc_create(&hint, &fd, attr, eng, NULL);
     }
     if (!rc && s == dnnl_success) s = dnnl_primitive_desc_create(&p->pd, &cd, attr, eng, hint);
@@ -335,6 +339,14 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
         DN(dnnl_memory_create(&p->pad_m, &md, eng, DNNL_MEMORY_NONE));
     }
     return 0;
+}
+
+/* Builds a plan with the activation layout the rule gives its geometry
+ * (iabn_conv_dnnl_plain), so the planner's sizing and the run agree. */
+static int plan_choose(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_err *e)
+{
+    p->plain = iabn_conv_dnnl_plain(&p->g);
+    return plan_build(eng, p, bias, prims, e);
 }
 
 /* ---- the cache ------------------------------------------------------------ */
@@ -408,7 +420,7 @@ static int cache_get(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int 
     p->g = *g;
     p->pass = pass;
     p->threads = threads;
-    int rc = plan_build(c->eng, p, bias, 1, e);
+    int rc = plan_choose(c->eng, p, bias, 1, e);
     if (rc) {
         plan_destroy(p);
         return rc;
@@ -447,7 +459,7 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
     memset(&p, 0, sizeof p);
     p.g = *g;
     p.pass = pass;
-    rc = plan_build(eng, &p, bias, 0, e);
+    rc = plan_choose(eng, &p, bias, 0, e);
     if (!rc) {
         *bytes = p.total;
         if (impl) *impl = p.impl; /* a static string of the library */
@@ -535,7 +547,7 @@ static int run(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int bias,
     p.g = *g;
     p.pass = pass;
     p.threads = threads;
-    rc = plan_build(tmp.eng, &p, bias, 1, e);
+    rc = plan_choose(tmp.eng, &p, bias, 1, e);
     if (!rc) rc = plan_run(&p, tmp.stream, ptr, scratch, scratch_bytes, e);
     plan_destroy(&p);
     dnnl_stream_destroy(tmp.stream);

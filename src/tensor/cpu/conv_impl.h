@@ -72,6 +72,9 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
  * which a convolution goes to oneDNN. */
 #define IABN_DNNL_COPY_MAX ((size_t)64 << 20)
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
+/* Whether oneDNN reads and writes this conv's activations in NCHW (no
+ * reorder copies) rather than in its blocked layouts: 1x1 on large maps. */
+int iabn_conv_dnnl_plain(const iabn_conv_geom *g);
 
 /* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
  * `threads` threads, with or without bias, and the implementation oneDNN
