@@ -3,7 +3,8 @@
 the iabn program: `iabn mem --offload / --strategy auto / --largest-batch`
 (JSON fields, SVG), `iabn bench step --offload / --strategy auto`, a step
 over its budget refused with the largest batch that fits, bfloat16 copies
-(`--offload-bf16` in mem, bench step and train), unknown strategy names
+(`--offload-bf16` in mem, bench step and train), auto falling back to the
+paper's policy where its own plan misses, unknown strategy names
 rejected with the valid ones."""
 import json
 import os
@@ -55,6 +56,21 @@ if rc == 0:
         svg = os.path.join(d, "m.svg")
         rc, out, err = run("mem", *base, "--offload", "--plot", svg)
         check(rc == 0 and "host pool" in open(svg).read(), "the SVG shows no host pool")
+# auto at exactly the memory the paper's offload policy needs: on VGG19 the
+# greedy's packed plan lands 1% above its live-bytes goal there, and auto
+# takes the paper's policy instead of refusing (it did, before)
+vgg = ["vgg19", "--batch", "4", "--size", "128x128", "--bn", "standard"]
+rc, out, err = run("mem", *vgg, "--offload", "--json")
+check(rc == 0, f"vgg19 mem --offload: {err}")
+if rc == 0:
+    o = [c for c in json.loads(out) if c["strategy"] == "offload"][0]
+    rc, out, err = run("mem", *vgg, "--strategy", "auto", "--budget",
+                       str(o["device_total_bytes"]), "--json")
+    check(rc == 0, f"vgg19 auto at the offload memory: {err}")
+    if rc == 0:
+        a = json.loads(out)[0]
+        check(a["fits"] and a["device_total_bytes"] <= o["device_total_bytes"],
+              f"vgg19 auto at the offload memory does not fit: {a}")
 rc, out, err = run("bench", "step", "resnext_tiny", "--batch", "2", "--size", "32", "--repeat",
                    "1", "--offload", "--copy-bw", "4", "--json")
 check(rc == 0, f"bench step --offload: {err}")

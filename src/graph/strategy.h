@@ -67,14 +67,17 @@ typedef struct iabn_strategy_result {
     size_t host_bytes;        /* host pool of the offloaded copies          */
     double base_time, est_time; /* estimated step seconds                   */
     int iterations;           /* plans verified                            */
+    int paper;                /* the greedy did not fit and the paper's     */
+                              /* policy (offload conv / pool inputs) did   */
     double seconds;           /* time the choice took                       */
 } iabn_strategy_result;
 
 /* Sets the policy (keep / recompute / offload) of every saved tensor of g
  * (backward built, not finalised) and the offload lookahead.  Tensors
  * already marked RECOMPUTE or OFFLOAD (a BN mode's choice) stay so.  When
- * nothing fits, r->fits is 0 and the policies are the smallest found; the
- * caller refuses the plan. */
+ * the greedy choice does not fit but the paper's offload policy does, that
+ * one is applied (r->paper).  When nothing fits, r->fits is 0 and the
+ * policies are the smallest found; the caller refuses the plan. */
 int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy_result *r,
                        iabn_err *e);
 

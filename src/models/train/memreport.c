@@ -144,6 +144,7 @@ static int plan_col(const iabn_memreport_opts *o, iabn_memreport_col *r, iabn_er
         r->est = iabn_strategy_estimate(ss.graph, ss.plan, &o->strategy.cost);
         r->est_base = ss.strategy.base_time;
         r->strategy_s = ss.strategy.seconds;
+        r->paper = ss.strategy.paper;
         rc = fill_rows(o, ss.graph, ss.plan, r, e);
     }
     iabn_session_free(&ss);
@@ -283,6 +284,7 @@ char *iabn_memreport_table(const iabn_memreport *rep)
     LINE("estimated step time overhead %", 100.0 * (r[i].est / base_est(rep, i) - 1.0), "%16.1f");
     LINE("fits the budget (auto)", (double)r[i].fits, "%16.0f");
     LINE("strategy choice seconds (auto)", r[i].strategy_s, "%16.3f");
+    LINE("  paper's offload policy (auto)", (double)r[i].paper, "%16.0f");
     if (n > 1) { LINE("kept / first mode", (double)r[i].m.saved / (double)r[0].m.saved, "%16.3f"); }
     if (a->budget > 0) {
         char lab[64];
@@ -351,7 +353,10 @@ char *iabn_memreport_json(const iabn_memreport *rep)
         add_numbers(o, n1, v1, 6);
         cJSON_AddBoolToObject(o, "fits", r->fits);
         if (r->storage == IABN_STORAGE_AUTO || r->storage == IABN_STORAGE_RECOMPUTE)
+        {
             cJSON_AddNumberToObject(o, "strategy_seconds", r->strategy_s);
+            cJSON_AddBoolToObject(o, "paper_policy", r->paper);
+        }
         cJSON_AddNumberToObject(o, "batch", a->batch);
         if (a->world > 1) {
             static const char *const nw[] = {"world", "global_batch", "allreduce_buckets",

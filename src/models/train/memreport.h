@@ -45,6 +45,7 @@ typedef struct iabn_memreport_col {
     double est;                  /* estimated step seconds (cost model)          */
     double est_base;             /* auto: the keep-everything estimate           */
     double strategy_s;           /* auto: seconds the choice took                */
+    int paper;                   /* auto: fell back to the paper's offload policy */
     iabn_memreport_row *rows;
     int nrows;
     size_t *live, *host_live;    /* per schedule step: arena / host bytes live   */
