@@ -221,8 +221,11 @@ int iabn_xent_fwd(int n, int k, int hw, const float *logits, const int32_t *labe
     return 0;
 }
 
-void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
-                   const float *weight, float scale, float *dlogits)
+/* The cross-entropy gradient over tiles of TILE pixels, with label
+ * smoothing eps (0: plain; iabn_xent_smooth_grad then computes exactly
+ * iabn_xent_grad's value: subtracting 0 changes no bits). */
+static void xent_bwd_tiles(int n, int k, int hw, const float *logits, const int32_t *labels,
+                           const float *weight, float eps, float scale, float *dlogits)
 {
     long tiles_per_img = (hw + TILE - 1) / TILE;
     long tiles = (long)n * tiles_per_img;
@@ -255,9 +258,15 @@ void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *lab
             const float *row = l + (size_t)ch * hw;
             float *drow = d + (size_t)ch * hw;
             for (int i = 0; i < cnt; i++)
-                drow[i] = iabn_xent_grad(row[i], mx[i], inv[i], lab[i] == ch, w[i]);
+                drow[i] = iabn_xent_smooth_grad(row[i], mx[i], inv[i], lab[i] == ch, eps, k, w[i]);
         }
     }
+}
+
+void iabn_xent_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
+                   const float *weight, float scale, float *dlogits)
+{
+    xent_bwd_tiles(n, k, hw, logits, labels, weight, 0.f, scale, dlogits);
 }
 
 void iabn_reg_loss_fwd(size_t count, int mse, const float *pred, const float *target,
@@ -345,30 +354,5 @@ int iabn_xent_smooth_fwd(int n, int k, int hw, const float *logits, const int32_
 void iabn_xent_smooth_bwd(int n, int k, int hw, const float *logits, const int32_t *labels,
                           const float *weight, float eps, float scale, float *dlogits)
 {
-    long tiles_per_img = (hw + TILE - 1) / TILE, tiles = (long)n * tiles_per_img;
-    size_t work = (size_t)n * (size_t)hw * (size_t)k;
-#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
-    for (long t = 0; t < tiles; t++) {
-        int img = (int)(t / tiles_per_img);
-        int p0 = (int)(t % tiles_per_img) * TILE;
-        int cnt = hw - p0 < TILE ? hw - p0 : TILE;
-        size_t base = (size_t)img * k * hw + p0;
-        const float *l = logits + base;
-        float *d = dlogits + base;
-        const int32_t *lab = labels + (size_t)img * hw + p0;
-        const float *wt = weight + (size_t)img * hw + p0;
-        float mx[TILE], inv[TILE];
-        /* every logit of the pixel is read before a gradient is written */
-        tile_lse(l, k, hw, cnt, mx, inv);
-        for (int i = 0; i < cnt; i++) inv[i] = 1.f / inv[i];
-        for (int ch = 0; ch < k; ch++) {
-            const float *row = l + (size_t)ch * hw;
-            float *drow = d + (size_t)ch * hw;
-            for (int i = 0; i < cnt; i++) {
-                drow[i] = iabn_xent_smooth_grad(row[i], mx[i], inv[i], lab[i] == ch, eps, k,
-                                                wt[i] * scale);
-            }
-        }
-    }
+    xent_bwd_tiles(n, k, hw, logits, labels, weight, eps, scale, dlogits);
 }
-
