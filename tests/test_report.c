@@ -130,24 +130,41 @@ static void test_stepbench(void)
     o.height = o.width = 32;
     o.repeat = 2;
     o.by_op = 1;
+    o.by_layer = 1;
     iabn_stepbench_result *r = malloc(sizeof *r);
     iabn_err e = {0};
     CHECK_MSG(iabn_stepbench_run(&o, r, &e) == 0, "%s", e.msg);
     CHECK(r->step_s > 0 && r->forward_s > 0 && r->update_s > 0 && r->profiled && !r->gpu);
     CHECK(r->arena > 0 && r->held > r->arena && !strcmp(r->device, "cpu"));
     CHECK(r->nops > 3 && r->ops[0].seconds >= r->ops[r->nops - 1].seconds);
+    /* the layers: every conv / linear shape and pass, FLOPs counted once
+     * per node and step (the stem's 3x3 conv: 2 * 2x64x16x16 outputs * 27) */
+    CHECK(r->nlayers > 10 && r->layers[0].seconds >= r->layers[r->nlayers - 1].seconds);
+    int stem = -1, convs = 0;
+    for (int i = 0; i < r->nlayers; i++) {
+        if (!strcmp(r->layers[i].name, "conv2d 2x3x32x32 -> 2x64x16x16 w 64x3x3x3")) stem = i;
+        convs += r->layers[i].nodes * !strncmp(r->layers[i].name, "conv2d ", 7);
+        CHECK_MSG(r->layers[i].nodes > 0 && r->layers[i].flops > 0, "%s", r->layers[i].name);
+    }
+    CHECK_MSG(stem >= 0 && r->layers[stem].nodes == 1 &&
+              r->layers[stem].flops == 2.0 * o.repeat * (2 * 64 * 16 * 16) * 27.0,
+              "stem %d: %g FLOPs", stem, stem >= 0 ? r->layers[stem].flops : 0);
+    int fconv = 0; /* forward conv nodes in the graph */
+    for (int i = 0; i < r->nops; i++) fconv += !strcmp(r->ops[i].name, "conv2d");
+    CHECK(fconv == 1 && convs > 5);
     char *t = iabn_stepbench_text(&o, r), *js = iabn_stepbench_json(&o, r, "pcie3");
     CHECK_MSG(t && strstr(t, "resnext_tiny inplace_abn_ii batch 2 32x32 on cpu") && strstr(t, "median of 2"),
               "%s", t ? t : "(null)");
     cJSON *j = js ? cJSON_Parse(js) : NULL;
     CHECK(j && cJSON_GetObjectItem(j, "held_bytes")->valuedouble == (double)r->held &&
           cJSON_GetObjectItem(j, "ranks")->valueint == 1 && !cJSON_GetObjectItem(j, "copy_bw"));
+    CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "layers")) == r->nlayers);
     cJSON_Delete(j);
     free(t);
     free(js);
     /* offload runs on the simulated device, whose peak it reports */
     o.storage = IABN_STORAGE_OFFLOAD;
-    o.by_op = 0;
+    o.by_op = o.by_layer = 0;
     CHECK_MSG(iabn_stepbench_run(&o, r, &e) == 0, "%s", e.msg);
     CHECK(r->sim && r->sim_device_peak > 0 && r->n_offload > 0 && r->host_bytes > 0);
     /* auto without a budget is refused */
@@ -367,7 +384,7 @@ static void test_conv_bench(void)
           strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[3] && !names[4]);
+    CHECK(names[0] && names[4] && !names[5]); /* five cases */
     CHECK(iabn_cpu_peak_gflops(1) > 0);
 }
 

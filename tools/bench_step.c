@@ -30,6 +30,7 @@ static int setup(const iabn_args *a, iabn_stepbench_opts *o, iabn_model_cfg *mc)
     o->host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
     o->height = v[IABN_O_SIZE].h, o->width = v[IABN_O_SIZE].w;
     o->by_op = v[IABN_O_OPS].set;
+    o->by_layer = v[IABN_O_LAYERS].set;
     o->sim = v[IABN_O_SIM].set || v[IABN_O_COPY_BW].set;
     o->storage = v[IABN_O_OFFLOAD].set ? IABN_STORAGE_OFFLOAD : IABN_STORAGE_KEEP;
     if (v[IABN_O_STRATEGY].set && iabn_storage_parse(v[IABN_O_STRATEGY].s, &o->storage, &e)) {
@@ -88,6 +89,11 @@ int iabn_bench_step(int argc, char **argv)
     rc = r ? iabn_stepbench_run(&o, r, &e) : iabn_err_set(&e, IABN_ENOMEM, "out of memory");
     for (int i = 0; !rc && i < r->nops; i++) /* per op kind, mean ms per step, largest first */
         printf("  %-24s %10.1f ms\n", r->ops[i].name, 1e3 * r->ops[i].seconds / o.repeat);
+    for (int i = 0; !rc && !a.v[IABN_O_JSON].set && i < r->nlayers; i++) {
+        const iabn_stepbench_layer *l = &r->layers[i];
+        printf("  %-68s x%-3d %8.2f ms %6.0f GFLOP/s\n", l->name, l->nodes,
+               1e3 * l->seconds / o.repeat, l->seconds > 0 ? l->flops / l->seconds * 1e-9 : 0);
+    }
     if (rc) fprintf(stderr, "iabn bench step (rank %d): %s\n", rank, e.msg);
     else if (rank == 0) {
         const char *bw = a.v[IABN_O_COPY_BW].set ? a.v[IABN_O_COPY_BW].s : "pcie3";

@@ -236,6 +236,8 @@ static const iabn_option table[IABN_O_COUNT] = {
         "plain BN+ACT+CONV (no residual)"},
     [IABN_O_OPS] = {"ops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
         "break the step down by op"},
+    [IABN_O_LAYERS] = {"layers", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,
+        "break the convs and linears down by shape and pass: ms per step, GFLOP/s"},
     [IABN_O_STRATEGY] = {"strategy", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, strategy_choice, "S",
         "network.strategy", TRAINS | ME | SP | BS, "saved activations: keep, offload, auto or "
         "recompute (auto and recompute choose per tensor to fit --budget)"},

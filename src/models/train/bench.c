@@ -62,6 +62,60 @@ static void add_ops(iabn_stepbench_result *r, const iabn_graph *g, const double 
     }
 }
 
+static void put_shape(char *buf, size_t n, const iabn_tensor *t)
+{
+    size_t k = strlen(buf);
+    for (int d = 0; d < t->nd && k < n; d++, k = strlen(buf))
+        snprintf(buf + k, n - k, d ? "x%d" : "%d", t->shape[d]);
+}
+
+/* The node's layer key, or 0 for a node without FLOPs (memory-bound). */
+static int layer_key(const iabn_graph *g, int id, char *buf, size_t n)
+{
+    const iabn_node *nd = iabn_graph_n(g, id);
+    const iabn_node *f = nd->phase == IABN_PHASE_BWD && nd->fwd >= 0 ? iabn_graph_n(g, nd->fwd) : nd;
+    int w = -1;
+    for (int k = 0; k < f->nin && w < 0; k++)
+        if (iabn_graph_t(g, f->in[k])->kind == IABN_T_PARAM && iabn_graph_t(g, f->in[k])->nd >= 2)
+            w = f->in[k];
+    if (w < 0 || iabn_node_flops(g, id) <= 0) return 0;
+    snprintf(buf, n, "%s ", nd->op->name);
+    put_shape(buf, n, iabn_graph_t(g, f->in[0]));
+    strncat(buf, " -> ", n - strlen(buf) - 1);
+    put_shape(buf, n, iabn_graph_t(g, f->out[0]));
+    strncat(buf, " w ", n - strlen(buf) - 1);
+    put_shape(buf, n, iabn_graph_t(g, w));
+    return 1;
+}
+
+static void add_layers(iabn_stepbench_result *r, const iabn_graph *g, const double *st, int first)
+{
+    const int *sched = iabn_graph_schedule(g);
+    for (int j = 0; j < iabn_graph_schedule_len(g); j++) {
+        char key[sizeof r->layers[0].name];
+        if (!layer_key(g, sched[j], key, sizeof key)) continue;
+        int q = 0;
+        while (q < r->nlayers && strcmp(r->layers[q].name, key)) q++;
+        if (q == IABN_STEPBENCH_LAYERS) continue; /* more shapes than rows: left out */
+        iabn_stepbench_layer *l = &r->layers[q];
+        if (q == r->nlayers) {
+            memset(l, 0, sizeof *l);
+            snprintf(l->name, sizeof l->name, "%s", key);
+            r->nlayers++;
+        }
+        l->nodes += first;
+        l->seconds += st[j];
+        l->flops += iabn_node_flops(g, sched[j]);
+    }
+}
+
+static int cmp_layer(const void *a, const void *b)
+{
+    double x = ((const iabn_stepbench_layer *)a)->seconds;
+    double y = ((const iabn_stepbench_layer *)b)->seconds;
+    return x > y ? -1 : x < y;
+}
+
 static int cmp_op(const void *a, const void *b)
 {
     double x = ((const iabn_stepbench_op *)a)->seconds, y = ((const iabn_stepbench_op *)b)->seconds;
@@ -108,6 +162,7 @@ static int time_steps(const iabn_stepbench_opts *o, iabn_session *ss, const iabn
         for (int j = 0; r->profiled && j < ns; j++)
             if (iabn_graph_n(g, sched[j])->phase == IABN_PHASE_FWD) f += st[j];
         if (o->by_op) add_ops(r, g, st);
+        if (o->by_layer) add_layers(r, g, st, k == 1);
         if (o->comm) iabn_comm_times(o->comm, &ar[k - 1], &arw[k - 1]);
         tot[k - 1] = t2 - t0;
         fw[k - 1] = f;
@@ -124,6 +179,7 @@ static int time_steps(const iabn_stepbench_opts *o, iabn_session *ss, const iabn
         r->hidden = r->allreduce_s > 0 ? 1.0 - r->allreduce_wait_s / r->allreduce_s : 0;
         if (r->hidden < 0) r->hidden = 0;
         qsort(r->ops, (size_t)r->nops, sizeof r->ops[0], cmp_op);
+        qsort(r->layers, (size_t)r->nlayers, sizeof r->layers[0], cmp_layer);
     }
     free(t);
     return rc;
@@ -157,7 +213,7 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
     if (o->storage != IABN_STORAGE_KEEP) rc = iabn_cost_calibrate(&sopt.cost, be->kind, e);
     size_t used0 = iabn_device_used(&dev); /* before the store, the plan's arena and io */
     r->gpu = be->kind == IABN_DEV_CUDA;
-    r->profiled = o->by_op || !r->gpu;
+    r->profiled = o->by_op || o->by_layer || !r->gpu;
     r->sim = sim != NULL;
     iabn_session_cfg sc;
     iabn_session_cfg_defaults(&sc);
@@ -237,6 +293,18 @@ char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_res
         cJSON_AddNumberToObject(j, "copy_wait_ms_per_step", 1e3 * r->sim_wait_s);
     }
     if (r->gpu) cJSON_AddBoolToObject(j, "tf32", r->tf32);
+    if (o->by_layer) {
+        cJSON *ls = cJSON_AddArrayToObject(j, "layers");
+        for (int i = 0; ls && i < r->nlayers; i++) {
+            const iabn_stepbench_layer *l = &r->layers[i];
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "layer", l->name);
+            cJSON_AddNumberToObject(x, "nodes", l->nodes);
+            cJSON_AddNumberToObject(x, "ms", 1e3 * l->seconds / o->repeat);
+            cJSON_AddNumberToObject(x, "gflops_per_s", l->seconds > 0 ? l->flops / l->seconds * 1e-9 : 0);
+            cJSON_AddItemToArray(ls, x);
+        }
+    }
     char *js = cJSON_Print(j);
     cJSON_Delete(j);
     return js;

@@ -36,6 +36,7 @@ typedef struct iabn_stepbench_opts {
     int batch, height, width;    /* batch per rank                               */
     int repeat;                  /* timed steps after the warm-up                */
     int by_op;                   /* per-op times (ops)                            */
+    int by_layer;                /* per conv / linear shape and pass (layers)     */
     const char *device;          /* cpu, cuda, cuda:N                             */
     iabn_storage storage;        /* auto / recompute need budget                 */
     size_t budget;               /* > 0: a step over it is refused before allocating */
@@ -50,6 +51,16 @@ typedef struct iabn_stepbench_op {
     const char *name;            /* the op's name (static)                       */
     double seconds;              /* summed over the timed steps                   */
 } iabn_stepbench_op;
+
+/* One conv / linear shape and pass: "conv2d_bwd_data 4x1024x14x14 -> 4x512x14x14
+ * w 512x1024x1x1" (the forward node's input, output and weight). */
+typedef struct iabn_stepbench_layer {
+    char name[112];
+    int nodes;                   /* nodes of that shape in one step               */
+    double seconds, flops;       /* summed over the timed steps                   */
+} iabn_stepbench_layer;
+
+#define IABN_STEPBENCH_LAYERS 256
 
 typedef struct iabn_stepbench_result {
     char device[160];
@@ -66,6 +77,8 @@ typedef struct iabn_stepbench_result {
     double sim_wait_s;           /* copy waits per step                          */
     iabn_stepbench_op ops[64];   /* by_op: largest first                         */
     int nops;
+    iabn_stepbench_layer layers[IABN_STEPBENCH_LAYERS]; /* by_layer: largest first */
+    int nlayers;
 } iabn_stepbench_result;
 
 /* repeat 5, lookahead 1, the CPU, copies at PCIe 3 x16. */
