@@ -2,19 +2,51 @@
 # bench_step.sh: iabn's training step (standard BN and in-place ABN II) beside
 # PyTorch 1.13's, same model, batch, size and thread count; prints a table.
 #   tools/bench_step.sh [MODEL] [BATCH] [SIZE] [THREADS] [REPEAT]
+#   tools/bench_step.sh all [SIZE] [THREADS] [REPEAT]   # issue 19's sweep:
+#       resnext50, resnext101, wider_resnet38_a2 at batch 4 and 16
+# IABN=path picks the iabn binary; BEFORE=path adds that binary's standard
+# step (an older build) to each row, run in the same invocation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:-resnext101}; batch=${2:-4}; size=${3:-224}; threads=${4:-2}; repeat=${5:-5}
 iabn=${IABN:-build/tools/iabn}
-export OMP_NUM_THREADS=$threads
-std=$($iabn bench step "$model" --batch "$batch" --size "$size" --threads "$threads" --repeat "$repeat" --bn standard --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-ip=$($iabn bench step "$model" --batch "$batch" --size "$size" --threads "$threads" --repeat "$repeat" --bn inplace_abn_ii --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-pt=$(/usr/bin/python3 tools/bench_step_torch.py "$model" --batch "$batch" --size "$size" --threads "$threads" --repeat "$repeat" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-python3 - "$model" "$batch" "$size" "$threads" "$std" "$ip" "$pt" <<'PY'
+before=${BEFORE:-}
+
+step_ms() { # binary model batch size threads repeat bn
+    "$1" bench step "$2" --batch "$3" --size "$4" --threads "$5" --repeat "$6" --bn "$7" --json |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])'
+}
+
+one() { # model batch size threads repeat
+    local model=$1 batch=$2 size=$3 threads=$4 repeat=$5 old=0
+    export OMP_NUM_THREADS=$threads
+    local std ip pt
+    std=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" standard)
+    ip=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" inplace_abn_ii)
+    pt=$(/usr/bin/python3 tools/bench_step_torch.py "$model" --batch "$batch" --size "$size" \
+        --threads "$threads" --repeat "$repeat" --json |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
+    if [ -n "$before" ]; then
+        old=$(step_ms "$before" "$model" "$batch" "$size" "$threads" "$repeat" standard)
+    fi
+    python3 - "$model" "$batch" "$size" "$threads" "$std" "$ip" "$pt" "$old" <<'PY'
 import sys
-m, b, s, t, std, ip, pt = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], *map(float, sys.argv[5:])
+m, b, s, t, std, ip, pt, old = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], *map(float, sys.argv[5:])
 print(f"{m}, batch {b}, {s}x{s}, {t} threads (median step, ms)")
 print(f"  pytorch 1.13 (standard BN)   {pt:10.1f}")
+if old:
+    print(f"  iabn standard, BEFORE build  {old:10.1f}   {old/pt:5.2f}x pytorch")
 print(f"  iabn standard                {std:10.1f}   {std/pt:5.2f}x pytorch   (target <= 0.60x)")
 print(f"  iabn inplace_abn_ii          {ip:10.1f}   {ip/std:5.3f}x standard  (target <= 1.03x)")
+print(f"ROW | {m} | {b} | {s} | {pt:.1f} | " + (f"{old:.1f} ({old/pt:.2f}x) | " if old else "") +
+      f"{std:.1f} ({std/pt:.2f}x) | {ip:.1f} ({ip/std:.3f}x) |")
 PY
+}
+
+if [ "${1:-}" = all ]; then
+    size=${2:-224}; threads=${3:-2}; repeat=${4:-3}
+    for model in resnext50 resnext101 wider_resnet38_a2; do
+        for batch in 4 16; do one "$model" "$batch" "$size" "$threads" "$repeat"; done
+    done
+else
+    one "${1:-resnext101}" "${2:-4}" "${3:-224}" "${4:-2}" "${5:-5}"
+fi
