@@ -15,7 +15,7 @@
 #include "test_util.h"
 
 typedef struct tcase {
-    int n, c_in, h, w, c_out, k, stride, pad, dil, bias;
+    int n, c_in, h, w, c_out, k, stride, pad, dil, bias, groups; /* groups 0: 1 */
 } tcase;
 
 
@@ -36,13 +36,14 @@ static double rel_diff(const float *a, const float *b, size_t n)
 static void run_case(const tcase *tc, iabn_conv_cache *cache)
 {
     iabn_conv_geom g;
+    int groups = tc->groups ? tc->groups : 1;
     int rc = iabn_conv_geom_init(&g, tc->n, tc->c_in, tc->h, tc->w, tc->c_out, tc->k, tc->k,
-                                 tc->stride, tc->pad, tc->dil, 1);
+                                 tc->stride, tc->pad, tc->dil, groups);
     CHECK(rc == 0);
     if (rc) return;
     size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
-    size_t nw = (size_t)g.c_out * g.c_in * g.kh * g.kw, nb = (size_t)g.c_out;
+    size_t nw = (size_t)g.c_out * (g.c_in / groups) * g.kh * g.kw, nb = (size_t)g.c_out;
     unsigned seed = (unsigned)(tc->c_in * 31 + tc->h * 7 + tc->k);
     float *x = t_alloc_canary(nx), *w = t_alloc_canary(nw), *b = t_alloc_canary(nb), *dy = t_alloc_canary(ny);
     float *xk = malloc(nx * 4), *wk = malloc(nw * 4), *dyk = malloc(ny * 4);
@@ -86,9 +87,9 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         float *db1 = t_alloc_canary(nb), *db2 = t_alloc_canary(nb), *db3 = t_alloc_canary(nb);
         iabn_err e = {0};
         char desc[128];
-        snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d k%d s%d p%d d%d bias %d, %d thr", tc->n,
-                 tc->c_in, tc->h, tc->w, tc->c_out, tc->k, tc->stride, tc->pad, tc->dil, tc->bias,
-                 th);
+        snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d k%d s%d p%d d%d g%d bias %d, %d thr",
+                 tc->n, tc->c_in, tc->h, tc->w, tc->c_out, tc->k, tc->stride, tc->pad, tc->dil,
+                 groups, tc->bias, th);
 
         /* forward: native, oneDNN uncached, oneDNN cached */
         CHECK_OK(iabn_conv_run_plan(NULL, &nat[0], &g, IABN_CONV_FWD, x, w, bias, y1, NULL, scr, sb, &e));
@@ -164,28 +165,33 @@ static iabn_conv_cache *cache;
 static void test_parity(void)
 {
     static const tcase cs[] = {
-        {2, 16, 9, 11, 24, 3, 1, 1, 1, 0},   /* dense 3x3, odd sizes (direct natively) */
-        {2, 66, 7, 6, 70, 3, 1, 1, 1, 1},    /* wider than the direct kernels: im2col; bias */
-        {2, 72, 7, 7, 80, 1, 2, 0, 1, 0},    /* 1x1 stride 2 */
-        {3, 80, 5, 6, 72, 1, 1, 0, 1, 1},    /* 1x1, bias */
-        {1, 3, 13, 11, 8, 7, 2, 3, 1, 0},    /* 7x7 stem, stride 2 */
-        {2, 68, 8, 8, 66, 3, 2, 1, 1, 1},    /* stride 2, even map: right pad smaller */
-        {1, 70, 9, 10, 68, 5, 2, 2, 1, 0},   /* 5x5 stride 2 */
-        {2, 66, 16, 15, 66, 3, 1, 2, 2, 1},  /* dilated 2, taps mostly in the map */
-        {1, 5, 3, 4, 3, 3, 1, 0, 1, 1},      /* tiny: 1x2 output */
-        {2, 32, 28, 30, 48, 1, 1, 0, 1, 1},  /* 1x1 on a 28x30 map: NCHW, no reorders; bias */
-        {1, 24, 57, 56, 32, 1, 2, 0, 1, 0},  /* 1x1 stride 2 to 29x28: NCHW */
+        {2, 16, 9, 11, 24, 3, 1, 1, 1, 0, 1},  /* dense 3x3, odd sizes (direct natively) */
+        {2, 66, 7, 6, 70, 3, 1, 1, 1, 1, 1},  /* wider than the direct kernels: im2col; bias */
+        {2, 72, 7, 7, 80, 1, 2, 0, 1, 0, 1},  /* 1x1 stride 2 */
+        {3, 80, 5, 6, 72, 1, 1, 0, 1, 1, 1},  /* 1x1, bias */
+        {1, 3, 13, 11, 8, 7, 2, 3, 1, 0, 1},  /* 7x7 stem, stride 2 */
+        {2, 68, 8, 8, 66, 3, 2, 1, 1, 1, 1},  /* stride 2, even map: right pad smaller */
+        {1, 70, 9, 10, 68, 5, 2, 2, 1, 0, 1},  /* 5x5 stride 2 */
+        {2, 66, 16, 15, 66, 3, 1, 2, 2, 1, 1},  /* dilated 2, taps mostly in the map */
+        {1, 5, 3, 4, 3, 3, 1, 0, 1, 1, 1},  /* tiny: 1x2 output */
+        {2, 32, 28, 30, 48, 1, 1, 0, 1, 1, 1},  /* 1x1 on a 28x30 map: NCHW, no reorders; bias */
+        {1, 24, 57, 56, 32, 1, 2, 0, 1, 0, 1},  /* 1x1 stride 2 to 29x28: NCHW */
+        {2, 64, 9, 10, 64, 3, 1, 1, 1, 1, 8},   /* grouped, 8 per group; bias */
+        {1, 128, 8, 7, 128, 3, 2, 1, 1, 0, 8},  /* grouped, 16 per group, stride 2 */
+        {2, 64, 6, 6, 96, 1, 1, 0, 1, 0, 4},    /* grouped 1x1, 16 -> 24 per group */
+        {2, 32, 7, 7, 32, 3, 1, 1, 1, 0, 8},    /* grouped, 4 per group: direct */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
      * only with most taps in the map */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1};
-    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}; /* 1x1 with >= 28x28 outputs */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0};
+    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0}; /* 1x1 with >= 28x28 outputs */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
         CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
-                                  cs[i].k, cs[i].stride, cs[i].pad, cs[i].dil, 1) == 0);
+                                  cs[i].k, cs[i].stride, cs[i].pad, cs[i].dil,
+                                  cs[i].groups ? cs[i].groups : 1) == 0);
         CHECK_MSG(iabn_conv_use_dnnl(&g, IABN_CONV_FWD) == want[i], "case %zu: rule", i);
         CHECK_MSG(iabn_conv_dnnl_plain(&g) == plain[i], "case %zu: layout rule", i);
     }
@@ -207,8 +213,17 @@ static void test_parity(void)
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
-    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 2) == 0);
-    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 16) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped, 4 per group */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 2, 2, 4) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped and dilated */
+    /* 8 per group: oneDNN up to 14x14 maps, direct above; 16 per group: oneDNN */
+    CHECK(iabn_conv_geom_init(&gd, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
+    CHECK(iabn_conv_geom_init(&gd, 4, 256, 56, 56, 256, 3, 3, 1, 1, 1, 32) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
+    CHECK(iabn_conv_geom_init(&gd, 4, 512, 28, 28, 512, 3, 3, 1, 1, 1, 32) == 0);
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER));
     /* the whole batch's blocked copies over IABN_DNNL_COPY_MAX: native (VGG19's
      * first convs at batch 32, 128x128: 256 MiB of copies); at batch 4 oneDNN */
     CHECK(iabn_conv_geom_init(&gd, 32, 64, 128, 128, 64, 3, 3, 1, 1, 1, 1) == 0);

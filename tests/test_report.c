@@ -377,14 +377,14 @@ static void test_conv_bench(void)
         CHECK(!strcmp(rows[i].case_name, "conv1x1") && rows[i].gflops > 0 && rows[i].target > 0);
         CHECK(rows[i].peak_fraction == rows[i].gflops / 235.0);
         CHECK(!strcmp(rows[i].path, rows[i].native_path) ||
-              (rows[i].dense && !strcmp(rows[i].path, "onednn")));
+              (rows[i].onednn && !strcmp(rows[i].path, "onednn")));
     }
     CHECK(!strcmp(rows[0].pass, "fwd") && !strcmp(rows[2].pass, "bwd-weights"));
     CHECK(iabn_convbench_run("nope", 1, 235.0, 1, rows, 8, &n, &e) == IABN_EINVAL &&
           strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[4] && !names[5]); /* five cases */
+    CHECK(names[0] && names[5] && !names[6]); /* six cases */
     CHECK(iabn_cpu_peak_gflops(1) > 0);
 }
 

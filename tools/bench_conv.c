@@ -26,7 +26,7 @@ static void print_json(const iabn_convbench_row *rows, int n)
         cJSON_AddStringToObject(o, "path", r->path);
         cJSON_AddStringToObject(o, "native_path", r->native_path);
         cJSON_AddNumberToObject(o, "native_gflops", r->native_gflops);
-        if (r->dense) {
+        if (r->onednn) {
             cJSON_AddNumberToObject(o, "onednn_gflops", r->onednn_gflops);
             cJSON_AddStringToObject(o, "onednn_impl", r->onednn_impl);
         }
@@ -81,12 +81,12 @@ int iabn_bench_conv(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             const iabn_convbench_row *r = &rows[i];
             char dcol[64] = "            -";
-            if (r->dense)
+            if (r->onednn)
                 snprintf(dcol, sizeof dcol, "%7.1f %5.1f%%", r->onednn_gflops,
                          100 * r->onednn_gflops / peak);
             printf("%-28s %-11s %-11s %7.1f %5.1f%% %s  %-20s %-7s %4.0f%% %s\n", r->desc, r->pass,
                    r->native_path, r->native_gflops, 100 * r->native_gflops / peak, dcol,
-                   r->dense ? r->onednn_impl : "-", r->path, 100 * r->target, r->ok ? "ok" : "MISS");
+                   r->onednn ? r->onednn_impl : "-", r->path, 100 * r->target, r->ok ? "ok" : "MISS");
         }
     }
     return strict && missed ? 1 : 0;

@@ -22,6 +22,8 @@ static const bench_case cases[] = {
     {"dense3x3", "3x3 64->64 56x56 b8", 8, 64, 56, 56, 64, 3, 1, 1, 1, 1, {0.85, 0.85, 0.85}},
     {"grouped3x3", "grp3x3 256->256 g64 56x56 b8", 8, 256, 56, 56, 256, 3, 1, 1, 1, 64,
      {0.55, 0.55, 0.30}},
+    {"grouped3x3_16", "grp3x3 1024->1024 g64 14x14 b8", 8, 1024, 14, 14, 1024, 3, 1, 1, 1, 64,
+     {0.55, 0.55, 0.30}},
     {"conv1x1", "1x1 256->1024 14x14 b8", 8, 256, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"conv1x1_56", "1x1 256->128 56x56 b4", 4, 256, 56, 56, 128, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
@@ -181,15 +183,15 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
     size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-    /* the native plans, and the oneDNN ones for dense convs */
-    int dense = g.groups == 1 && iabn_conv_have_dnnl();
+    /* the native plans, and the oneDNN ones (when built with it) */
+    int has_dn = iabn_conv_have_dnnl();
     iabn_conv_plan nat[3], dn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, threads, &nat[p]);
         if (nat[p].total * sizeof(float) > sb) sb = nat[p].total * sizeof(float);
-        if (!dense) continue;
+        if (!has_dn) continue;
         size_t b = 0;
         int rc = iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, threads, &b, &impl[p], e);
         if (rc) return rc;
@@ -199,7 +201,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         if (b > sb) sb = b;
     }
     iabn_conv_cache *cache = NULL;
-    int rc = dense ? iabn_conv_cache_new(&cache, e) : 0;
+    int rc = has_dn ? iabn_conv_cache_new(&cache, e) : 0;
     if (rc) return rc;
     float *x = iabn_aligned_alloc(64, nx * 4), *dx = iabn_aligned_alloc(64, nx * 4);
     float *y = iabn_aligned_alloc(64, ny * 4), *w = iabn_aligned_alloc(64, nw * 4);
@@ -215,7 +217,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
         double tn, td;
-        if ((rc = time_pass(cache, &nat[pass], dense ? &dn[pass] : NULL, &g, pass, repeat, x, w,
+        if ((rc = time_pass(cache, &nat[pass], has_dn ? &dn[pass] : NULL, &g, pass, repeat, x, w,
                             y, dx, dw, scr, sb, &tn, &td, e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
@@ -225,10 +227,10 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->pass = pass_names[pass];
         r->native_path = path_label(&nat[pass]);
         r->path = chose_dnnl ? "onednn" : r->native_path;
-        r->onednn_impl = dense ? impl[pass] : "";
-        r->dense = dense;
+        r->onednn_impl = has_dn ? impl[pass] : "";
+        r->onednn = has_dn;
         r->native_gflops = flops / tn * 1e-9;
-        r->onednn_gflops = dense ? flops / td * 1e-9 : 0;
+        r->onednn_gflops = has_dn ? flops / td * 1e-9 : 0;
         r->gflops = chose_dnnl ? r->onednn_gflops : r->native_gflops;
         r->peak_fraction = r->gflops / peak;
         r->target = bc->target[pass];

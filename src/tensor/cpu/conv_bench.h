@@ -1,7 +1,8 @@
 /* cpu/conv_bench.h: the CPU convolution throughput `iabn bench conv` prints:
- * the four layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3, a
- * 1x1, DeepLab's dilated ASPP 3x3), per pass, on the native path and, for
- * dense convolutions, on the oneDNN path, against the targets there.
+ * the layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3 with 4
+ * and with 16 channels per group, 1x1 on a 14x14 and a 56x56 map, DeepLab's
+ * dilated ASPP 3x3), per pass, on the native path and on the oneDNN path,
+ * against the targets there.
  *
  * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
  * included, as docs/TARGETS.md counts it) over the best time of `repeat`
@@ -21,7 +22,7 @@ typedef struct iabn_convbench_row {
     const char *case_name, *desc, *pass;  /* static strings                        */
     const char *native_path, *path;       /* the native kernel; the one chosen     */
     const char *onednn_impl;              /* oneDNN's implementation ("" if none)  */
-    int dense;                            /* oneDNN measured too                   */
+    int onednn;                           /* oneDNN measured too                   */
     double native_gflops, onednn_gflops;
     double gflops, peak_fraction, target; /* of the chosen path                    */
     int ok;                               /* at or over the target                 */

@@ -194,12 +194,15 @@ static int conv_desc(const iabn_conv_geom *g, int pass, int bias, int plain,
 {
     dnnl_memory_desc_t src, wei, dst, b;
     dnnl_dims_t sd = {g->n, g->c_in, g->h_in, g->w_in};
+    /* grouped: goihw, groups outermost (the store's [c_out][c_in/groups][kh][kw]) */
+    int G = g->groups, wnd = G > 1 ? 5 : 4;
     dnnl_dims_t wd = {g->c_out, g->c_in, g->kh, g->kw};
+    dnnl_dims_t wd5 = {G, g->c_out / G, g->c_in / G, g->kh, g->kw};
     dnnl_dims_t dd = {g->n, g->c_out, g->h_out, g->w_out};
     dnnl_dims_t bd = {g->c_out};
     dnnl_format_tag_t act = plain ? dnnl_nchw : dnnl_format_tag_any;
     DN(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, act));
-    DN(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&wei, wnd, G > 1 ? wd5 : wd, dnnl_f32, dnnl_format_tag_any));
     DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, act));
     DN(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x));
     dnnl_dims_t strides = {g->stride, g->stride}, dil = {g->dil - 1, g->dil - 1};
@@ -250,7 +253,12 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
         int x = arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC;
         dnnl_dims_t d = {w ? g->c_out : g->n, w || x ? g->c_in : g->c_out,
                          w ? g->kh : x ? g->h_in : g->h_out, w ? g->kw : x ? g->w_in : g->w_out};
-        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, w ? dnnl_oihw : dnnl_nchw));
+        int G = g->groups;
+        dnnl_dims_t d5 = {G, g->c_out / G, g->c_in / G, g->kh, g->kw};
+        if (w && G > 1)
+            DN(dnnl_memory_desc_init_by_tag(&io->user_md, 5, d5, dnnl_f32, dnnl_goihw));
+        else
+            DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, w ? dnnl_oihw : dnnl_nchw));
     }
     io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
     DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
