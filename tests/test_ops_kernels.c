@@ -139,6 +139,45 @@ static void test_maxpool_padding(void)
     CHECK(ty == 2.f && ta == 0);
 }
 
+/* The windows inside the plane take a branch-free path (k 3 s 2 its own
+ * instance): same values and argmax as a plain scan, with ties (values on a
+ * coarse grid), NaNs (the last NaN of a window wins, as in PyTorch) and
+ * -inf, for shapes where windows touch every border. */
+static void test_maxpool_interior(void)
+{
+    static const int cfg[][5] = {{13, 12, 3, 2, 1}, {12, 13, 3, 2, 0}, {9, 10, 3, 1, 1},
+                                 {8, 11, 2, 2, 0}, {11, 9, 4, 3, 2}, {5, 20, 5, 1, 2}};
+    for (size_t q = 0; q < sizeof cfg / sizeof cfg[0]; q++) {
+        int h = cfg[q][0], w = cfg[q][1], k = cfg[q][2], s = cfg[q][3], p = cfg[q][4], n = 3;
+        int ho = iabn_pool_out(h, k, s, p), wo = iabn_pool_out(w, k, s, p);
+        float *x = malloc(sizeof(float) * n * h * w), *y = malloc(sizeof(float) * n * ho * wo);
+        int32_t *am = malloc(sizeof(int32_t) * n * ho * wo);
+        for (int i = 0; i < n * h * w; i++) {
+            unsigned u = (unsigned)i * 2654435761u >> 20;
+            x[i] = u % 23 == 0 ? NAN : u % 29 == 0 ? -INFINITY : (float)(u % 7) - 3.f;
+        }
+        iabn_maxpool_fwd(n, 1, h, w, k, s, p, ho, wo, x, y, am);
+        int bad = 0;
+        for (int pl = 0; pl < n; pl++)
+            for (int oh = 0; oh < ho; oh++)
+                for (int ow = 0; ow < wo; ow++) {
+                    const float *xp = x + (size_t)pl * h * w;
+                    float m = -INFINITY;
+                    int bi = -1;
+                    for (int i = oh * s - p; i < oh * s - p + k; i++)
+                        for (int j = ow * s - p; j < ow * s - p + k; j++) {
+                            if (i < 0 || i >= h || j < 0 || j >= w) continue;
+                            float v = xp[i * w + j];
+                            if (bi < 0 || v > m || isnan(v)) m = v, bi = i * w + j;
+                        }
+                    size_t o = ((size_t)pl * ho + oh) * wo + ow;
+                    bad += am[o] != bi || !(y[o] == m || (isnan(y[o]) && isnan(m)));
+                }
+        CHECK_MSG(bad == 0, "maxpool %dx%d k%d s%d p%d: %d outputs differ", h, w, k, s, p, bad);
+        free(x); free(y); free(am);
+    }
+}
+
 /* ---- global average pool ------------------------------------------------- */
 
 typedef struct { int n, c, hw; } nchw_ctx;
@@ -774,6 +813,7 @@ int main(void)
 {
     RUN(test_maxpool_grad);
     RUN(test_maxpool_padding);
+    RUN(test_maxpool_interior);
     RUN(test_gap_grad);
     RUN(test_avgwin_index);
     RUN(test_linear_grad);

@@ -22,11 +22,40 @@ int iabn_pool_out(int in, int k, int s, int p)
     return (in + 2 * p - k) / s + 1;
 }
 
+/* Windows wholly inside the plane, outputs [owa, owb) of one row whose
+ * window starts at input row ih0: no bounds, and no branch either (a
+ * select per tap), so that the loop over outputs vectorises; the scan
+ * order and the tie / NaN rule are those of the general loop below, so the
+ * values and the argmax are the same bits. */
+static inline __attribute__((always_inline)) void
+maxpool_interior(const float *xp, int w, int ih0, int owa, int owb, int p, float *yp,
+                 int32_t *ap, const int k, const int s)
+{
+    for (int ow = owa; ow < owb; ow++) {
+        int32_t i0 = ih0 * w + ow * s - p, best = i0;
+        float m = -INFINITY;
+        for (int r = 0; r < k; r++)
+            for (int c = 0; c < k; c++) {
+                int32_t i = i0 + r * w + c;
+                float v = xp[i];
+                int take = (v > m) | (v != v);
+                m = take ? v : m;
+                best = take ? i : best;
+            }
+        yp[ow] = m;
+        ap[ow] = best;
+    }
+}
+
 void iabn_maxpool_fwd(int n, int c, int h, int w, int k, int s, int p, int ho, int wo,
                       const float *x, float *y, int32_t *argmax)
 {
     long rows = (long)n * c * ho;
     size_t work = (size_t)rows * (size_t)wo * (size_t)k * (size_t)k;
+    /* outputs whose window lies inside the row: ow*s >= p and ow*s - p + k <= w */
+    int owa = (p + s - 1) / s, owb = w - k + p >= 0 ? (w - k + p) / s + 1 : 0;
+    if (owb > wo) owb = wo;
+    if (owa > owb) owa = owb;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long r = 0; r < rows; r++) {
         long plane = r / ho;
@@ -35,9 +64,18 @@ void iabn_maxpool_fwd(int n, int c, int h, int w, int k, int s, int p, int ho, i
         float *yp = y + (size_t)r * wo;
         int32_t *ap = argmax + (size_t)r * wo;
         int hs = oh * s - p, he = hs + k;
+        int inside = hs >= 0 && he <= h;
         if (hs < 0) hs = 0;
         if (he > h) he = h;
         for (int ow = 0; ow < wo; ow++) {
+            if (inside && ow == owa && owa < owb) { /* the row's interior */
+                if (k == 3 && s == 2)
+                    maxpool_interior(xp, w, hs, owa, owb, p, yp, ap, 3, 2);
+                else
+                    maxpool_interior(xp, w, hs, owa, owb, p, yp, ap, k, s);
+                ow = owb - 1;
+                continue;
+            }
             int ws = ow * s - p, we = ws + k;
             if (ws < 0) ws = 0;
             if (we > w) we = w;
