@@ -6,10 +6,14 @@
 #       resnext50, resnext101, wider_resnet38_a2 at batch 4 and 16
 # IABN=path picks the iabn binary; BEFORE=path adds that binary's standard
 # step (an older build) to each row, run in the same invocation.
+# ROUNDS=N runs the columns interleaved N times and prints each round and the
+# best and the median of each column: on a shared host, single runs of the
+# same step vary by 15% and more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iabn=${IABN:-build/tools/iabn}
 before=${BEFORE:-}
+rounds=${ROUNDS:-1}
 
 step_ms() { # binary model batch size threads repeat bn
     "$1" bench step "$2" --batch "$3" --size "$4" --threads "$5" --repeat "$6" --bn "$7" --json |
@@ -17,28 +21,39 @@ step_ms() { # binary model batch size threads repeat bn
 }
 
 one() { # model batch size threads repeat
-    local model=$1 batch=$2 size=$3 threads=$4 repeat=$5 old=0
+    local model=$1 batch=$2 size=$3 threads=$4 repeat=$5 runs=()
     export OMP_NUM_THREADS=$threads
-    local std ip pt
-    std=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" standard)
-    ip=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" inplace_abn_ii)
-    pt=$(/usr/bin/python3 tools/bench_step_torch.py "$model" --batch "$batch" --size "$size" \
-        --threads "$threads" --repeat "$repeat" --json |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
-    if [ -n "$before" ]; then
-        old=$(step_ms "$before" "$model" "$batch" "$size" "$threads" "$repeat" standard)
-    fi
-    python3 - "$model" "$batch" "$size" "$threads" "$std" "$ip" "$pt" "$old" <<'PY'
-import sys
-m, b, s, t, std, ip, pt, old = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], *map(float, sys.argv[5:])
-print(f"{m}, batch {b}, {s}x{s}, {t} threads (median step, ms)")
-print(f"  pytorch 1.13 (standard BN)   {pt:10.1f}")
-if old:
-    print(f"  iabn standard, BEFORE build  {old:10.1f}   {old/pt:5.2f}x pytorch")
-print(f"  iabn standard                {std:10.1f}   {std/pt:5.2f}x pytorch   (target <= 0.60x)")
-print(f"  iabn inplace_abn_ii          {ip:10.1f}   {ip/std:5.3f}x standard  (target <= 1.03x)")
-print(f"ROW | {m} | {b} | {s} | {pt:.1f} | " + (f"{old:.1f} ({old/pt:.2f}x) | " if old else "") +
-      f"{std:.1f} ({std/pt:.2f}x) | {ip:.1f} ({ip/std:.3f}x) |")
+    for ((r = 0; r < rounds; r++)); do
+        local std ip pt old=0
+        pt=$(/usr/bin/python3 tools/bench_step_torch.py "$model" --batch "$batch" --size "$size" \
+            --threads "$threads" --repeat "$repeat" --json |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])')
+        if [ -n "$before" ]; then
+            old=$(step_ms "$before" "$model" "$batch" "$size" "$threads" "$repeat" standard)
+        fi
+        std=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" standard)
+        ip=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" inplace_abn_ii)
+        runs+=("$pt,$old,$std,$ip")
+    done
+    python3 - "$model" "$batch" "$size" "$threads" "${runs[@]}" <<'PY'
+import statistics, sys
+m, b, s, t = sys.argv[1:5]
+runs = [tuple(map(float, r.split(","))) for r in sys.argv[5:]]
+def show(label, pt, old, std, ip):
+    print(f"{m}, batch {b}, {s}x{s}, {t} threads (median step, ms){label}")
+    print(f"  pytorch 1.13 (standard BN)   {pt:10.1f}")
+    if old:
+        print(f"  iabn standard, BEFORE build  {old:10.1f}   {old/pt:5.2f}x pytorch")
+    print(f"  iabn standard                {std:10.1f}   {std/pt:5.2f}x pytorch   (target <= 0.60x)")
+    print(f"  iabn inplace_abn_ii          {ip:10.1f}   {ip/std:5.3f}x standard  (target <= 1.03x)")
+    print(f"ROW{label} | {m} | {b} | {s} | {pt:.1f} | " + (f"{old:.1f} ({old/pt:.2f}x) | " if old else "") +
+          f"{std:.1f} ({std/pt:.2f}x) | {ip:.1f} ({ip/std:.3f}x) |")
+for i, r in enumerate(runs):
+    show(f" round {i + 1}" if len(runs) > 1 else "", *r)
+if len(runs) > 1:
+    cols = list(zip(*runs))
+    show(" best", *[min(c) for c in cols])
+    show(" median", *[statistics.median(c) for c in cols])
 PY
 }
 
