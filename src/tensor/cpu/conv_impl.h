@@ -62,7 +62,8 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
                        float *out, float *dbias, void *scratch, size_t scratch_bytes,
                        iabn_err *e);
 
-/* Whether a pass of a geometry goes to oneDNN: dense (groups 1), at least
+/* Whether a pass of a geometry goes to oneDNN: dense, or grouped with 16+
+ * channels per group (8+ on maps up to 14x14) and not dilated; at least
  * 16 channels in and out (its channel block), and not the forward or data
  * pass of a dilated conv with most taps in the padding (the per-tap GEMMs
  * skip those; oneDNN's plain GEMM fallback there computes them).  Building
