@@ -345,6 +345,56 @@ static void test_sigint(void)
 }
 
 
+/* A stop that comes in the last step of an epoch leaves without validating
+ * that epoch (the loop used to run the whole validation first, which can
+ * outlast a scheduler's grace after its signal): the epoch is done, its
+ * checkpoint written, and the log says the validation was skipped. */
+typedef struct stop_at_end {
+    iabn_trainer_stop stop;
+    int val_lines, skipped_lines, stopped_lines;
+} stop_at_end;
+
+static void stop_at_end_progress(void *user, const iabn_train_progress *p)
+{
+    stop_at_end *s = user;
+    if (p->epoch == 1 && p->step_in_epoch == p->steps_per_epoch) iabn_trainer_request_stop(&s->stop);
+}
+
+static void stop_at_end_log(void *user, const char *line)
+{
+    stop_at_end *s = user;
+    s->val_lines += strstr(line, "val (") != NULL;
+    s->skipped_lines += strstr(line, "validation of epoch 1 skipped: stopped on request") != NULL;
+    s->stopped_lines += strstr(line, "stopped on request after step 12;") != NULL;
+}
+
+static void test_stop_at_epoch_end(void)
+{
+    iabn_config c;
+    small_config(&c);
+    char out[300], ck[400];
+    snprintf(out, sizeof out, "%s/run_stop_end", tmpdir);
+    snprintf(ck, sizeof ck, "%s/checkpoint_last.safetensors", out);
+    iabn_train_opts o;
+    opts_for(&o, &c, out);
+    stop_at_end s = {{0}, 0, 0, 0};
+    o.quiet = 0;
+    o.log = stop_at_end_log;
+    o.progress = stop_at_end_progress;
+    o.user = &s;
+    o.stop = &s.stop;
+    iabn_train_result r;
+    iabn_err e = {0};
+    int rc = iabn_trainer_run(&o, &r, &e);
+    CHECK_MSG(rc == 0 && r.stopped_by_signal && r.epochs_done == 1 && r.steps_done == 12,
+              "rc %d, stopped %d, epochs %d, steps %lld: %s", rc, r.stopped_by_signal,
+              r.epochs_done, r.steps_done, e.msg);
+    CHECK_MSG(s.val_lines == 0 && s.skipped_lines == 1 && s.stopped_lines == 1,
+              "val lines %d, skipped %d, stopped %d", s.val_lines, s.skipped_lines, s.stopped_lines);
+    struct stat st;
+    CHECK(stat(ck, &st) == 0);
+}
+
 /* --device: the spelling, the planning backend (no GPU needed), and a clear
  * error where there is no CUDA build or no GPU. */
 static void test_device(void)
@@ -440,6 +490,7 @@ int main(void)
     RUN(test_resume_exact);
     RUN(test_budget_and_nan);
     RUN(test_sigint);
+    RUN(test_stop_at_epoch_end);
     RUN(test_cuda_matches_cpu);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -655,14 +655,21 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         }
         if (finished) res->epochs_done++;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
-        int eval_now = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
-        /* a stop on request leaves at once: no validation of a partial epoch */
-        int eval_partial = !finished && !stop_requested(tr);
+        /* A stop on request leaves at once, with no validation, even when it
+         * came in the epoch's last step (a validation pass can outlast the
+         * grace a scheduler gives after its signal).  The ranks agreed on
+         * stop_agreed, so they all take the same branch. */
+        int stop = tr->stop_agreed;
+        int eval_due = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
+        int eval_now = eval_due && !stop;
+        int eval_partial = !finished && !stop;
         if ((eval_now || eval_partial) && (rc = validate(tr, res, epoch, e))) break;
         if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
-        if (!finished) {
-            if (stop_requested(tr)) {
+        if (!finished || stop) {
+            if (stop) {
                 res->stopped_by_signal = 1;
+                if (eval_due)
+                    trainer_say(tr, "validation of epoch %d skipped: stopped on request", epoch + 1);
                 trainer_say(tr, "stopped on request after step %lld; checkpoint written to "
                         "%s/checkpoint_last.safetensors (continue with --resume)",
                     tr->pos.global_step, tr->outdir);
