@@ -180,13 +180,14 @@ static void test_parity(void)
         {1, 128, 8, 7, 128, 3, 2, 1, 1, 0, 8},  /* grouped, 16 per group, stride 2 */
         {2, 64, 6, 6, 96, 1, 1, 0, 1, 0, 4},    /* grouped 1x1, 16 -> 24 per group */
         {2, 32, 7, 7, 32, 3, 1, 1, 1, 0, 8},    /* grouped, 4 per group: direct */
+        {1, 64, 16, 16, 64, 3, 1, 2, 2, 0, 4},  /* grouped, 16 per group, dilated 2 */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
      * only with most taps in the map */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0};
-    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0}; /* 1x1 with >= 28x28 outputs */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1};
+    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 outputs */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
         CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
@@ -215,8 +216,10 @@ static void test_parity(void)
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 16) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped, 4 per group */
-    CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 2, 2, 4) == 0);
-    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped and dilated */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 16, 16, 64, 3, 3, 1, 2, 2, 8) == 0);
+    CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* dilated, 8 per group */
+    CHECK(iabn_conv_geom_init(&gd, 1, 64, 16, 16, 64, 3, 3, 1, 2, 2, 4) == 0);
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* dilated, 16 per group */
     /* 8 per group: oneDNN up to 14x14 maps, direct above; 16 per group: oneDNN */
     CHECK(iabn_conv_geom_init(&gd, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));

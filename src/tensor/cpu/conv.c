@@ -90,14 +90,14 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
     if (!iabn_conv_have_dnnl()) return 0;
     /* Grouped convs: oneDNN's JIT kernels run 16 or more channels per group
      * 1.5x to 4x faster than the direct kernels (and than im2col + GEMM),
-     * 8 per group on maps up to 14x14 1.05-1.3x faster, 8 per group on
-     * larger maps 0.7x; with fewer channels oneDNN's grouped path is slower
-     * (4 per group) or falls back to a GEMM at a few per cent of peak
-     * (docs/CPU.md).  Dilated grouped convs stay native (not measured). */
+     * dilated ones (DeepLab on ResNeXt) 2x; 8 per group on maps up to 14x14
+     * 1.05-1.3x faster, 8 per group on larger maps 0.7x, and dilated with 8
+     * per group its weight pass falls back to a GEMM at 26 GFLOP/s; with 4
+     * per group oneDNN's grouped path is 2.5x slower (docs/CPU.md). */
     if (g->groups != 1) {
         int cpg = g->c_in / g->groups < g->c_out / g->groups ? g->c_in / g->groups
                                                              : g->c_out / g->groups;
-        if (g->dil != 1 || cpg < 8 || (cpg < 16 && (long)g->h_out * g->w_out > 14 * 14))
+        if (cpg < 8 || (cpg < 16 && (g->dil != 1 || (long)g->h_out * g->w_out > 14 * 14)))
             return 0;
     }
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
