@@ -101,7 +101,6 @@ typedef struct op_io {
 typedef struct op_plan {
     iabn_conv_geom g;
     int pass, threads;
-    int plain;                 /* activations in NCHW, no reorder copies    */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     op_io io[MAX_IO];
@@ -187,22 +186,32 @@ static int user_scratchpad_attr(dnnl_primitive_attr_t *attr, int sum, const iabn
     return 0;
 }
 
-/* The convolution descriptor of a pass: activations in NCHW when `plain`,
- * else `any` (oneDNN's choice); weights always `any`. */
-static int conv_desc(const iabn_conv_geom *g, int pass, int bias, int plain,
-                     dnnl_convolution_desc_t *cd, iabn_err *e)
+/* The weights' descriptor: `any` for the primitive, or the store's layout
+ * (oihw; grouped goihw, groups outermost: [c_out][c_in/groups][kh][kw]). */
+static int weight_md(const iabn_conv_geom *g, int any, dnnl_memory_desc_t *md, iabn_err *e)
+{
+    int G = g->groups;
+    dnnl_dims_t d4 = {g->c_out, g->c_in, g->kh, g->kw};
+    dnnl_dims_t d5 = {G, g->c_out / G, g->c_in / G, g->kh, g->kw};
+    dnnl_format_tag_t tag = any ? dnnl_format_tag_any : G > 1 ? dnnl_goihw : dnnl_oihw;
+    DN(dnnl_memory_desc_init_by_tag(md, G > 1 ? 5 : 4, G > 1 ? d5 : d4, dnnl_f32, tag));
+    return 0;
+}
+
+/* The convolution descriptor of a pass: activations in NCHW where the rule
+ * says so (iabn_conv_dnnl_plain: the same for the planner's sizing and the
+ * run), else `any` (oneDNN's choice); weights always `any`. */
+static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convolution_desc_t *cd,
+                     iabn_err *e)
 {
     dnnl_memory_desc_t src, wei, dst, b;
     dnnl_dims_t sd = {g->n, g->c_in, g->h_in, g->w_in};
-    /* grouped: goihw, groups outermost (the store's [c_out][c_in/groups][kh][kw]) */
-    int G = g->groups, wnd = G > 1 ? 5 : 4;
-    dnnl_dims_t wd = {g->c_out, g->c_in, g->kh, g->kw};
-    dnnl_dims_t wd5 = {G, g->c_out / G, g->c_in / G, g->kh, g->kw};
     dnnl_dims_t dd = {g->n, g->c_out, g->h_out, g->w_out};
     dnnl_dims_t bd = {g->c_out};
-    dnnl_format_tag_t act = plain ? dnnl_nchw : dnnl_format_tag_any;
+    dnnl_format_tag_t act = iabn_conv_dnnl_plain(g) ? dnnl_nchw : dnnl_format_tag_any;
     DN(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, act));
-    DN(dnnl_memory_desc_init_by_tag(&wei, wnd, G > 1 ? wd5 : wd, dnnl_f32, dnnl_format_tag_any));
+    int rc = weight_md(g, 1, &wei, e);
+    if (rc) return rc;
     DN(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, act));
     DN(dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x));
     dnnl_dims_t strides = {g->stride, g->stride}, dil = {g->dil - 1, g->dil - 1};
@@ -248,17 +257,14 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
     if (want->ndims == 1) {
         dnnl_dims_t bd = {g->c_out};
         DN(dnnl_memory_desc_init_by_tag(&io->user_md, 1, bd, dnnl_f32, dnnl_x));
+    } else if (arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS) {
+        int rc = weight_md(g, 0, &io->user_md, e);
+        if (rc) return rc;
     } else {
-        int w = arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS;
         int x = arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC;
-        dnnl_dims_t d = {w ? g->c_out : g->n, w || x ? g->c_in : g->c_out,
-                         w ? g->kh : x ? g->h_in : g->h_out, w ? g->kw : x ? g->w_in : g->w_out};
-        int G = g->groups;
-        dnnl_dims_t d5 = {G, g->c_out / G, g->c_in / G, g->kh, g->kw};
-        if (w && G > 1)
-            DN(dnnl_memory_desc_init_by_tag(&io->user_md, 5, d5, dnnl_f32, dnnl_goihw));
-        else
-            DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, w ? dnnl_oihw : dnnl_nchw));
+        dnnl_dims_t d = {g->n, x ? g->c_in : g->c_out, x ? g->h_in : g->h_out,
+                         x ? g->w_in : g->w_out};
+        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, dnnl_nchw));
     }
     io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
     DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
@@ -286,7 +292,7 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
 {
     const iabn_conv_geom *g = &p->g;
     dnnl_convolution_desc_t cd;
-    int rc = conv_desc(g, p->pass, bias, p->plain, &cd, e);
+    int rc = conv_desc(g, p->pass, bias, &cd, e);
     if (rc) return rc;
     dnnl_primitive_attr_t attr;
     if ((rc = user_scratchpad_attr(&attr, 0, g, e))) return rc;
@@ -295,7 +301,7 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
     if (p->pass != IABN_CONV_FWD) {
         /* the backward passes need the forward's descriptor as a hint */
         dnnl_convolution_desc_t fd;
-        rc = conv_desc(g, IABN_CONV_FWD, 0, p->plain, &fd, e);
+        rc = conv_desc(g, IABN_CONV_FWD, 0, &fd, e);
         if (!rc) s = dnnl_primitive_desc_create(&hint, &fd, attr, eng, NULL);
     }
     if (!rc && s == dnnl_success) s = dnnl_primitive_desc_create(&p->pd, &cd, attr, eng, hint);
@@ -347,14 +353,6 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
         DN(dnnl_memory_create(&p->pad_m, &md, eng, DNNL_MEMORY_NONE));
     }
     return 0;
-}
-
-/* Builds a plan with the activation layout the rule gives its geometry
- * (iabn_conv_dnnl_plain), so the planner's sizing and the run agree. */
-static int plan_choose(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_err *e)
-{
-    p->plain = iabn_conv_dnnl_plain(&p->g);
-    return plan_build(eng, p, bias, prims, e);
 }
 
 /* ---- the cache ------------------------------------------------------------ */
@@ -428,7 +426,7 @@ static int cache_get(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int 
     p->g = *g;
     p->pass = pass;
     p->threads = threads;
-    int rc = plan_choose(c->eng, p, bias, 1, e);
+    int rc = plan_build(c->eng, p, bias, 1, e);
     if (rc) {
         plan_destroy(p);
         return rc;
@@ -467,7 +465,7 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
     memset(&p, 0, sizeof p);
     p.g = *g;
     p.pass = pass;
-    rc = plan_choose(eng, &p, bias, 0, e);
+    rc = plan_build(eng, &p, bias, 0, e);
     if (!rc) {
         *bytes = p.total;
         if (impl) *impl = p.impl; /* a static string of the library */
@@ -555,7 +553,7 @@ static int run(iabn_conv_cache *c, const iabn_conv_geom *g, int pass, int bias,
     p.g = *g;
     p.pass = pass;
     p.threads = threads;
-    rc = plan_choose(tmp.eng, &p, bias, 1, e);
+    rc = plan_build(tmp.eng, &p, bias, 1, e);
     if (!rc) rc = plan_run(&p, tmp.stream, ptr, scratch, scratch_bytes, e);
     plan_destroy(&p);
     dnnl_stream_destroy(tmp.stream);
