@@ -69,23 +69,26 @@ static void put_shape(char *buf, size_t n, const iabn_tensor *t)
         snprintf(buf + k, n - k, d ? "x%d" : "%d", t->shape[d]);
 }
 
-/* The node's layer key, or 0 for a node without FLOPs (memory-bound). */
-static int layer_key(const iabn_graph *g, int id, char *buf, size_t n)
+/* The node's layer key and its FLOPs; 0 for a node without FLOPs
+ * (memory-bound: iabn_node_flops counts conv / linear passes only). */
+static double layer_key(const iabn_graph *g, int id, char *buf, size_t n)
 {
+    double flops = iabn_node_flops(g, id);
+    if (flops <= 0) return 0;
     const iabn_node *nd = iabn_graph_n(g, id);
     const iabn_node *f = nd->phase == IABN_PHASE_BWD && nd->fwd >= 0 ? iabn_graph_n(g, nd->fwd) : nd;
     int w = -1;
     for (int k = 0; k < f->nin && w < 0; k++)
         if (iabn_graph_t(g, f->in[k])->kind == IABN_T_PARAM && iabn_graph_t(g, f->in[k])->nd >= 2)
             w = f->in[k];
-    if (w < 0 || iabn_node_flops(g, id) <= 0) return 0;
+    if (w < 0) return 0;
     snprintf(buf, n, "%s ", nd->op->name);
     put_shape(buf, n, iabn_graph_t(g, f->in[0]));
     strncat(buf, " -> ", n - strlen(buf) - 1);
     put_shape(buf, n, iabn_graph_t(g, f->out[0]));
     strncat(buf, " w ", n - strlen(buf) - 1);
     put_shape(buf, n, iabn_graph_t(g, w));
-    return 1;
+    return flops;
 }
 
 static void add_layers(iabn_stepbench_result *r, const iabn_graph *g, const double *st, int first)
@@ -93,7 +96,8 @@ static void add_layers(iabn_stepbench_result *r, const iabn_graph *g, const doub
     const int *sched = iabn_graph_schedule(g);
     for (int j = 0; j < iabn_graph_schedule_len(g); j++) {
         char key[sizeof r->layers[0].name];
-        if (!layer_key(g, sched[j], key, sizeof key)) continue;
+        double flops = layer_key(g, sched[j], key, sizeof key);
+        if (flops <= 0) continue;
         int q = 0;
         while (q < r->nlayers && strcmp(r->layers[q].name, key)) q++;
         if (q == IABN_STEPBENCH_LAYERS) continue; /* more shapes than rows: left out */
@@ -105,7 +109,7 @@ static void add_layers(iabn_stepbench_result *r, const iabn_graph *g, const doub
         }
         l->nodes += first;
         l->seconds += st[j];
-        l->flops += iabn_node_flops(g, sched[j]);
+        l->flops += flops;
     }
 }
 
