@@ -277,17 +277,15 @@ static int plan_clone(const iabn_graph *g, const cand *cs, int nc, int paper, ia
     return rc;
 }
 
-/* Plans g under the paper's offload policy; *fits when its arena is within
- * target and its host pool within o->host_budget (r then gets its figures). */
+/* Plans g under the paper's offload policy; when its arena is within target
+ * and its host pool within o->host_budget, r gets its figures and r->fits. */
 static int paper_fits(const iabn_graph *g, const iabn_strategy_opts *o, size_t target,
-                      iabn_strategy_result *r, int *fits, iabn_err *e)
+                      iabn_strategy_result *r, iabn_err *e)
 {
-    *fits = 0;
     iabn_graph *pg = NULL;
     iabn_plan *pp = NULL;
     int rc = plan_clone(g, NULL, 0, 1, &pg, &pp, e);
     if (!rc && pp->arena_bytes <= target && (!o->host_budget || pp->host_bytes <= o->host_budget)) {
-        *fits = 1;
         r->fits = 1;
         r->arena_bytes = pp->arena_bytes;
         r->host_bytes = pp->host_bytes;
@@ -462,9 +460,8 @@ int iabn_strategy_auto(iabn_graph *g, const iabn_strategy_opts *o, iabn_strategy
          * per cent above them where the budget is tight.  The paper's policy
          * (every conv / pool input offloaded) is one more candidate: taken
          * when its own plan fits. */
-        int paper = 0;
-        rc = paper_fits(g, o, target, r, &paper, e);
-        if (!rc && paper) {
+        rc = paper_fits(g, o, target, r, e);
+        if (!rc && r->fits) {
             r->paper = 1;
             r->n_offload = iabn_graph_offload_conv_inputs(g);
             goto out;
