@@ -136,6 +136,7 @@ static int add_tensor(iabn_graph *g, const char *name, iabn_dtype dt, int nd,
     t->store_id = -1;
     t->view_of = -1;
     t->grad = -1;
+    t->layout = IABN_LAYOUT_NCHW;
     t->block = g->building_fwd >= 0 ? g->n[g->building_fwd].block : g->cur_block;
     snprintf(t->name, sizeof t->name, "%s", name);
     return g->nt++;

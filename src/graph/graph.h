@@ -96,6 +96,8 @@ typedef struct iabn_tensor {
     int block;           /* report row (module / block) this tensor belongs to */
     int grad;            /* an INPUT that asked for its gradient: the tensor    */
                          /* holding it once the backward is built, else -1      */
+    iabn_layout layout;  /* memory layout (4-d activations); NCHW unless the    */
+                         /* layout pass of finalize (layout.c) blocks it         */
     char name[IABN_NAME_LEN];
 } iabn_tensor;
 

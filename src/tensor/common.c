@@ -88,6 +88,28 @@ const char *iabn_act_name(iabn_act_kind k)
     return "?";
 }
 
+const char *iabn_layout_name(iabn_layout l)
+{
+    switch (l) {
+#define X(id, name, block) case id: return name;
+        IABN_LAYOUTS(X)
+#undef X
+    case IABN_LAYOUT_COUNT: break;
+    }
+    return "?";
+}
+
+int iabn_layout_block(iabn_layout l)
+{
+    switch (l) {
+#define X(id, name, block) case id: return block;
+        IABN_LAYOUTS(X)
+#undef X
+    case IABN_LAYOUT_COUNT: break;
+    }
+    return 0;
+}
+
 int iabn_name_matches(const char *s, const char *name, const char *aliases)
 {
     if (!strcasecmp(s, name)) return 1;

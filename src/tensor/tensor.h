@@ -68,6 +68,28 @@ typedef enum iabn_dtype {
 size_t iabn_dtype_size(iabn_dtype dt);
 const char *iabn_dtype_name(iabn_dtype dt);
 
+/* ---- memory layouts of an activation ------------------------------------ */
+
+/* An (N, C, H, W) activation is stored NCHW, or with its channels in blocks
+ * of 16 (nChw16c: [N][C/16][H][W][16], oneDNN's name), which the CPU's
+ * oneDNN convolutions read and write without reorders.  A blocked layout
+ * needs C to be a multiple of its block, so a tensor has the same size in
+ * every layout.  One row per layout: enum, name, channels per block. */
+#define IABN_LAYOUTS(X)                  \
+    X(IABN_LAYOUT_NCHW, "nchw", 1)       \
+    X(IABN_LAYOUT_NCHW16C, "nChw16c", 16)
+
+typedef enum iabn_layout {
+#define IABN_LAYOUT_ENUM(id, name, block) id,
+    IABN_LAYOUTS(IABN_LAYOUT_ENUM)
+#undef IABN_LAYOUT_ENUM
+    IABN_LAYOUT_COUNT
+} iabn_layout;
+
+const char *iabn_layout_name(iabn_layout l);
+/* Channels per block: 1 for NCHW, 16 for nChw16c; 0 for a value outside the list. */
+int iabn_layout_block(iabn_layout l);
+
 /* ---- activation ---------------------------------------------------------- */
 
 /* iabn_act_kind / iabn_act and the list of activations (IABN_ACTIVATIONS:
