@@ -22,6 +22,9 @@
 #include "tensor/cuda/kernels.h"
 #include "test_util.h"
 
+/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+#define NCHW IABN_LAYOUT_NCHW
+
 static iabn_cuda_ctx *cu;
 
 typedef int (*build_fn)(iabn_graph *g, int x, const void *arg);
@@ -515,18 +518,18 @@ static void norm_kernels(const float *x, const float *dy, const float *gam, cons
     float mean[CK], var[CK], s0[CK], s1[CK], dg[CK], db[CK];
     float *dx_ = d[0], *ddy = d[1], *dga = d[2], *dbe = d[3], *dm = d[4], *dv = d[5];
     float *ds0 = d[6], *ds1 = d[7], *dz = d[8], *dgg = d[9], *dbb = d[10];
-    iabn_bn_stats(NK, CK, HWK, x, mean, var);
-    CHECK_OK(iabn_cuda_bn_stats(cu, NK, CK, HWK, dx_, dm, dv, &e_));
+    iabn_bn_stats(NK, CK, HWK, NCHW, x, mean, var);
+    CHECK_OK(iabn_cuda_bn_stats(cu, NK, CK, HWK, NCHW, dx_, dm, dv, &e_));
     dev_cmp("bn_stats", "mean", dm, mean, CK);
     dev_cmp("bn_stats", "var", dv, var, CK);
     /* standard backward, dx over dy; parameter gradients accumulate */
-    iabn_bn_bwd_reduce(NK, CK, HWK, x, dy, mean, var, eps, s0, s1);
-    iabn_bn_bwd_apply(NK, CK, HWK, x, dy, mean, var, eps, gam, 0, s0, s1, m, 1, dx);
-    CHECK_OK(iabn_cuda_bn_bwd_reduce(cu, NK, CK, HWK, dx_, ddy, dm, dv, eps, ds0, ds1, &e_));
+    iabn_bn_bwd_reduce(NK, CK, HWK, NCHW, x, dy, mean, var, eps, s0, s1);
+    iabn_bn_bwd_apply(NK, CK, HWK, NCHW, x, dy, mean, var, eps, gam, 0, s0, s1, m, 1, dx);
+    CHECK_OK(iabn_cuda_bn_bwd_reduce(cu, NK, CK, HWK, NCHW, dx_, ddy, dm, dv, eps, ds0, ds1, &e_));
     dev_cmp("bn_bwd_reduce", "sum_dy", ds0, s0, CK);
     dev_cmp("bn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
-    CHECK_OK(iabn_cuda_bn_bwd_apply(cu, NK, CK, HWK, dx_, ddy, dm, dv, eps, dga, 0, ds0, ds1, m,
-                                    1, ddy, &e_));
+    CHECK_OK(iabn_cuda_bn_bwd_apply(cu, NK, CK, HWK, NCHW, dx_, ddy, dm, dv, eps, dga, 0, ds0,
+                                    ds1, m, 1, ddy, &e_));
     dev_cmp("bn_bwd_apply", "dx over dy", ddy, dx, cnt);
     for (int c = 0; c < CK; c++) dg[c] = db[c] = 0.5f;
     CHECK_OK(be->h2d(be->ctx, dgg, dg, sizeof dg));
@@ -553,24 +556,24 @@ static void norm_kernels(const float *x, const float *dy, const float *gam, cons
     static const iabn_act acts[] = {{IABN_ACT_LEAKY_RELU, 0.01f}, {IABN_ACT_ELU, 1.f},
                                     {IABN_ACT_IDENTITY, 0.f}};
     for (int a = 0; a < 3; a++) {
-        iabn_norm_act_fwd(NK, CK, HWK, x, mean, var, eps, gam, bet, 1, acts[a], z, NULL);
+        iabn_norm_act_fwd(NK, CK, HWK, NCHW, x, mean, var, eps, gam, bet, 1, acts[a], z, NULL);
         CHECK_OK(be->h2d(be->ctx, dz, x, cnt * 4));
-        CHECK_OK(iabn_cuda_norm_act_fwd(cu, NK, CK, HWK, dz, dm, dv, eps, dga, dbe, 1, acts[a],
-                                        dz, NULL, &e_));
+        CHECK_OK(iabn_cuda_norm_act_fwd(cu, NK, CK, HWK, NCHW, dz, dm, dv, eps, dga, dbe, 1,
+                                        acts[a], dz, NULL, &e_));
         dev_cmp("norm_act_fwd", "z over x", dz, z, cnt);
         for (int v = 0; v <= 2; v++) { /* v = 0: evaluation (variant II's sums unused) */
             int var_ = v ? v : 2, tr = v != 0;
-            iabn_iabn_bwd_reduce(var_, NK, CK, HWK, z, dy, eps, gam, bet, acts[a], s0, s1);
-            iabn_iabn_bwd_apply(var_, NK, CK, HWK, z, dy, var, eps, gam, bet, 1, acts[a], s0, s1, m,
-                                tr, dx);
+            iabn_iabn_bwd_reduce(var_, NK, CK, HWK, NCHW, z, dy, eps, gam, bet, acts[a], s0, s1);
+            iabn_iabn_bwd_apply(var_, NK, CK, HWK, NCHW, z, dy, var, eps, gam, bet, 1, acts[a],
+                                s0, s1, m, tr, dx);
             CHECK_OK(be->h2d(be->ctx, dz, z, cnt * 4));
             CHECK_OK(be->h2d(be->ctx, ddy, dy, cnt * 4));
-            CHECK_OK(iabn_cuda_iabn_bwd_reduce(cu, var_, NK, CK, HWK, dz, ddy, eps, dga, dbe,
+            CHECK_OK(iabn_cuda_iabn_bwd_reduce(cu, var_, NK, CK, HWK, NCHW, dz, ddy, eps, dga, dbe,
                                                acts[a], ds0, ds1, &e_));
             dev_cmp("iabn_bwd_reduce", "sum_dy", ds0, s0, CK);
             dev_cmp("iabn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
-            CHECK_OK(iabn_cuda_iabn_bwd_apply(cu, var_, NK, CK, HWK, dz, ddy, dv, eps, dga, dbe, 1,
-                                              acts[a], ds0, ds1, m, tr, ddy, &e_));
+            CHECK_OK(iabn_cuda_iabn_bwd_apply(cu, var_, NK, CK, HWK, NCHW, dz, ddy, dv, eps, dga,
+                                              dbe, 1, acts[a], ds0, ds1, m, tr, ddy, &e_));
             dev_cmp("iabn_bwd_apply", "dx over dz", ddy, dx, cnt);
         }
     }
@@ -748,14 +751,14 @@ static void test_big_counts(void)
     /* one channel of 2 x (2^30 + 2048): statistics, then z over x */
     float *mean = s, *var = s + 1, *gam = s + 2, *bet = s + 3;
     CHECK_OK(be->h2d(be->ctx, gam, &one, 4) || be->h2d(be->ctx, bet, &zero, 4));
-    CHECK_OK(iabn_cuda_bn_stats(cu, 2, 1, (int)hw, d, mean, var, &e_));
+    CHECK_OK(iabn_cuda_bn_stats(cu, 2, 1, (int)hw, NCHW, d, mean, var, &e_));
     double mu = ((double)n + 4.0) / (double)n, v = (8.0 * (double)n - 16.0) / ((double)n * n);
     float fm = dev_at(mean, 0), fv = dev_at(var, 0);
     CHECK_CLOSE(fm, mu, 0, 1e-6);
     CHECK_CLOSE(fv, v, 0, 1e-3);
     const iabn_act id = {IABN_ACT_IDENTITY, 0.f};
-    CHECK_OK(iabn_cuda_norm_act_fwd(cu, 2, 1, (int)hw, d, mean, var, 1e-5f, gam, bet, 0, id, d,
-                                    NULL, &e_));
+    CHECK_OK(iabn_cuda_norm_act_fwd(cu, 2, 1, (int)hw, NCHW, d, mean, var, 1e-5f, gam, bet, 0, id,
+                                    d, NULL, &e_));
     float is = iabn_invstd(fv, 1e-5f);
     CHECK(dev_at(d, n - 1) == iabn_bn_xhat(3.f, fm, is));
     CHECK(dev_at(d, hw) == iabn_bn_xhat(1.f, fm, is));

@@ -11,6 +11,9 @@
 #include "tensor/tensor.h"
 #include "test_util.h"
 
+/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+#define NCHW IABN_LAYOUT_NCHW
+
 #ifndef NORM_FIXTURE
 #define NORM_FIXTURE "tests/fixtures/norm_act.safetensors"
 #endif
@@ -79,23 +82,24 @@ static int run_case(const char *key, int inplace)
     float *mean = calloc(c, 4), *var = calloc(c, 4), *rm = calloc(c, 4), *rv = calloc(c, 4);
     float *sdy = calloc(c, 4), *sdyx = calloc(c, 4), *dg = calloc(c, 4), *db = calloc(c, 4);
     float *z = calloc(cnt, 4), *dx = calloc(cnt, 4);
-    iabn_bn_stats(n, (int)c, hw, x, mean, var);
+    iabn_bn_stats(n, (int)c, hw, NCHW, x, mean, var);
     memcpy(rm, rm0, c * 4);
     memcpy(rv, rv0, c * 4);
     iabn_bn_update_running((int)c, m, momentum, mean, var, rm, rv);
     if (inplace) {
         memcpy(z, x, cnt * 4);
-        iabn_norm_act_fwd(n, (int)c, hw, z, mean, var, eps, gamma, beta, 1, act, z, NULL);
+        iabn_norm_act_fwd(n, (int)c, hw, NCHW, z, mean, var, eps, gamma, beta, 1, act, z, NULL);
         memcpy(dx, dz, cnt * 4);
-        iabn_iabn_bwd_reduce(2, n, (int)c, hw, z, dx, eps, gamma, beta, act, sdy, sdyx);
-        iabn_iabn_bwd_apply(2, n, (int)c, hw, z, dx, var, eps, gamma, beta, 1, act, sdy, sdyx, m, 1,
-                            dx);
+        iabn_iabn_bwd_reduce(2, n, (int)c, hw, NCHW, z, dx, eps, gamma, beta, act, sdy, sdyx);
+        iabn_iabn_bwd_apply(2, n, (int)c, hw, NCHW, z, dx, var, eps, gamma, beta, 1, act, sdy,
+                            sdyx, m, 1, dx);
     } else {
         float *dy = calloc(cnt, 4);
-        iabn_norm_act_fwd(n, (int)c, hw, x, mean, var, eps, gamma, beta, 1, act, z, NULL);
+        iabn_norm_act_fwd(n, (int)c, hw, NCHW, x, mean, var, eps, gamma, beta, 1, act, z, NULL);
         iabn_act_bwd(cnt, act, z, dz, dy);
-        iabn_bn_bwd_reduce(n, (int)c, hw, x, dy, mean, var, eps, sdy, sdyx);
-        iabn_bn_bwd_apply(n, (int)c, hw, x, dy, mean, var, eps, gamma, 1, sdy, sdyx, m, 1, dx);
+        iabn_bn_bwd_reduce(n, (int)c, hw, NCHW, x, dy, mean, var, eps, sdy, sdyx);
+        iabn_bn_bwd_apply(n, (int)c, hw, NCHW, x, dy, mean, var, eps, gamma, 1, sdy, sdyx, m, 1,
+                          dx);
         free(dy);
     }
     iabn_bn_param_grads((int)c, gamma, 1, sdy, sdyx, dg, db);

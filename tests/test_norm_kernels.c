@@ -12,6 +12,9 @@
 
 #include <stdint.h>
 
+/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+#define NCHW IABN_LAYOUT_NCHW
+
 #define EPS 1e-5f
 
 static const iabn_act ACTS[] = {
@@ -196,38 +199,41 @@ static modeout run_mode(const tcase *t, int mode, int training)
     const float *mean = o.mean, *var = o.var;
     float *sdy = fa(c), *sdyx = fa(c);
     if (training) {
-        iabn_bn_stats(n, c, hw, t->x, o.mean, o.var);
+        iabn_bn_stats(n, c, hw, NCHW, t->x, o.mean, o.var);
     } else {
         mean = t->rmean;
         var = t->rvar;
     }
     if (mode == M_STANDARD) {
         float *dy = fa(t->cnt);
-        iabn_norm_act_fwd(n, c, hw, t->x, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z, NULL);
+        iabn_norm_act_fwd(n, c, hw, NCHW, t->x, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z,
+                          NULL);
         iabn_act_bwd(t->cnt, t->act, o.z, t->dz, dy);
-        iabn_bn_bwd_reduce(n, c, hw, t->x, dy, mean, var, EPS, sdy, sdyx);
-        iabn_bn_bwd_apply(n, c, hw, t->x, dy, mean, var, EPS, t->gamma, 1, sdy, sdyx, m,
+        iabn_bn_bwd_reduce(n, c, hw, NCHW, t->x, dy, mean, var, EPS, sdy, sdyx);
+        iabn_bn_bwd_apply(n, c, hw, NCHW, t->x, dy, mean, var, EPS, t->gamma, 1, sdy, sdyx, m,
                           training, o.dx);
         free(dy);
     } else if (mode == M_CKPT_OPT) {
         float *xh = fa(t->cnt), *z2 = fa(t->cnt), *dy = fa(t->cnt);
-        iabn_norm_act_fwd(n, c, hw, t->x, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z, xh);
-        iabn_norm_act_from_xhat(n, c, hw, xh, EPS, t->gamma, t->beta, 1, t->act, z2);
+        iabn_norm_act_fwd(n, c, hw, NCHW, t->x, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z,
+                          xh);
+        iabn_norm_act_from_xhat(n, c, hw, NCHW, xh, EPS, t->gamma, t->beta, 1, t->act, z2);
         CHECK(memcmp(z2, o.z, t->cnt * sizeof(float)) == 0);
         iabn_act_bwd(t->cnt, t->act, z2, t->dz, dy);
-        iabn_bn_bwd_reduce_xhat(n, c, hw, xh, dy, sdy, sdyx);
-        iabn_bn_bwd_apply_xhat(n, c, hw, xh, dy, var, EPS, t->gamma, 1, sdy, sdyx, m, training,
-                               o.dx);
+        iabn_bn_bwd_reduce_xhat(n, c, hw, NCHW, xh, dy, sdy, sdyx);
+        iabn_bn_bwd_apply_xhat(n, c, hw, NCHW, xh, dy, var, EPS, t->gamma, 1, sdy, sdyx, m,
+                               training, o.dx);
         free(xh); free(z2); free(dy);
     } else {
         int variant = mode == M_IABN1 ? 1 : 2;
         memcpy(o.z, t->x, t->cnt * sizeof(float));
-        iabn_norm_act_fwd(n, c, hw, o.z, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z, NULL);
+        iabn_norm_act_fwd(n, c, hw, NCHW, o.z, mean, var, EPS, t->gamma, t->beta, 1, t->act, o.z,
+                          NULL);
         memcpy(o.dx, t->dz, t->cnt * sizeof(float));
-        iabn_iabn_bwd_reduce(variant, n, c, hw, o.z, o.dx, EPS, t->gamma, t->beta, t->act, sdy,
-                             sdyx);
-        iabn_iabn_bwd_apply(variant, n, c, hw, o.z, o.dx, var, EPS, t->gamma, t->beta, 1, t->act,
-                            sdy, sdyx, m, training, o.dx);
+        iabn_iabn_bwd_reduce(variant, n, c, hw, NCHW, o.z, o.dx, EPS, t->gamma, t->beta, t->act,
+                             sdy, sdyx);
+        iabn_iabn_bwd_apply(variant, n, c, hw, NCHW, o.z, o.dx, var, EPS, t->gamma, t->beta, 1,
+                            t->act, sdy, sdyx, m, training, o.dx);
     }
     iabn_bn_param_grads(c, t->gamma, 1, sdy, sdyx, o.dgamma, o.dbeta);
     free(sdy); free(sdyx);
@@ -308,9 +314,9 @@ static void test_kernel_finite_differences(void)
             for (int s = 0; s < 2; s++) {
                 memcpy(xp, t.x, t.cnt * sizeof(float));
                 xp[k] += s ? -1e-2f : 1e-2f;
-                iabn_bn_stats(t.n, t.c, t.hw, xp, mean, var);
-                iabn_norm_act_fwd(t.n, t.c, t.hw, xp, mean, var, EPS, t.gamma, t.beta, 1, t.act,
-                                  z, NULL);
+                iabn_bn_stats(t.n, t.c, t.hw, NCHW, xp, mean, var);
+                iabn_norm_act_fwd(t.n, t.c, t.hw, NCHW, xp, mean, var, EPS, t.gamma, t.beta, 1,
+                                  t.act, z, NULL);
                 loss[s] = 0;
                 for (size_t i = 0; i < t.cnt; i++) loss[s] += (double)t.dz[i] * z[i];
             }
@@ -381,7 +387,7 @@ static void test_modes_agree(void)
                  * does not blow the mean's rounding up by invstd; the
                  * statistics themselves are checked against exact ones */
                 float *fm = fa(t.c), *fv = fa(t.c);
-                iabn_bn_stats(t.n, t.c, t.hw, t.x, fm, fv);
+                iabn_bn_stats(t.n, t.c, t.hw, NCHW, t.x, fm, fv);
                 refout r = ref_run_stats(&t, t.x, t.gamma, t.beta, t.dz, training, fm, fv);
                 free(fm); free(fv);
                 modeout o[NMODES];
@@ -415,7 +421,7 @@ static void test_running_stats(void)
 {
     tcase t = make_case(7, 3, 5, 11, ACTS[0]);
     float *mean = fa(t.c), *var = fa(t.c);
-    iabn_bn_stats(t.n, t.c, t.hw, t.x, mean, var);
+    iabn_bn_stats(t.n, t.c, t.hw, NCHW, t.x, mean, var);
     refout r = ref_run(&t, t.x, t.gamma, t.beta, NULL, 1);
     double m = (double)t.n * t.hw;
     float *rm = fa(t.c), *rv = fa(t.c);
@@ -430,7 +436,7 @@ static void test_running_stats(void)
     iabn_bn_update_running(t.c, 1.0, 0.1f, mean, var, rm, rv);
     for (int ci = 0; ci < t.c; ci++) CHECK(isfinite(rm[ci]) && isfinite(rv[ci]));
     float one = 3.5f, mu, v;
-    iabn_bn_stats(1, 1, 1, &one, &mu, &v);
+    iabn_bn_stats(1, 1, 1, NCHW, &one, &mu, &v);
     CHECK(mu == 3.5f && v == 0.f);
     free(mean); free(var); free(rm); free(rv);
     free_ref(&r);
@@ -481,8 +487,9 @@ static void test_elu_clamp(void)
         for (int v = 1; v <= 2; v++) {
             float dx[6];
             memcpy(dx, dz, sizeof dx);
-            iabn_iabn_bwd_reduce(v, 1, 1, 6, z, dx, EPS, &g, &b, act, &sdy, &sdyx);
-            iabn_iabn_bwd_apply(v, 1, 1, 6, z, dx, &var, EPS, &g, &b, 1, act, &sdy, &sdyx, 6, 1, dx);
+            iabn_iabn_bwd_reduce(v, 1, 1, 6, NCHW, z, dx, EPS, &g, &b, act, &sdy, &sdyx);
+            iabn_iabn_bwd_apply(v, 1, 1, 6, NCHW, z, dx, &var, EPS, &g, &b, 1, act, &sdy, &sdyx,
+                                6, 1, dx);
             CHECK(isfinite(sdy) && isfinite(sdyx));
             for (int i = 0; i < 6; i++) CHECK(isfinite(dx[i]));
         }
@@ -549,9 +556,9 @@ static void test_aliasing(void)
     double m = (double)n * hw;
     float *mean = fa(c), *var = fa(c), *sdy = fa(c), *sdyx = fa(c);
     float *out = fa(t.cnt), *io = fa(t.cnt), *xh = fa(t.cnt), *z = fa(t.cnt);
-    iabn_bn_stats(n, c, hw, t.x, mean, var);
-    iabn_norm_act_fwd(n, c, hw, t.x, mean, var, EPS, t.gamma, t.beta, 1, t.act, z, xh);
-    iabn_iabn_bwd_reduce(2, n, c, hw, z, t.dz, EPS, t.gamma, t.beta, t.act, sdy, sdyx);
+    iabn_bn_stats(n, c, hw, NCHW, t.x, mean, var);
+    iabn_norm_act_fwd(n, c, hw, NCHW, t.x, mean, var, EPS, t.gamma, t.beta, 1, t.act, z, xh);
+    iabn_iabn_bwd_reduce(2, n, c, hw, NCHW, z, t.dz, EPS, t.gamma, t.beta, t.act, sdy, sdyx);
     for (int k = 0; k < 12; k++) {
         for (int pass = 0; pass < 2; pass++) {
             float *o = pass ? io : out;
@@ -560,18 +567,28 @@ static void test_aliasing(void)
             memcpy(io, src, zb);
             const float *in = pass ? io : src;
             switch (k) {
-            case 0: iabn_norm_act_fwd(n, c, hw, in, mean, var, EPS, t.gamma, t.beta, 1, t.act, o, NULL); break;
-            case 1: iabn_norm_act_from_xhat(n, c, hw, in, EPS, t.gamma, t.beta, 1, t.act, o); break;
+            case 0: iabn_norm_act_fwd(n, c, hw, NCHW, in, mean, var, EPS, t.gamma, t.beta, 1,
+                                      t.act, o, NULL); break;
+            case 1: iabn_norm_act_from_xhat(n, c, hw, NCHW, in, EPS, t.gamma, t.beta, 1, t.act,
+                                            o); break;
             case 2: iabn_act_fwd(t.cnt, t.act, in, o); break;
             case 3: iabn_act_bwd(t.cnt, t.act, z, in, o); break;
-            case 4: iabn_bn_bwd_apply(n, c, hw, t.x, in, mean, var, EPS, t.gamma, 1, sdy, sdyx, m, 1, o); break;
-            case 5: iabn_bn_bwd_apply(n, c, hw, t.x, in, mean, var, EPS, t.gamma, 0, sdy, sdyx, m, 0, o); break;
-            case 6: iabn_bn_bwd_apply_xhat(n, c, hw, xh, in, var, EPS, t.gamma, 1, sdy, sdyx, m, 1, o); break;
-            case 7: iabn_bn_bwd_apply_xhat(n, c, hw, xh, in, var, EPS, t.gamma, 1, sdy, sdyx, m, 0, o); break;
-            case 8: iabn_iabn_bwd_apply(1, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 1, o); break;
-            case 9: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 1, o); break;
-            case 10: iabn_iabn_bwd_apply(2, n, c, hw, z, in, var, EPS, t.gamma, t.beta, 1, t.act, sdy, sdyx, m, 0, o); break;
-            default: iabn_norm_act_fwd(n, c, hw, in, mean, var, EPS, t.gamma, t.beta, 0, t.act, o, NULL); break;
+            case 4: iabn_bn_bwd_apply(n, c, hw, NCHW, t.x, in, mean, var, EPS, t.gamma, 1, sdy,
+                                      sdyx, m, 1, o); break;
+            case 5: iabn_bn_bwd_apply(n, c, hw, NCHW, t.x, in, mean, var, EPS, t.gamma, 0, sdy,
+                                      sdyx, m, 0, o); break;
+            case 6: iabn_bn_bwd_apply_xhat(n, c, hw, NCHW, xh, in, var, EPS, t.gamma, 1, sdy,
+                                           sdyx, m, 1, o); break;
+            case 7: iabn_bn_bwd_apply_xhat(n, c, hw, NCHW, xh, in, var, EPS, t.gamma, 1, sdy,
+                                           sdyx, m, 0, o); break;
+            case 8: iabn_iabn_bwd_apply(1, n, c, hw, NCHW, z, in, var, EPS, t.gamma, t.beta, 1,
+                                        t.act, sdy, sdyx, m, 1, o); break;
+            case 9: iabn_iabn_bwd_apply(2, n, c, hw, NCHW, z, in, var, EPS, t.gamma, t.beta, 1,
+                                        t.act, sdy, sdyx, m, 1, o); break;
+            case 10: iabn_iabn_bwd_apply(2, n, c, hw, NCHW, z, in, var, EPS, t.gamma, t.beta, 1,
+                                         t.act, sdy, sdyx, m, 0, o); break;
+            default: iabn_norm_act_fwd(n, c, hw, NCHW, in, mean, var, EPS, t.gamma, t.beta, 0,
+                                       t.act, o, NULL); break;
             }
         }
         CHECK_MSG(memcmp(out, io, zb) == 0, "kernel %d differs when out == in", k);
@@ -595,13 +612,16 @@ static void test_thread_count_independent(void)
             float *mean = r, *var = r + t.c, *a = r + 2 * t.c, *b = r + 3 * t.c, *e = r + 4 * t.c,
                   *f = r + 5 * t.c, *g = r + 6 * t.c, *h = r + 7 * t.c, *dx = r + 8 * t.c;
             float *z = fa(t.cnt);
-            iabn_bn_stats(t.n, t.c, t.hw, t.x, mean, var);
-            iabn_norm_act_fwd(t.n, t.c, t.hw, t.x, mean, var, EPS, t.gamma, t.beta, 1, t.act, z, NULL);
-            iabn_bn_bwd_reduce(t.n, t.c, t.hw, t.x, t.dz, mean, var, EPS, a, b);
-            iabn_iabn_bwd_reduce(1, t.n, t.c, t.hw, z, t.dz, EPS, t.gamma, t.beta, t.act, e, f);
-            iabn_iabn_bwd_reduce(2, t.n, t.c, t.hw, z, t.dz, EPS, t.gamma, t.beta, t.act, g, h);
-            iabn_iabn_bwd_apply(2, t.n, t.c, t.hw, z, t.dz, var, EPS, t.gamma, t.beta, 1, t.act, g,
-                                h, (double)t.n * t.hw, 1, dx);
+            iabn_bn_stats(t.n, t.c, t.hw, NCHW, t.x, mean, var);
+            iabn_norm_act_fwd(t.n, t.c, t.hw, NCHW, t.x, mean, var, EPS, t.gamma, t.beta, 1,
+                              t.act, z, NULL);
+            iabn_bn_bwd_reduce(t.n, t.c, t.hw, NCHW, t.x, t.dz, mean, var, EPS, a, b);
+            iabn_iabn_bwd_reduce(1, t.n, t.c, t.hw, NCHW, z, t.dz, EPS, t.gamma, t.beta, t.act,
+                                 e, f);
+            iabn_iabn_bwd_reduce(2, t.n, t.c, t.hw, NCHW, z, t.dz, EPS, t.gamma, t.beta, t.act,
+                                 g, h);
+            iabn_iabn_bwd_apply(2, t.n, t.c, t.hw, NCHW, z, t.dz, var, EPS, t.gamma, t.beta, 1,
+                                t.act, g, h, (double)t.n * t.hw, 1, dx);
             free(z);
         }
         size_t bytes = (8 * (size_t)t.c + t.cnt) * sizeof(float);
@@ -625,7 +645,7 @@ static void test_sync_combine(void)
     double counts[3];
     float *means = fa(3 * (size_t)c), *vars = fa(3 * (size_t)c), *mean = fa(c), *var = fa(c);
     for (int w = 0, n0 = 0; w < 3; n0 += parts[w], w++) {
-        iabn_bn_stats(parts[w], c, hw, t.x + n0 * plane, means + w * c, vars + w * c);
+        iabn_bn_stats(parts[w], c, hw, NCHW, t.x + n0 * plane, means + w * c, vars + w * c);
         counts[w] = (double)parts[w] * hw;
     }
     iabn_bn_stats_combine(3, c, counts, means, vars, mean, var);
@@ -637,18 +657,18 @@ static void test_sync_combine(void)
     /* backward: local sums, all-reduced (added), then the global count */
     float *z = fa(t.cnt), *dx = fa(t.cnt), *sdy = fa(c), *sdyx = fa(c), *ldy = fa(c),
           *ldyx = fa(c);
-    iabn_norm_act_fwd(t.n, c, hw, t.x, mean, var, EPS, t.gamma, t.beta, 1, t.act, z, NULL);
+    iabn_norm_act_fwd(t.n, c, hw, NCHW, t.x, mean, var, EPS, t.gamma, t.beta, 1, t.act, z, NULL);
     memcpy(dx, t.dz, t.cnt * sizeof(float));
     for (int w = 0, n0 = 0; w < 3; n0 += parts[w], w++) {
-        iabn_iabn_bwd_reduce(2, parts[w], c, hw, z + n0 * plane, dx + n0 * plane, EPS, t.gamma,
-                             t.beta, t.act, ldy, ldyx);
+        iabn_iabn_bwd_reduce(2, parts[w], c, hw, NCHW, z + n0 * plane, dx + n0 * plane, EPS,
+                             t.gamma, t.beta, t.act, ldy, ldyx);
         for (int ci = 0; ci < c; ci++) {
             sdy[ci] += ldy[ci];
             sdyx[ci] += ldyx[ci];
         }
     }
     for (int w = 0, n0 = 0; w < 3; n0 += parts[w], w++)
-        iabn_iabn_bwd_apply(2, parts[w], c, hw, z + n0 * plane, dx + n0 * plane, var, EPS,
+        iabn_iabn_bwd_apply(2, parts[w], c, hw, NCHW, z + n0 * plane, dx + n0 * plane, var, EPS,
                             t.gamma, t.beta, 1, t.act, sdy, sdyx, (double)t.n * hw, 1,
                             dx + n0 * plane);
     double ex = rel_err_d(dx, r.dx, t.cnt, r.dx_scale);

@@ -11,6 +11,9 @@
 
 #include <stdint.h>
 
+/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+#define NCHW IABN_LAYOUT_NCHW
+
 #ifndef OPS_FIXTURE
 #define OPS_FIXTURE "tests/fixtures/ops.safetensors"
 #endif
@@ -120,8 +123,8 @@ static void test_gap(void)
     const float *dx = getf("gap.dx", (size_t)n * c * hw, NULL);
     if (!y || !dy || !dx) return;
     float *yo = falloc((size_t)n * c), *dxo = falloc((size_t)n * c * hw);
-    iabn_gap_fwd(n, c, hw, x, yo);
-    iabn_gap_bwd(n, c, hw, dy, dxo);
+    iabn_gap_fwd(n, c, hw, NCHW, x, yo);
+    iabn_gap_bwd(n, c, hw, NCHW, dy, dxo);
     compare("gap fwd", yo, y, (size_t)n * c);
     compare("gap bwd", dxo, dx, (size_t)n * c * hw);
     free(yo), free(dxo);

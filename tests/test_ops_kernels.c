@@ -16,6 +16,9 @@
 
 #include "fd_check.h"
 
+/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+#define NCHW IABN_LAYOUT_NCHW
+
 
 /* ---- max pool ------------------------------------------------------------ */
 
@@ -141,7 +144,7 @@ typedef struct { int n, c, hw; } nchw_ctx;
 static void gap_f(const void *vc, const float *x, float *y)
 {
     const nchw_ctx *c = vc;
-    iabn_gap_fwd(c->n, c->c, c->hw, x, y);
+    iabn_gap_fwd(c->n, c->c, c->hw, NCHW, x, y);
 }
 
 static void test_gap_grad(void)
@@ -151,11 +154,11 @@ static void test_gap_grad(void)
     float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *dx = falloc(nx);
     t_fill(x, nx, 1);
     t_fill(r, ny, 2);
-    iabn_gap_fwd(2, 3, 35, x, y);
+    iabn_gap_fwd(2, 3, 35, NCHW, x, y);
     double s = 0;
     for (int i = 0; i < 35; i++) s += x[35 + i];
     CHECK_CLOSE(y[1], s / 35, 1e-6, 1e-6);
-    iabn_gap_bwd(2, 3, 35, r, dx);
+    iabn_gap_bwd(2, 3, 35, NCHW, r, dx);
     FD_OK(fd_check(&c, gap_f, x, nx, ny, r, dx, 1.f / 64, 1e-3, 1e-3));
     free(x), free(y), free(r), free(dx);
 }
@@ -295,7 +298,7 @@ typedef struct { int n, c, hw; float p; uint64_t seed, stream; } drop_ctx;
 static void drop_f(const void *vc, const float *x, float *y)
 {
     const drop_ctx *c = vc;
-    iabn_dropout2d_apply(c->n, c->c, c->hw, c->p, c->seed, c->stream, x, y);
+    iabn_dropout2d_apply(c->n, c->c, c->hw, NCHW, c->p, c->seed, c->stream, x, y);
 }
 
 static void test_dropout(void)
@@ -304,15 +307,15 @@ static void test_dropout(void)
     float *x = falloc(T), *y = falloc(T), *r = falloc(T), *dx = falloc(T);
     t_fill(x, T, 12);
     t_fill(r, T, 13);
-    iabn_dropout2d_apply(N, C, HW, 0.f, 5, 1, x, y);
+    iabn_dropout2d_apply(N, C, HW, NCHW, 0.f, 5, 1, x, y);
     CHECK(memcmp(x, y, sizeof *x * T) == 0);
-    iabn_dropout2d_apply(N, C, HW, 1.f, 5, 1, x, y);
+    iabn_dropout2d_apply(N, C, HW, NCHW, 1.f, 5, 1, x, y);
     int zeros = 1;
     for (int i = 0; i < T; i++) zeros &= y[i] == 0.f && !signbit(y[i]);
     CHECK(zeros);
 
     float p = 0.3f;
-    iabn_dropout2d_apply(N, C, HW, p, 5, 1, x, y);
+    iabn_dropout2d_apply(N, C, HW, NCHW, p, 5, 1, x, y);
     int dropped = 0, mask_ok = 1;
     for (int m = 0; m < N * C; m++) {
         int drop = iabn_rng_uniform(5, 1, (uint64_t)m) < p;
@@ -326,11 +329,11 @@ static void test_dropout(void)
     CHECK_MSG(dropped > 35 && dropped < 85, "dropped %d of 200 maps at p = 0.3", dropped);
     /* Another stream draws another mask. */
     float *y2 = falloc(T);
-    iabn_dropout2d_apply(N, C, HW, p, 5, 2, x, y2);
+    iabn_dropout2d_apply(N, C, HW, NCHW, p, 5, 2, x, y2);
     CHECK(memcmp(y, y2, sizeof *y * T) != 0);
     free(y2);
     /* Backward is the same map applied to dy. */
-    iabn_dropout2d_apply(N, C, HW, p, 5, 1, r, dx);
+    iabn_dropout2d_apply(N, C, HW, NCHW, p, 5, 1, r, dx);
     drop_ctx c = {N, C, HW, p, 5, 1};
     FD_OK(fd_check(&c, drop_f, x, T, T, r, dx, 1.f / 64, 1e-3, 1e-3));
     free(x), free(y), free(r), free(dx);
@@ -501,9 +504,9 @@ static void test_aliasing(void)
     iabn_add_bcast_hw(N, C, HW, z, bb, z);
     CHECK(memcmp(y, z, sizeof y) == 0);
 
-    iabn_dropout2d_apply(N, C, HW, 0.4f, 9, 3, a, y);
+    iabn_dropout2d_apply(N, C, HW, NCHW, 0.4f, 9, 3, a, y);
     memcpy(z, a, sizeof z);
-    iabn_dropout2d_apply(N, C, HW, 0.4f, 9, 3, z, z);
+    iabn_dropout2d_apply(N, C, HW, NCHW, 0.4f, 9, 3, z, z);
     CHECK(memcmp(y, z, sizeof y) == 0);
 
     iabn_copy(T, a, y);

@@ -127,8 +127,8 @@ static int drop_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
     IABN_PARAMS(drop_p, n);
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    IABN_K(dropout2d_apply, nn, c, hw, P.p, b->seed + b->step * 0x9e3779b97f4a7c15ULL, P.stream,
-           b->in[0], b->out[0]);
+    IABN_K(dropout2d_apply, nn, c, hw, lt(g, n->in[0])->layout, P.p,
+           b->seed + b->step * 0x9e3779b97f4a7c15ULL, P.stream, b->in[0], b->out[0]);
     return 0;
 }
 

@@ -212,11 +212,18 @@ static int sync_pair(const iabn_graph *g, const iabn_node *n, const na_p *P, con
     return rc;
 }
 
+/* The layout of the node's activations: its first input's (x, xhat or z),
+ * which every activation of a BN node shares. */
+static iabn_layout act_layout(const iabn_graph *g, const iabn_node *n)
+{
+    return lt(g, n->in[0])->layout;
+}
+
 /* Batch statistics (the job's when synchronised), then the running update. */
 static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p *P,
                              const iabn_bind *b, float *mean, float *var, iabn_err *e)
 {
-    IABN_K(bn_stats, P->n, P->c, P->hw, b->in[0], mean, var);
+    IABN_K(bn_stats, P->n, P->c, P->hw, act_layout(g, n), b->in[0], mean, var);
     double m = (double)P->n * P->hw;
     int rc = sync_pair(g, n, P, b, mean, var, &m, 1, e);
     if (rc) return rc;
@@ -231,11 +238,12 @@ static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *mean = b->out[1], *var = b->out[2];
     int rc = stats_and_running(g, n, &P, b, mean, var, e);
     if (rc) return rc;
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
            P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
@@ -244,9 +252,10 @@ static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
 static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     iabn_act id = {IABN_ACT_IDENTITY, 0.f};
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3], b->in[4],
-           P.abs_gamma, id, b->out[0], NULL);
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
+           b->in[4], P.abs_gamma, id, b->out[0], NULL);
     return 0;
 }
 
@@ -254,16 +263,17 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, sum_dy,
-           sum_dy_xhat);
+    IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
+           sum_dy, sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     double m = (double)P.n * P.hw;
     int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
     if (rc) return rc;
-    IABN_K(bn_bwd_apply, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], b->in[3], P.eps, b->in[4],
-                      P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
+    IABN_K(bn_bwd_apply, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
+           b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
 }
 
@@ -287,10 +297,11 @@ static int act_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
 static int ckopt_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *mean = b->out[2], *var = b->out[3];
-    IABN_K(bn_stats, P.n, P.c, P.hw, b->in[0], mean, var);
+    IABN_K(bn_stats, P.n, P.c, P.hw, L, b->in[0], mean, var);
     IABN_K(bn_update_running, P.c, (double)P.n * P.hw, P.momentum, mean, var, b->in[3], b->in[4]);
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
            P.abs_gamma, P.act, b->out[0], b->out[1]);
     return 0;
 }
@@ -299,8 +310,8 @@ static int ckopt_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
 static int from_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    IABN_K(norm_act_from_xhat, P.n, P.c, P.hw, b->in[0], P.eps, b->in[1], b->in[2], P.abs_gamma,
-           P.act, b->out[0]);
+    IABN_K(norm_act_from_xhat, P.n, P.c, P.hw, act_layout(g, n), b->in[0], P.eps, b->in[1],
+           b->in[2], P.abs_gamma, P.act, b->out[0]);
     return 0;
 }
 
@@ -308,11 +319,12 @@ static int from_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bin
 static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    IABN_K(bn_bwd_reduce_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], sum_dy, sum_dy_xhat);
+    IABN_K(bn_bwd_reduce_xhat, P.n, P.c, P.hw, L, b->in[0], b->in[1], sum_dy, sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
-    IABN_K(bn_bwd_apply_xhat, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
+    IABN_K(bn_bwd_apply_xhat, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
            P.abs_gamma, sum_dy, sum_dy_xhat, (double)P.n * P.hw, 1, b->out[0]);
     return 0;
 }
@@ -321,11 +333,12 @@ static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_b
 static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *mean = b->out[1], *var = b->out[2];
     int rc = stats_and_running(g, n, &P, b, mean, var, e);
     if (rc) return rc;
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1, P.act,
-           b->out[0], NULL);
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1,
+           P.act, b->out[0], NULL);
     return 0;
 }
 
@@ -333,20 +346,21 @@ static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
+    iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     double m = (double)P.n * P.hw;
     if (P.training) {
-        IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], P.eps, b->in[3],
-               b->in[4], P.act, sum_dy, sum_dy_xhat);
+        IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], P.eps,
+               b->in[3], b->in[4], P.act, sum_dy, sum_dy_xhat);
         if (P.grads)
             IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
                                 b->out[2]);
         int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
         if (rc) return rc;
     }
-    IABN_K(iabn_bwd_apply, P.variant, P.n, P.c, P.hw, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-                        b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,
-                        b->out[0]);
+    IABN_K(iabn_bwd_apply, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps,
+           b->in[3], b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, m, P.training,
+           b->out[0]);
     return 0;
 }
 
@@ -354,8 +368,8 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 static int eval_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, b->in[0], b->in[3], b->in[4], P.eps, b->in[1], b->in[2],
-           P.abs_gamma, P.act, b->out[0], NULL);
+    IABN_K(norm_act_fwd, P.n, P.c, P.hw, act_layout(g, n), b->in[0], b->in[3], b->in[4], P.eps,
+           b->in[1], b->in[2], P.abs_gamma, P.act, b->out[0], NULL);
     return 0;
 }
 

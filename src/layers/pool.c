@@ -64,7 +64,7 @@ static int gap_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
 {
     int nn, c, hw;
     nchw(lt(g, n->in[0]), &nn, &c, &hw);
-    IABN_K(gap_fwd, nn, c, hw, b->in[0], b->out[0]);
+    IABN_K(gap_fwd, nn, c, hw, lt(g, n->in[0])->layout, b->in[0], b->out[0]);
     return 0;
 }
 
@@ -72,7 +72,8 @@ static int gap_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
 {
     int nn, c, hw;
     nchw(lt(g, n->out[0]), &nn, &c, &hw);
-    IABN_K(gap_bwd, nn, c, hw, b->in[0], b->out[0]);
+    /* the activation is dx; dy is (N, C, 1, 1), the same in every layout */
+    IABN_K(gap_bwd, nn, c, hw, lt(g, n->out[0])->layout, b->in[0], b->out[0]);
     return 0;
 }
 

@@ -12,6 +12,13 @@
  * of the same name in cpu/ops.h, cpu/norm_act.h and cpu/conv.h.  Every entry
  * of a backend's table must be set, except those marked optional, whose
  * layer checks for NULL and names the backend in its error.
+ *
+ * Entries with an `iabn_layout layout` argument read and write their
+ * activations in that layout (tensor.h: NCHW or nChw16c); per-channel arrays
+ * are [C] in every layout.  A blocked layout requires c % block == 0
+ * (iabn_layout_block): the layer guarantees it, and an entry given anything
+ * else, or a layout its backend does not run (the CUDA backend runs NCHW
+ * only), returns IABN_EINVAL naming the layout.
  */
 #ifndef IABN_TENSOR_BACKEND_H
 #define IABN_TENSOR_BACKEND_H
@@ -41,44 +48,50 @@ typedef struct iabn_kernels {
     int (*conv_bwd_filter)(void *ctx, const iabn_conv_geom *g, const float *x, const float *dy,
                            float *dw, float *dbias, void *ws, size_t ws_bytes, iabn_err *e);
     /* norm_act */
-    int (*bn_stats)(void *ctx, int n, int c, int hw, const float *x, float *mean, float *var,
-                    iabn_err *e);
+    int (*bn_stats)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                    float *mean, float *var, iabn_err *e);
     int (*bn_update_running)(void *ctx, int c, double m, float momentum, const float *mean,
                              const float *var, float *running_mean, float *running_var,
                              iabn_err *e);
-    int (*norm_act_fwd)(void *ctx, int n, int c, int hw, const float *x, const float *mean,
-                        const float *var, float eps, const float *gamma, const float *beta,
-                        int abs_gamma, iabn_act act, float *z, float *xhat, iabn_err *e);
-    int (*norm_act_from_xhat)(void *ctx, int n, int c, int hw, const float *xhat, float eps,
-                              const float *gamma, const float *beta, int abs_gamma,
-                              iabn_act act, float *z, iabn_err *e);
+    int (*norm_act_fwd)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *mean, const float *var, float eps, const float *gamma,
+                        const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat,
+                        iabn_err *e);
+    int (*norm_act_from_xhat)(void *ctx, int n, int c, int hw, iabn_layout layout,
+                              const float *xhat, float eps, const float *gamma,
+                              const float *beta, int abs_gamma, iabn_act act, float *z,
+                              iabn_err *e);
     int (*act_fwd)(void *ctx, size_t count, iabn_act act, const float *x, float *y, iabn_err *e);
     int (*act_bwd)(void *ctx, size_t count, iabn_act act, const float *y, const float *dy,
                    float *dx, iabn_err *e);
-    int (*bn_bwd_reduce)(void *ctx, int n, int c, int hw, const float *x, const float *dy,
-                         const float *mean, const float *var, float eps, float *sum_dy,
-                         float *sum_dy_xhat, iabn_err *e);
-    int (*bn_bwd_apply)(void *ctx, int n, int c, int hw, const float *x, const float *dy,
-                        const float *mean, const float *var, float eps, const float *gamma,
-                        int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                        double count, int training, float *dx, iabn_err *e);
-    int (*bn_bwd_reduce_xhat)(void *ctx, int n, int c, int hw, const float *xhat,
-                              const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
-    int (*bn_bwd_apply_xhat)(void *ctx, int n, int c, int hw, const float *xhat,
-                             const float *dy, const float *var, float eps, const float *gamma,
-                             int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                             double count, int training, float *dx, iabn_err *e);
+    int (*bn_bwd_reduce)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                         const float *dy, const float *mean, const float *var, float eps,
+                         float *sum_dy, float *sum_dy_xhat, iabn_err *e);
+    int (*bn_bwd_apply)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *dy, const float *mean, const float *var, float eps,
+                        const float *gamma, int abs_gamma, const float *sum_dy,
+                        const float *sum_dy_xhat, double count, int training, float *dx,
+                        iabn_err *e);
+    int (*bn_bwd_reduce_xhat)(void *ctx, int n, int c, int hw, iabn_layout layout,
+                              const float *xhat, const float *dy, float *sum_dy,
+                              float *sum_dy_xhat, iabn_err *e);
+    int (*bn_bwd_apply_xhat)(void *ctx, int n, int c, int hw, iabn_layout layout,
+                             const float *xhat, const float *dy, const float *var, float eps,
+                             const float *gamma, int abs_gamma, const float *sum_dy,
+                             const float *sum_dy_xhat, double count, int training, float *dx,
+                             iabn_err *e);
     int (*bn_param_grads)(void *ctx, int c, const float *gamma, int abs_gamma,
                           const float *sum_dy, const float *sum_dy_xhat, float *dgamma,
                           float *dbeta, iabn_err *e);
-    int (*iabn_bwd_reduce)(void *ctx, int variant, int n, int c, int hw, const float *z,
-                           const float *dz, float eps, const float *gamma, const float *beta,
-                           iabn_act act, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
-    int (*iabn_bwd_apply)(void *ctx, int variant, int n, int c, int hw, const float *z,
-                          const float *dz, const float *var, float eps, const float *gamma,
-                          const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
-                          const float *sum_dy_xhat, double count, int training, float *dx,
-                          iabn_err *e);
+    int (*iabn_bwd_reduce)(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                           const float *z, const float *dz, float eps, const float *gamma,
+                           const float *beta, iabn_act act, float *sum_dy, float *sum_dy_xhat,
+                           iabn_err *e);
+    int (*iabn_bwd_apply)(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                          const float *z, const float *dz, const float *var, float eps,
+                          const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                          const float *sum_dy, const float *sum_dy_xhat, double count,
+                          int training, float *dx, iabn_err *e);
     /* elementwise */
     int (*add)(void *ctx, size_t count, const float *a, const float *b, float *y, iabn_err *e);
     int (*copy_bytes)(void *ctx, size_t bytes, const void *x, void *y, iabn_err *e);
@@ -87,8 +100,9 @@ typedef struct iabn_kernels {
     int (*add_bcast_hw)(void *ctx, int n, int c, int hw, const float *a, const float *b,
                         float *y, iabn_err *e);
     int (*sum_hw)(void *ctx, int n, int c, int hw, const float *dy, float *db, iabn_err *e);
-    int (*dropout2d_apply)(void *ctx, int n, int c, int hw, float p, uint64_t seed,
-                           uint64_t stream, const float *x, float *y, iabn_err *e);
+    int (*dropout2d_apply)(void *ctx, int n, int c, int hw, iabn_layout layout, float p,
+                           uint64_t seed, uint64_t stream, const float *x, float *y,
+                           iabn_err *e);
     int (*copy_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
                          float *y, iabn_err *e);
     int (*slice_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *y,
@@ -103,8 +117,10 @@ typedef struct iabn_kernels {
                        int wo, const float *x, float *y, int32_t *argmax, iabn_err *e);
     int (*maxpool_bwd)(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
                        int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e);
-    int (*gap_fwd)(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e);
-    int (*gap_bwd)(void *ctx, int n, int c, int hw, const float *dy, float *dx, iabn_err *e);
+    int (*gap_fwd)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x, float *y,
+                   iabn_err *e);
+    int (*gap_bwd)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *dy,
+                   float *dx, iabn_err *e);
     /* windowed average: output (i, j) of oh x ow averages the kh x kw window of
      * pooled cell (clamp(i - top, 0, ph - 1), clamp(j - left, 0, pw - 1)),
      * which starts at (pi * sh, pj * sw) (src/layers/avgpool.c); the backward

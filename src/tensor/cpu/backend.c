@@ -53,8 +53,27 @@ static int cpu_sync(void *ctx)
     return 0;
 }
 
-/* ---- kernels: the CPU kernels in the table's shape (context and error
- * unused: CPU kernels cannot fail once the graph has checked its shapes) -- */
+/* ---- kernels: the CPU kernels in the table's shape (context unused; CPU
+ * kernels cannot fail once the graph has checked its shapes, so the error is
+ * only that of a layout check, below) -------------------------------------- */
+
+/* A layout of the list, whose block divides c (backend.h): the layers
+ * guarantee it; a caller that does not gets an error, not a read out of
+ * bounds. */
+static int layout_ok(int c, iabn_layout layout, iabn_err *e)
+{
+    int blk = iabn_layout_block(layout);
+    if (!blk) return iabn_err_set(e, IABN_EINVAL, "layout %d is not one of the list", (int)layout);
+    if (c % blk)
+        return iabn_err_set(e, IABN_EINVAL, "%s layout: %d channels are not a multiple of %d",
+                            iabn_layout_name(layout), c, blk);
+    return 0;
+}
+#define LAYOUT_OK(c, layout)                                                             \
+    do {                                                                                 \
+        int rc_ = layout_ok((c), (layout), e);                                           \
+        if (rc_) return rc_;                                                             \
+    } while (0)
 
 static size_t k_conv_scratch(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
@@ -102,10 +121,11 @@ static int k_conv_bwd_filter_cached(void *ctx, const iabn_conv_geom *g, const fl
     return iabn_conv_bwd_filter(((cpu_ctx *)ctx)->conv, g, x, dy, dw, dbias, ws, ws_bytes, e);
 }
 
-static int k_bn_stats(void *ctx, int n, int c, int hw, const float *x, float *mean, float *var,
-                      iabn_err *e)
+static int k_bn_stats(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                      float *mean, float *var, iabn_err *e)
 {
-    iabn_bn_stats(n, c, hw, x, mean, var);
+    LAYOUT_OK(c, layout);
+    iabn_bn_stats(n, c, hw, layout, x, mean, var);
     return 0;
 }
 static int k_bn_update_running(void *ctx, int c, double m, float momentum, const float *mean,
@@ -115,18 +135,22 @@ static int k_bn_update_running(void *ctx, int c, double m, float momentum, const
     iabn_bn_update_running(c, m, momentum, mean, var, running_mean, running_var);
     return 0;
 }
-static int k_norm_act_fwd(void *ctx, int n, int c, int hw, const float *x, const float *mean,
-                          const float *var, float eps, const float *gamma, const float *beta,
-                          int abs_gamma, iabn_act act, float *z, float *xhat, iabn_err *e)
+static int k_norm_act_fwd(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                          const float *mean, const float *var, float eps, const float *gamma,
+                          const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat,
+                          iabn_err *e)
 {
-    iabn_norm_act_fwd(n, c, hw, x, mean, var, eps, gamma, beta, abs_gamma, act, z, xhat);
+    LAYOUT_OK(c, layout);
+    iabn_norm_act_fwd(n, c, hw, layout, x, mean, var, eps, gamma, beta, abs_gamma, act, z, xhat);
     return 0;
 }
-static int k_norm_act_from_xhat(void *ctx, int n, int c, int hw, const float *xhat, float eps,
-                                const float *gamma, const float *beta, int abs_gamma,
-                                iabn_act act, float *z, iabn_err *e)
+static int k_norm_act_from_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,
+                                const float *xhat, float eps, const float *gamma,
+                                const float *beta, int abs_gamma, iabn_act act, float *z,
+                                iabn_err *e)
 {
-    iabn_norm_act_from_xhat(n, c, hw, xhat, eps, gamma, beta, abs_gamma, act, z);
+    LAYOUT_OK(c, layout);
+    iabn_norm_act_from_xhat(n, c, hw, layout, xhat, eps, gamma, beta, abs_gamma, act, z);
     return 0;
 }
 static int k_act_fwd(void *ctx, size_t count, iabn_act act, const float *x, float *y, iabn_err *e)
@@ -140,35 +164,42 @@ static int k_act_bwd(void *ctx, size_t count, iabn_act act, const float *y, cons
     iabn_act_bwd(count, act, y, dy, dx);
     return 0;
 }
-static int k_bn_bwd_reduce(void *ctx, int n, int c, int hw, const float *x, const float *dy,
-                           const float *mean, const float *var, float eps, float *sum_dy,
-                           float *sum_dy_xhat, iabn_err *e)
+static int k_bn_bwd_reduce(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                           const float *dy, const float *mean, const float *var, float eps,
+                           float *sum_dy, float *sum_dy_xhat, iabn_err *e)
 {
-    iabn_bn_bwd_reduce(n, c, hw, x, dy, mean, var, eps, sum_dy, sum_dy_xhat);
+    LAYOUT_OK(c, layout);
+    iabn_bn_bwd_reduce(n, c, hw, layout, x, dy, mean, var, eps, sum_dy, sum_dy_xhat);
     return 0;
 }
-static int k_bn_bwd_apply(void *ctx, int n, int c, int hw, const float *x, const float *dy,
-                          const float *mean, const float *var, float eps, const float *gamma,
-                          int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                          double count, int training, float *dx, iabn_err *e)
+static int k_bn_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                          const float *dy, const float *mean, const float *var, float eps,
+                          const float *gamma, int abs_gamma, const float *sum_dy,
+                          const float *sum_dy_xhat, double count, int training, float *dx,
+                          iabn_err *e)
 {
-    iabn_bn_bwd_apply(n, c, hw, x, dy, mean, var, eps, gamma, abs_gamma, sum_dy, sum_dy_xhat,
-                      count, training, dx);
+    LAYOUT_OK(c, layout);
+    iabn_bn_bwd_apply(n, c, hw, layout, x, dy, mean, var, eps, gamma, abs_gamma, sum_dy,
+                      sum_dy_xhat, count, training, dx);
     return 0;
 }
-static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, const float *xhat,
-                                const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,
+                                const float *xhat, const float *dy, float *sum_dy,
+                                float *sum_dy_xhat, iabn_err *e)
 {
-    iabn_bn_bwd_reduce_xhat(n, c, hw, xhat, dy, sum_dy, sum_dy_xhat);
+    LAYOUT_OK(c, layout);
+    iabn_bn_bwd_reduce_xhat(n, c, hw, layout, xhat, dy, sum_dy, sum_dy_xhat);
     return 0;
 }
-static int k_bn_bwd_apply_xhat(void *ctx, int n, int c, int hw, const float *xhat,
-                               const float *dy, const float *var, float eps, const float *gamma,
-                               int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                               double count, int training, float *dx, iabn_err *e)
+static int k_bn_bwd_apply_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,
+                               const float *xhat, const float *dy, const float *var, float eps,
+                               const float *gamma, int abs_gamma, const float *sum_dy,
+                               const float *sum_dy_xhat, double count, int training, float *dx,
+                               iabn_err *e)
 {
-    iabn_bn_bwd_apply_xhat(n, c, hw, xhat, dy, var, eps, gamma, abs_gamma, sum_dy, sum_dy_xhat,
-                           count, training, dx);
+    LAYOUT_OK(c, layout);
+    iabn_bn_bwd_apply_xhat(n, c, hw, layout, xhat, dy, var, eps, gamma, abs_gamma, sum_dy,
+                           sum_dy_xhat, count, training, dx);
     return 0;
 }
 static int k_bn_param_grads(void *ctx, int c, const float *gamma, int abs_gamma,
@@ -178,21 +209,25 @@ static int k_bn_param_grads(void *ctx, int c, const float *gamma, int abs_gamma,
     iabn_bn_param_grads(c, gamma, abs_gamma, sum_dy, sum_dy_xhat, dgamma, dbeta);
     return 0;
 }
-static int k_iabn_bwd_reduce(void *ctx, int variant, int n, int c, int hw, const float *z,
-                             const float *dz, float eps, const float *gamma, const float *beta,
-                             iabn_act act, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+static int k_iabn_bwd_reduce(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                             const float *z, const float *dz, float eps, const float *gamma,
+                             const float *beta, iabn_act act, float *sum_dy, float *sum_dy_xhat,
+                             iabn_err *e)
 {
-    iabn_iabn_bwd_reduce(variant, n, c, hw, z, dz, eps, gamma, beta, act, sum_dy, sum_dy_xhat);
+    LAYOUT_OK(c, layout);
+    iabn_iabn_bwd_reduce(variant, n, c, hw, layout, z, dz, eps, gamma, beta, act, sum_dy,
+                         sum_dy_xhat);
     return 0;
 }
-static int k_iabn_bwd_apply(void *ctx, int variant, int n, int c, int hw, const float *z,
-                            const float *dz, const float *var, float eps, const float *gamma,
-                            const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
-                            const float *sum_dy_xhat, double count, int training, float *dx,
-                            iabn_err *e)
+static int k_iabn_bwd_apply(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                            const float *z, const float *dz, const float *var, float eps,
+                            const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                            const float *sum_dy, const float *sum_dy_xhat, double count,
+                            int training, float *dx, iabn_err *e)
 {
-    iabn_iabn_bwd_apply(variant, n, c, hw, z, dz, var, eps, gamma, beta, abs_gamma, act, sum_dy,
-                        sum_dy_xhat, count, training, dx);
+    LAYOUT_OK(c, layout);
+    iabn_iabn_bwd_apply(variant, n, c, hw, layout, z, dz, var, eps, gamma, beta, abs_gamma, act,
+                        sum_dy, sum_dy_xhat, count, training, dx);
     return 0;
 }
 
@@ -227,10 +262,12 @@ static int k_sum_hw(void *ctx, int n, int c, int hw, const float *dy, float *db,
     iabn_sum_hw(n, c, hw, dy, db);
     return 0;
 }
-static int k_dropout2d_apply(void *ctx, int n, int c, int hw, float p, uint64_t seed,
-                             uint64_t stream, const float *x, float *y, iabn_err *e)
+static int k_dropout2d_apply(void *ctx, int n, int c, int hw, iabn_layout layout, float p,
+                             uint64_t seed, uint64_t stream, const float *x, float *y,
+                             iabn_err *e)
 {
-    iabn_dropout2d_apply(n, c, hw, p, seed, stream, x, y);
+    LAYOUT_OK(c, layout);
+    iabn_dropout2d_apply(n, c, hw, layout, p, seed, stream, x, y);
     return 0;
 }
 static int k_copy_channels(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
@@ -289,14 +326,18 @@ static int k_avgpool_bwd(void *ctx, int n, int c, int h, int w, const int win[8]
 {
     return k_avgpool(n, c, h, w, win, oh, ow, dy, dx, 1, e);
 }
-static int k_gap_fwd(void *ctx, int n, int c, int hw, const float *x, float *y, iabn_err *e)
+static int k_gap_fwd(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                     float *y, iabn_err *e)
 {
-    iabn_gap_fwd(n, c, hw, x, y);
+    LAYOUT_OK(c, layout);
+    iabn_gap_fwd(n, c, hw, layout, x, y);
     return 0;
 }
-static int k_gap_bwd(void *ctx, int n, int c, int hw, const float *dy, float *dx, iabn_err *e)
+static int k_gap_bwd(void *ctx, int n, int c, int hw, iabn_layout layout, const float *dy,
+                     float *dx, iabn_err *e)
 {
-    iabn_gap_bwd(n, c, hw, dy, dx);
+    LAYOUT_OK(c, layout);
+    iabn_gap_bwd(n, c, hw, layout, dy, dx);
     return 0;
 }
 

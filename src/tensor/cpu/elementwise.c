@@ -1,7 +1,7 @@
 /* cpu/elementwise.c: the memory-bound CPU kernels of cpu/ops.h: elementwise
  * add / axpy / copy / fill / scale, the broadcast add of a 1x1 map and its
- * reduction, the finite check, channel dropout, channel concat / slice and
- * the sum of squares.
+ * reduction, the finite check, channel dropout (NCHW or nChw16c), channel
+ * concat / slice and the sum of squares.
  *
  * Every loop is elementwise or reads each input element before writing the
  * same output element, so the aliasing the header allows is safe; reductions
@@ -108,9 +108,39 @@ int iabn_all_finite(size_t count, const float *x)
     return !bad;
 }
 
-void iabn_dropout2d_apply(int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
+/* nChw16c: the 16 channels of a block side by side, channel ci of sample ni
+ * keeping or dropping by the NCHW plane index ni*C + ci (= block*16 + lane),
+ * and the same select as the NCHW loop (a product or an exact 0): the same
+ * output bits, reordered. */
+static void dropout2d_blk(int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
                           const float *x, float *y)
 {
+    enum { B = 16 };
+    long groups = (long)n * (c / B);
+    size_t total = (size_t)groups * B * (size_t)hw;
+    float scale = iabn_dropout_scale(p);
+#pragma omp parallel for schedule(static) if (total >= PAR_MIN)
+    for (long g = 0; g < groups; g++) {
+        int keep[B];
+        for (int l = 0; l < B; l++)
+            keep[l] = iabn_dropout_keep(seed, stream, (uint64_t)(g * B + l), p);
+        const float *xp = x + (size_t)g * B * hw;
+        float *yp = y + (size_t)g * B * hw;
+        for (int i = 0; i < hw; i++)
+            for (int l = 0; l < B; l++) {
+                size_t k = (size_t)i * B + l;
+                yp[k] = keep[l] ? xp[k] * scale : 0.f;
+            }
+    }
+}
+
+void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uint64_t seed,
+                          uint64_t stream, const float *x, float *y)
+{
+    if (layout == IABN_LAYOUT_NCHW16C) {
+        dropout2d_blk(n, c, hw, p, seed, stream, x, y);
+        return;
+    }
     long planes = (long)n * c;
     size_t total = (size_t)planes * (size_t)hw;
     float scale = iabn_dropout_scale(p);

@@ -1,7 +1,15 @@
 /* cpu/norm_act.h: batch normalisation + activation kernels, every mode, CPU.
  *
- * Layout NCHW float32; statistics are per channel over m = N*H*W values.
- * Per-element formulas live in math/norm_act.h, shared with the CUDA kernels.
+ * float32 activations of shape (N, C, HW) in either layout of tensor.h, given
+ * by the `layout` argument: NCHW, or nChw16c (blocks of 16 channels,
+ * [N][C/16][HW][16]), which needs C % 16 == 0: the caller guarantees it
+ * (the kernel table's entries check).  Per-channel arrays (statistics, gamma,
+ * sums) are plain [C] in both.  Statistics are per channel over m = N*H*W
+ * values; the shift of iabn_bn_stats is the channel's value at (0, 0).  Per-element formulas live in math/norm_act.h, shared with the CUDA
+ * kernels; both layouts use the same formulas and the same per-channel
+ * constants, so the elementwise kernels give the same bits in either layout
+ * (after reordering) and the reductions agree to rounding (they sum in
+ * another order).
  *
  * The forward and backward passes are split into a per-channel reduction and
  * an elementwise pass so that the synchronised variant can all-reduce the
@@ -11,10 +19,11 @@
  * overlap an input only partially are not supported.
  *
  * Reductions sum each lane of 16 values in float and everything longer in
- * double, in an order fixed by the shape alone: every result is bit-identical
- * for any thread count.  Standard and checkpoint_opt normalise through the
- * same xhat formula (math/norm_act.h), so their z, dx and parameter gradients are
- * bit-identical too; the in-place modes agree with them to float rounding.
+ * double, in an order fixed by the shape and layout alone: every result is
+ * bit-identical for any thread count.  Standard and checkpoint_opt normalise
+ * through the same xhat formula (math/norm_act.h), so their z, dx and
+ * parameter gradients are bit-identical too; the in-place modes agree with
+ * them to float rounding.
  * Empty shapes (n, c or hw <= 0) write nothing, except that the reductions
  * report zero sums and zero statistics.
  */
@@ -23,6 +32,7 @@
 
 #include <stddef.h>
 #include "tensor/math/norm_act.h"
+#include "tensor/tensor.h" /* iabn_layout (tensor.h includes this file after defining it) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,7 +41,8 @@ extern "C" {
 /* Per-channel mean and biased variance of x (N,C,HW).  One pass over the data,
  * shifted by each channel's first value so that it stays accurate for
  * |mean| >> std. */
-void iabn_bn_stats(int n, int c, int hw, const float *x, float *mean, float *var);
+void iabn_bn_stats(int n, int c, int hw, iabn_layout layout, const float *x, float *mean,
+                   float *var);
 
 /* Combines per-worker (count, mean, var) into the global statistics
  * (docs/INPLACE_ABN.md section 3); counts may differ between workers, a worker
@@ -52,14 +63,13 @@ void iabn_bn_update_running(int c, double m, float momentum, const float *mean,
  * g = |gamma|+eps when abs_gamma, else gamma; invstd = 1/sqrt(var+eps).
  * If xhat != NULL it also receives (x-mean)*invstd (checkpoint_opt keeps it).
  * z may equal x. */
-void iabn_norm_act_fwd(int n, int c, int hw, const float *x, const float *mean,
-                       const float *var, float eps, const float *gamma,
-                       const float *beta, int abs_gamma, iabn_act act, float *z,
-                       float *xhat);
+void iabn_norm_act_fwd(int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *mean, const float *var, float eps, const float *gamma,
+                       const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat);
 
 /* Recompute z from a kept xhat: z = act(g*xhat + beta); z may equal xhat. */
-void iabn_norm_act_from_xhat(int n, int c, int hw, const float *xhat, float eps,
-                             const float *gamma, const float *beta, int abs_gamma,
+void iabn_norm_act_from_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
+                             float eps, const float *gamma, const float *beta, int abs_gamma,
                              iabn_act act, float *z);
 
 /* Standalone activation (standard mode's separate node): y = act(x), y may equal x. */
@@ -70,24 +80,24 @@ void iabn_act_bwd(size_t count, iabn_act act, const float *y, const float *dy, f
 
 /* ---- standard BN backward (reads x) ---------------------------------------
  * Reduction: sum_dy[c] = sum(dy), sum_dy_xhat[c] = sum(dy * xhat), xhat from x. */
-void iabn_bn_bwd_reduce(int n, int c, int hw, const float *x, const float *dy,
-                        const float *mean, const float *var, float eps,
+void iabn_bn_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *dy, const float *mean, const float *var, float eps,
                         float *sum_dy, float *sum_dy_xhat);
 /* dx = g*invstd*(dy - sum_dy/m - xhat*sum_dy_xhat/m) in training mode
  * (m = count, the global count for sync BN), dx = g*invstd*dy when !training
  * (var is then the running variance; mean and the sums are not read).
  * g as in the forward.  dx may equal dy. */
-void iabn_bn_bwd_apply(int n, int c, int hw, const float *x, const float *dy,
-                       const float *mean, const float *var, float eps,
+void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *dy, const float *mean, const float *var, float eps,
                        const float *gamma, int abs_gamma, const float *sum_dy,
                        const float *sum_dy_xhat, double count, int training, float *dx);
 /* Same as the pair above, but from a kept xhat (checkpoint_opt). */
-void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, const float *xhat, const float *dy,
-                             float *sum_dy, float *sum_dy_xhat);
-void iabn_bn_bwd_apply_xhat(int n, int c, int hw, const float *xhat, const float *dy,
-                            const float *var, float eps, const float *gamma, int abs_gamma,
-                            const float *sum_dy, const float *sum_dy_xhat, double count,
-                            int training, float *dx);
+void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
+                             const float *dy, float *sum_dy, float *sum_dy_xhat);
+void iabn_bn_bwd_apply_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
+                            const float *dy, const float *var, float eps, const float *gamma,
+                            int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                            double count, int training, float *dx);
 
 /* dgamma += sum_dy_xhat * iabn_bn_dgamma_factor(gamma, abs_gamma) (sign of
  * gamma with +1 at 0, as the reference; 1 for plain gamma); dbeta += sum_dy. */
@@ -103,7 +113,7 @@ void iabn_bn_param_grads(int c, const float *gamma, int abs_gamma, const float *
  * variant 1 (I) builds xhat per element; variant 2 (II) accumulates sum(dy*y)
  * and converts: sum_dy_xhat = (sum(dy*y) - beta*sum_dy)/g.  In evaluation
  * mode the same sums give dgamma and dbeta. */
-void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, const float *z,
+void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
                           const float *dz, float eps, const float *gamma,
                           const float *beta, iabn_act act, float *sum_dy,
                           float *sum_dy_xhat);
@@ -112,7 +122,7 @@ void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, const float *z,
  * (!training): dx = dy * g * invstd, g = |gamma|+eps or, with !abs_gamma (a
  * frozen / evaluated standard unit with plain gamma), gamma itself; the
  * training variants need abs_gamma.  dx may equal dz; no full-size temporary. */
-void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, const float *z,
+void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
                          const float *dz, const float *var, float eps,
                          const float *gamma, const float *beta, int abs_gamma, iabn_act act,
                          const float *sum_dy, const float *sum_dy_xhat, double count,

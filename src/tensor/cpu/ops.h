@@ -2,7 +2,10 @@
  * elementwise add/copy/scale, max pool with an int32 argmax, global average
  * pool, linear (OpenBLAS), channel dropout, channel concat/slice, bilinear
  * upsampling (align_corners = false), softmax cross-entropy with an ignore
- * index and optional online bootstrapping, and the SGD update.
+ * index and optional online bootstrapping, and the SGD update.  The kernels
+ * with a `layout` argument take
+ * their activation in NCHW or nChw16c (tensor.h; c % 16 == 0 for the latter,
+ * the caller's promise) and give the same bits in both.
  *
  * Outputs may alias inputs wherever the shapes allow it (add, scale, dropout
  * apply, SGD); kernels never allocate unless the comment says otherwise.
@@ -12,6 +15,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tensor/tensor.h" /* iabn_layout, iabn_err (tensor.h includes this file after them) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,9 +42,12 @@ void iabn_maxpool_fwd(int n, int c, int h, int w, int k, int s, int p, int ho, i
 void iabn_maxpool_bwd(int n, int c, int h, int w, int ho, int wo, const float *dy,
                       const int32_t *argmax, float *dx);
 
-/* ---- global average pool: N,C,H,W -> N,C ---------------------------------- */
-void iabn_gap_fwd(int n, int c, int hw, const float *x, float *y);
-void iabn_gap_bwd(int n, int c, int hw, const float *dy, float *dx);          /* dx overwritten */
+/* ---- global average pool: N,C,H,W -> N,C ----------------------------------
+ * (an N,C,1,1 map is the same memory in every layout).  Each channel's sum
+ * runs in double over its positions in order, in either layout. */
+void iabn_gap_fwd(int n, int c, int hw, iabn_layout layout, const float *x, float *y);
+void iabn_gap_bwd(int n, int c, int hw, iabn_layout layout, const float *dy,
+                  float *dx);                                                  /* overwritten */
 /* Windowed average (backend.h's avgpool_fwd / avgpool_bwd, win = kh, kw, sh,
  * sw, ph, pw, top, left): src x (n,c,H,W) -> dst y (n,c,OH,OW), or with bwd
  * src dy -> dst dx (overwritten).  -1 when out of memory for the sums. */
@@ -57,9 +65,10 @@ void iabn_linear_bwd_weight(int n, int in, int out, const float *x, const float 
 /* ---- channel dropout (Dropout2d): whole (n, c) maps zeroed with prob p,
  * kept ones scaled by 1/(1-p).  The mask is a pure function of
  * (seed, stream, n*C+c) (iabn_rng_uniform), so backward and recompute redraw
- * it instead of storing it.  y may equal x; dx may equal dy. */
-void iabn_dropout2d_apply(int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
-                          const float *x, float *y);
+ * it instead of storing it, and the same (n, c) is dropped in every layout.
+ * y may equal x; dx may equal dy. */
+void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uint64_t seed,
+                          uint64_t stream, const float *x, float *y);
 
 /* ---- channel concat: y = concat over channels of parts -------------------- */
 /* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW); with

@@ -1,5 +1,5 @@
 /* cpu/pool.c: max pooling with an int32 argmax (the index within the input
- * plane) and global average pooling, CPU, NCHW.
+ * plane), NCHW, and global average pooling, NCHW or nChw16c; CPU.
  *
  * Max pooling follows PyTorch's CPU kernel: padding counts as -inf (windows
  * reaching over the border take the max of their in-bounds part), output
@@ -117,8 +117,46 @@ void iabn_maxpool_bwd(int n, int c, int h, int w, int ho, int wo, const float *d
     }
 }
 
-void iabn_gap_fwd(int n, int c, int hw, const float *x, float *y)
+/* nChw16c: a (sample, channel block) holds hw positions of 16 channels; the
+ * 16 sums run side by side, each over its channel's positions in order, so
+ * every channel's sum is the NCHW loop's (the same bits). */
+static void gap_fwd_blk(int n, int c, int hw, const float *x, float *y)
 {
+    enum { B = 16 };
+    long groups = (long)n * (c / B);
+    size_t work = (size_t)groups * B * (size_t)hw;
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
+    for (long g = 0; g < groups; g++) {
+        const float *xp = x + (size_t)g * B * hw;
+        double s[B];
+        for (int l = 0; l < B; l++) s[l] = 0;
+        for (int i = 0; i < hw; i++)
+            for (int l = 0; l < B; l++) s[l] += xp[(size_t)i * B + l];
+        for (int l = 0; l < B; l++) y[g * B + l] = (float)(s[l] / hw);
+    }
+}
+
+static void gap_bwd_blk(int n, int c, int hw, const float *dy, float *dx)
+{
+    enum { B = 16 };
+    long groups = (long)n * (c / B);
+    size_t work = (size_t)groups * B * (size_t)hw;
+#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
+    for (long g = 0; g < groups; g++) {
+        float gv[B];
+        for (int l = 0; l < B; l++) gv[l] = dy[g * B + l] / (float)hw;
+        float *dxp = dx + (size_t)g * B * hw;
+        for (int i = 0; i < hw; i++)
+            for (int l = 0; l < B; l++) dxp[(size_t)i * B + l] = gv[l];
+    }
+}
+
+void iabn_gap_fwd(int n, int c, int hw, iabn_layout layout, const float *x, float *y)
+{
+    if (layout == IABN_LAYOUT_NCHW16C) {
+        gap_fwd_blk(n, c, hw, x, y);
+        return;
+    }
     long planes = (long)n * c;
     size_t work = (size_t)planes * (size_t)hw;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
@@ -130,8 +168,12 @@ void iabn_gap_fwd(int n, int c, int hw, const float *x, float *y)
     }
 }
 
-void iabn_gap_bwd(int n, int c, int hw, const float *dy, float *dx)
+void iabn_gap_bwd(int n, int c, int hw, iabn_layout layout, const float *dy, float *dx)
 {
+    if (layout == IABN_LAYOUT_NCHW16C) {
+        gap_bwd_blk(n, c, hw, dy, dx);
+        return;
+    }
     long planes = (long)n * c;
     size_t work = (size_t)planes * (size_t)hw;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)

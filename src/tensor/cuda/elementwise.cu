@@ -163,9 +163,11 @@ int iabn_cuda_all_finite(iabn_cuda_ctx *ctx, size_t count, const float *x, int *
     return 0;
 }
 
-int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, float p, uint64_t seed,
-                              uint64_t stream, const float *x, float *y, iabn_err *e)
+int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                              float p, uint64_t seed, uint64_t stream, const float *x, float *y,
+                              iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && hw > 0 ? (size_t)n * c * hw : 0;
     IABN_CUDA_LAUNCH(dropout_k, cnt, cnt, hw, p, iabn_dropout_scale(p), seed, stream, x, y);
 }

@@ -82,6 +82,20 @@ int iabn_cuda_fail(iabn_err *e, const char *call, const char *what, const char *
                                   __FILE__, __LINE__);                                   \
     } while (0)
 
+/* The CUDA kernels read and write NCHW only (backend.h): any other layout
+ * is refused, by name. */
+static inline int iabn_cuda_nchw_only(iabn_layout layout, iabn_err *e)
+{
+    if (layout == IABN_LAYOUT_NCHW) return 0;
+    return iabn_err_set(e, IABN_EINVAL, "%s layout: not supported on the CUDA backend",
+                        iabn_layout_name(layout));
+}
+#define IABN_CUDA_NCHW_ONLY(layout)                                                      \
+    do {                                                                                 \
+        int rc_ = iabn_cuda_nchw_only((layout), e);                                      \
+        if (rc_) return rc_;                                                             \
+    } while (0)
+
 /* Threads per block of the elementwise and reduction kernels. */
 enum { IABN_CUDA_BLOCK = 256, IABN_CUDA_RED_BLOCK = 512 };
 

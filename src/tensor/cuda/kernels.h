@@ -4,6 +4,8 @@
  *
  * Pointers are device pointers; every launcher queues work on the context's
  * compute stream and returns 0 or an IABN_EDEVICE / IABN_EINVAL error.
+ * Activations are NCHW: a launcher with a layout argument refuses any other
+ * (IABN_EINVAL, "nChw16c layout: not supported on the CUDA backend").
  * Element formulas come from math/<family>.h, compiled without FMA
  * contraction (meson.build), so elementwise results match the CPU kernels
  * bit for bit except where a libm function differs (expf, logf).
@@ -30,46 +32,50 @@ int iabn_cuda_node_done(iabn_cuda_ctx *ctx, iabn_err *e);
 void iabn_cuda_conv_plans_free(iabn_cuda_ctx *ctx);
 
 /* ---- BN + activation (cpu/norm_act.h) ------------------------------------------- */
-int iabn_cuda_bn_stats(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *mean,
-                       float *var, iabn_err *e);
+int iabn_cuda_bn_stats(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                       const float *x, float *mean, float *var, iabn_err *e);
 int iabn_cuda_bn_update_running(iabn_cuda_ctx *ctx, int c, double m, float momentum,
                                 const float *mean, const float *var, float *running_mean,
                                 float *running_var, iabn_err *e);
-int iabn_cuda_norm_act_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                           const float *mean, const float *var, float eps, const float *gamma,
-                           const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat,
-                           iabn_err *e);
-int iabn_cuda_norm_act_from_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                 float eps, const float *gamma, const float *beta, int abs_gamma,
-                                 iabn_act act, float *z, iabn_err *e);
+int iabn_cuda_norm_act_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                           const float *x, const float *mean, const float *var, float eps,
+                           const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                           float *z, float *xhat, iabn_err *e);
+int iabn_cuda_norm_act_from_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                 const float *xhat, float eps, const float *gamma,
+                                 const float *beta, int abs_gamma, iabn_act act, float *z,
+                                 iabn_err *e);
 int iabn_cuda_act_fwd(iabn_cuda_ctx *ctx, size_t count, iabn_act act, const float *x, float *y,
                       iabn_err *e);
 int iabn_cuda_act_bwd(iabn_cuda_ctx *ctx, size_t count, iabn_act act, const float *y,
                       const float *dy, float *dx, iabn_err *e);
-int iabn_cuda_bn_bwd_reduce(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                            const float *dy, const float *mean, const float *var, float eps,
-                            float *sum_dy, float *sum_dy_xhat, iabn_err *e);
-int iabn_cuda_bn_bwd_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                           const float *dy, const float *mean, const float *var, float eps,
-                           const float *gamma, int abs_gamma, const float *sum_dy,
+int iabn_cuda_bn_bwd_reduce(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                            const float *x, const float *dy, const float *mean, const float *var,
+                            float eps, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
+int iabn_cuda_bn_bwd_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                           const float *x, const float *dy, const float *mean, const float *var,
+                           float eps, const float *gamma, int abs_gamma, const float *sum_dy,
                            const float *sum_dy_xhat, double count, int training, float *dx,
                            iabn_err *e);
-int iabn_cuda_bn_bwd_reduce_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                 const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e);
-int iabn_cuda_bn_bwd_apply_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                const float *dy, const float *var, float eps, const float *gamma,
-                                int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                                double count, int training, float *dx, iabn_err *e);
+int iabn_cuda_bn_bwd_reduce_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                 const float *xhat, const float *dy, float *sum_dy,
+                                 float *sum_dy_xhat, iabn_err *e);
+int iabn_cuda_bn_bwd_apply_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                const float *xhat, const float *dy, const float *var, float eps,
+                                const float *gamma, int abs_gamma, const float *sum_dy,
+                                const float *sum_dy_xhat, double count, int training, float *dx,
+                                iabn_err *e);
 int iabn_cuda_bn_param_grads(iabn_cuda_ctx *ctx, int c, const float *gamma, int abs_gamma,
                              const float *sum_dy, const float *sum_dy_xhat, float *dgamma,
                              float *dbeta, iabn_err *e);
 int iabn_cuda_iabn_bwd_reduce(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw,
-                              const float *z, const float *dz, float eps, const float *gamma,
-                              const float *beta, iabn_act act, float *sum_dy, float *sum_dy_xhat,
-                              iabn_err *e);
-int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw, const float *z,
-                             const float *dz, const float *var, float eps, const float *gamma,
-                             const float *beta, int abs_gamma, iabn_act act, const float *sum_dy,
+                              iabn_layout layout, const float *z, const float *dz, float eps,
+                              const float *gamma, const float *beta, iabn_act act,
+                              float *sum_dy, float *sum_dy_xhat, iabn_err *e);
+int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw,
+                             iabn_layout layout, const float *z, const float *dz,
+                             const float *var, float eps, const float *gamma, const float *beta,
+                             int abs_gamma, iabn_act act, const float *sum_dy,
                              const float *sum_dy_xhat, double count, int training, float *dx,
                              iabn_err *e);
 
@@ -89,8 +95,9 @@ int iabn_cuda_sum_hw(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, 
 /* *finite = 1 if all count values are finite (synchronises) */
 int iabn_cuda_all_finite(iabn_cuda_ctx *ctx, size_t count, const float *x, int *finite,
                          iabn_err *e);
-int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, float p, uint64_t seed,
-                              uint64_t stream, const float *x, float *y, iabn_err *e);
+int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                              float p, uint64_t seed, uint64_t stream, const float *x, float *y,
+                              iabn_err *e);
 int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                             const float *x, float *y, iabn_err *e);
 int iabn_cuda_slice_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
@@ -110,10 +117,10 @@ int iabn_cuda_avgpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const 
                           int ow, const float *x, float *y, iabn_err *e);
 int iabn_cuda_avgpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
                           int ow, const float *dy, float *dx, iabn_err *e);
-int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *y,
-                      iabn_err *e);
-int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, float *dx,
-                      iabn_err *e);
+int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                      const float *x, float *y, iabn_err *e);
+int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                      const float *dy, float *dx, iabn_err *e);
 /* *out = sum of squares of x in double (deterministic; synchronises):
  * gradient-norm clipping. */
 int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, size_t count, const float *x, double *out, iabn_err *e);

@@ -374,9 +374,10 @@ int act_launch(iabn_cuda_ctx *ctx, size_t count, iabn_act act, const float *a, c
 
 extern "C" {
 
-int iabn_cuda_bn_stats(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *mean,
-                       float *var, iabn_err *e)
+int iabn_cuda_bn_stats(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                       const float *x, float *mean, float *var, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     if (c <= 0) return 0;
     red_args r = red_init(n, c, hw, x, NULL);
     r.o0 = mean;
@@ -397,11 +398,12 @@ int iabn_cuda_bn_update_running(iabn_cuda_ctx *ctx, int c, double m, float momen
     return 0;
 }
 
-int iabn_cuda_norm_act_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                           const float *mean, const float *var, float eps, const float *gamma,
-                           const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat,
-                           iabn_err *e)
+int iabn_cuda_norm_act_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                           const float *x, const float *mean, const float *var, float eps,
+                           const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                           float *z, float *xhat, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     ew_args j = ew_init(n, c, hw, x, NULL, z);
     j.p = act.param;
     j.o2 = xhat;
@@ -414,10 +416,12 @@ int iabn_cuda_norm_act_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float
     return ew_launch<EW_FWD>(ctx, act.kind, j, e);
 }
 
-int iabn_cuda_norm_act_from_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                 float eps, const float *gamma, const float *beta, int abs_gamma,
-                                 iabn_act act, float *z, iabn_err *e)
+int iabn_cuda_norm_act_from_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                 const float *xhat, float eps, const float *gamma,
+                                 const float *beta, int abs_gamma, iabn_act act, float *z,
+                                 iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     ew_args j = ew_init(n, c, hw, xhat, NULL, z);
     j.p = act.param;
     j.eps = eps;
@@ -439,10 +443,11 @@ int iabn_cuda_act_bwd(iabn_cuda_ctx *ctx, size_t count, iabn_act act, const floa
     return act_launch<1>(ctx, count, act, y, dy, dx, e);
 }
 
-int iabn_cuda_bn_bwd_reduce(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                            const float *dy, const float *mean, const float *var, float eps,
-                            float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+int iabn_cuda_bn_bwd_reduce(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                            const float *x, const float *dy, const float *mean, const float *var,
+                            float eps, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     if (c <= 0) return 0;
     red_args r = red_init(n, c, hw, x, dy);
     r.mean = mean;
@@ -453,9 +458,11 @@ int iabn_cuda_bn_bwd_reduce(iabn_cuda_ctx *ctx, int n, int c, int hw, const floa
     return red_launch_act<RED_BN_X>(ctx, IABN_ACT_IDENTITY, r, e);
 }
 
-int iabn_cuda_bn_bwd_reduce_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                 const float *dy, float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+int iabn_cuda_bn_bwd_reduce_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                 const float *xhat, const float *dy, float *sum_dy,
+                                 float *sum_dy_xhat, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     if (c <= 0) return 0;
     red_args r = red_init(n, c, hw, xhat, dy);
     r.o0 = sum_dy;
@@ -463,12 +470,13 @@ int iabn_cuda_bn_bwd_reduce_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const
     return red_launch_act<RED_BN_XHAT>(ctx, IABN_ACT_IDENTITY, r, e);
 }
 
-int iabn_cuda_bn_bwd_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x,
-                           const float *dy, const float *mean, const float *var, float eps,
-                           const float *gamma, int abs_gamma, const float *sum_dy,
+int iabn_cuda_bn_bwd_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                           const float *x, const float *dy, const float *mean, const float *var,
+                           float eps, const float *gamma, int abs_gamma, const float *sum_dy,
                            const float *sum_dy_xhat, double count, int training, float *dx,
                            iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     ew_args j = ew_init(n, c, hw, x, dy, dx);
     j.mean = mean;
     j.var = var;
@@ -482,11 +490,13 @@ int iabn_cuda_bn_bwd_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, const float
     return ew_launch<EW_SCALE>(ctx, IABN_ACT_IDENTITY, j, e);
 }
 
-int iabn_cuda_bn_bwd_apply_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *xhat,
-                                const float *dy, const float *var, float eps, const float *gamma,
-                                int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                                double count, int training, float *dx, iabn_err *e)
+int iabn_cuda_bn_bwd_apply_xhat(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                                const float *xhat, const float *dy, const float *var, float eps,
+                                const float *gamma, int abs_gamma, const float *sum_dy,
+                                const float *sum_dy_xhat, double count, int training, float *dx,
+                                iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     ew_args j = ew_init(n, c, hw, xhat, dy, dx);
     j.var = var;
     j.eps = eps;
@@ -512,10 +522,11 @@ int iabn_cuda_bn_param_grads(iabn_cuda_ctx *ctx, int c, const float *gamma, int 
 }
 
 int iabn_cuda_iabn_bwd_reduce(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw,
-                              const float *z, const float *dz, float eps, const float *gamma,
-                              const float *beta, iabn_act act, float *sum_dy, float *sum_dy_xhat,
-                              iabn_err *e)
+                              iabn_layout layout, const float *z, const float *dz, float eps,
+                              const float *gamma, const float *beta, iabn_act act,
+                              float *sum_dy, float *sum_dy_xhat, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     if (c <= 0) return 0;
     red_args r = red_init(n, c, hw, z, dz);
     r.gamma = gamma;
@@ -529,11 +540,13 @@ int iabn_cuda_iabn_bwd_reduce(iabn_cuda_ctx *ctx, int variant, int n, int c, int
 }
 
 int iabn_cuda_iabn_bwd_apply(iabn_cuda_ctx *ctx, int variant, int n, int c, int hw,
-                             const float *z, const float *dz, const float *var, float eps,
-                             const float *gamma, const float *beta, int abs_gamma, iabn_act act,
-                             const float *sum_dy, const float *sum_dy_xhat, double count,
-                             int training, float *dx, iabn_err *e)
+                             iabn_layout layout, const float *z, const float *dz,
+                             const float *var, float eps, const float *gamma, const float *beta,
+                             int abs_gamma, iabn_act act, const float *sum_dy,
+                             const float *sum_dy_xhat, double count, int training, float *dx,
+                             iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     ew_args j = ew_init(n, c, hw, z, dz, dx);
     j.p = act.param;
     j.var = var;

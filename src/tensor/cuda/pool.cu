@@ -181,9 +181,10 @@ int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k,
     IABN_CUDA_LAUNCH(maxpool_bwd_k, cnt, cnt, h, w, k, s, p, ho, wo, dy, argmax, dx);
 }
 
-int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, float *y,
-                      iabn_err *e)
+int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                      const float *x, float *y, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t planes = n > 0 && c > 0 && hw > 0 ? (size_t)n * c : 0;
     if (!planes) return 0;
     iabn_cuda_plane_sum_k<true><<<iabn_cuda_grid(planes * 32, IABN_CUDA_BLOCK), IABN_CUDA_BLOCK, 0,
@@ -192,9 +193,10 @@ int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *x, 
     return 0;
 }
 
-int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, const float *dy, float *dx,
-                      iabn_err *e)
+int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
+                      const float *dy, float *dx, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && hw > 0 ? (size_t)n * c * hw : 0;
     IABN_CUDA_LAUNCH(gap_bwd_k, cnt, cnt, hw, dy, dx);
 }
