@@ -2,8 +2,8 @@
  * elementwise add/copy/scale, max pool with an int32 argmax, global average
  * pool, linear (OpenBLAS), channel dropout, channel concat/slice, bilinear
  * upsampling (align_corners = false), softmax cross-entropy with an ignore
- * index and optional online bootstrapping, and the SGD update.  The kernels
- * with a `layout` argument take
+ * index and optional online bootstrapping, the SGD update, and the reorder
+ * between activation layouts.  The kernels with a `layout` argument take
  * their activation in NCHW or nChw16c (tensor.h; c % 16 == 0 for the latter,
  * the caller's promise) and give the same bits in both.
  *
@@ -69,6 +69,13 @@ void iabn_linear_bwd_weight(int n, int in, int out, const float *x, const float 
  * y may equal x; dx may equal dy. */
 void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uint64_t seed,
                           uint64_t stream, const float *x, float *y);
+
+/* ---- layouts: y = x stored in layout `to`, x stored in `from` (tensor.h);
+ * a plain copy when they are the same.  y must not overlap x.  IABN_EINVAL
+ * (e may be NULL) when a blocked side's block does not divide c, or a layout
+ * is not one of the list; nothing is written then. */
+int iabn_reorder(int n, int c, int hw, iabn_layout from, iabn_layout to, const float *x,
+                 float *y, iabn_err *e);
 
 /* ---- channel concat: y = concat over channels of parts -------------------- */
 /* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW); with
