@@ -11,9 +11,9 @@
  * array's largest magnitude plus 1e-3 relative.
  *
  * Kernel-level cases follow for what a small graph cannot reach: odd sizes
- * and in-place aliasing of the BN kernels, exact ties in the bootstrapped
- * loss, the sum of squares, and counts above 2^31 (skipped, saying so, where
- * the device has too little memory).
+ * and in-place aliasing of the BN kernels, the refusal of a blocked layout,
+ * exact ties in the bootstrapped loss, the sum of squares, and counts above
+ * 2^31 (skipped, saying so, where the device has too little memory).
  *
  * Without a CUDA device the test prints "SKIP: ..." and exits 77.
  */
@@ -605,6 +605,35 @@ static void test_norm_kernels(void)
     free(x), free(dy), free(z), free(dx);
 }
 
+/* The CUDA kernels run NCHW only: a blocked layout is refused, by name,
+ * through the launchers and the backend's table; the reorder between equal
+ * layouts is a copy. */
+static void test_layouts(void)
+{
+    enum { N = 2, C = 16, HW = 3, CNT = N * C * HW };
+    const iabn_layout B = IABN_LAYOUT_NCHW16C;
+    const iabn_backend *be = iabn_cuda_backend(cu);
+    float h[CNT], back[CNT];
+    t_fill(h, CNT, 9u);
+    float *x = dev_up(h, CNT), *y = dev_up(NULL, CNT), *s = dev_up(NULL, 2 * C);
+    if (x && y && s) {
+        iabn_err e = {0};
+        CHECK(iabn_cuda_bn_stats(cu, N, C, HW, B, x, s, s + C, &e) == IABN_EINVAL);
+        CHECK_MSG(strstr(e.msg, "nChw16c layout: not supported on the CUDA backend"),
+                  "message: %s", e.msg);
+        CHECK(be->k->bn_stats(be->ctx, N, C, HW, B, x, s, s + C, &e) == IABN_EINVAL);
+        CHECK(iabn_cuda_gap_fwd(cu, N, C, HW, B, x, s, &e) == IABN_EINVAL);
+        CHECK(iabn_cuda_dropout2d_apply(cu, N, C, HW, B, 0.5f, 1, 1, x, y, &e) == IABN_EINVAL);
+        CHECK(be->k->reorder(be->ctx, N, C, HW, NCHW, B, x, y, &e) == IABN_EINVAL);
+        CHECK_OK(be->k->reorder(be->ctx, N, C, HW, NCHW, NCHW, x, y, &e));
+        CHECK_OK(be->d2h(be->ctx, back, y, sizeof back));
+        CHECK(memcmp(back, h, sizeof back) == 0);
+    }
+    if (x) dev_free(x);
+    if (y) dev_free(y);
+    if (s) dev_free(s);
+}
+
 /* Logits from four patterns, so that pixels sharing a pattern and a label
  * have bit-identical losses on either side: the bootstrapped choice among
  * ties (lower index first, across 1024-pixel tiles) must be the CPU's exactly. */
@@ -775,6 +804,7 @@ int main(void)
     RUN(test_all_finite);
     RUN(test_sumsq);
     RUN(test_norm_kernels);
+    RUN(test_layouts);
     RUN(test_xent_kernel);
     RUN(test_reg_loss_kernel);
     RUN(test_big_counts);
