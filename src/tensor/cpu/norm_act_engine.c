@@ -29,6 +29,10 @@
  * same either way (no reassociation, no contraction). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
+/* Left alone, GCC turns the zeroing of a unit's 16 + 16 accumulators into
+ * memset, expanded as `rep stos`, whose start-up cost is a tenth of a
+ * 196-value unit's time; as plain loops they are a few vector stores. */
+#pragma GCC optimize("no-tree-loop-distribute-patterns")
 #endif
 
 #include "tensor/cpu/norm_act_impl.h"
@@ -86,11 +90,13 @@ static int layout_blk(iabn_layout layout) { return layout == IABN_LAYOUT_NCHW16C
 
 /* Offset of (sample ni, channel ci, position p) with blk channels per group:
  * ((ni*(c/blk) + ci/blk)*hw + p)*blk + ci%blk, which is NCHW for blk 1 and
- * nChw16c for blk 16. */
+ * nChw16c for blk 16.  Spelled out per value of blk, so that no division by
+ * a variable runs per unit (NCHW's 7x7 planes have many small units). */
 static size_t at(int c, int hw, int blk, int ni, int ci, int p)
 {
-    size_t g = (size_t)ni * (size_t)(c / blk) + (size_t)(ci / blk);
-    return (g * (size_t)hw + (size_t)p) * (size_t)blk + (size_t)(ci % blk);
+    if (blk == 1) return ((size_t)ni * (size_t)c + (size_t)ci) * (size_t)hw + (size_t)p;
+    size_t g = (size_t)ni * (size_t)(c / LANES) + (size_t)(ci / LANES);
+    return (g * (size_t)hw + (size_t)p) * LANES + (size_t)(ci % LANES);
 }
 
 /* A unit's positions: CHUNK values whatever the layout, so that a unit is
@@ -518,10 +524,10 @@ static void ew_consts_one(const iabn_ew_job *j, int ci, float k[NK])
     }
 }
 
-/* The constants of channel group cg: k[m][l] for its channel l. */
+/* The constants of channel group cg: k[m][l] for its channel l (NCHW: lane
+ * 0 alone, the only one its spans read). */
 static void ew_consts(const iabn_ew_job *j, int cg, float k[NK][LANES])
 {
-    memset(k, 0, sizeof(float) * NK * LANES);
     for (int l = 0; l < j->blk; l++) {
         float one[NK];
         ew_consts_one(j, cg * j->blk + l, one);
