@@ -7,7 +7,10 @@
  * read them; the API forbids outputs aliasing inputs), nothing is written
  * past the scratch or the outputs, a scratch smaller than the plan is an
  * error, oneDNN picks a JIT kernel (not its reference code) for a ResNet
- * layer, and the CPU device's kernel table runs through its cache. */
+ * layer, and the CPU device's kernel table runs through its cache; the
+ * geometry's layouts: nChw16c activations give the NCHW results bitwise
+ * (reordered), with less scratch when the primitive works in nChw16c, and
+ * the layout votes. */
 #include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
@@ -234,9 +237,99 @@ static void test_parity(void)
     CHECK(iabn_conv_geom_init(&gd, 4, 64, 128, 128, 64, 3, 3, 1, 1, 1, 1) == 0);
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
 #endif
-    /* per geometry, pass and thread count: one plan */
+    /* per geometry, pass and thread count: one plan (test_blocked runs after) */
     CHECK_MSG(iabn_conv_cache_size(cache) == (int)(sizeof cs / sizeof cs[0]) * 3 * 2,
               "plans in the cache: %d", iabn_conv_cache_size(cache));
+}
+
+/* [n][c][hw] <-> [n][c/16][hw][16] */
+static void to_blocked(int n, int c, int hw, const float *x, float *y, int back)
+{
+    for (int i = 0; i < n; i++)
+        for (int ci = 0; ci < c; ci++)
+            for (int p = 0; p < hw; p++) {
+                size_t a = ((size_t)i * c + ci) * hw + p;
+                size_t b = (((size_t)i * (c / 16) + ci / 16) * hw + p) * 16 + ci % 16;
+                if (back) y[a] = x[b];
+                else y[b] = x[a];
+            }
+}
+
+static void blocked_case(int n, int ci, int h, int co, int k, int stride, int groups,
+                         int want_smaller)
+{
+    iabn_conv_geom g, gb;
+    CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, k, k, stride, k / 2, 1, groups) == 0);
+    gb = g;
+    gb.x_layout = gb.y_layout = IABN_LAYOUT_NCHW16C;
+    int hwi = g.h_in * g.w_in, hwo = g.h_out * g.w_out;
+    size_t nx = (size_t)n * ci * hwi, ny = (size_t)n * co * hwo;
+    size_t nw = (size_t)co * (ci / groups) * k * k;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4);
+    float *xb = malloc(nx * 4), *dyb = malloc(ny * 4);
+    t_fill(x, nx, 11); t_fill(w, nw, 12); t_fill(dy, ny, 13);
+    to_blocked(n, ci, hwi, x, xb, 0);
+    to_blocked(n, co, hwo, dy, dyb, 0);
+    float *o1 = malloc((nx > ny ? nx : ny) * 4), *o2 = malloc((nx > ny ? nx : ny) * 4);
+    float *ob = malloc((nx > ny ? nx : ny) * 4);
+    float *dw1 = calloc(nw, 4), *dw2 = calloc(nw, 4);
+    iabn_err e = {0};
+    for (int p = 0; p < 3; p++) {
+        size_t s1 = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, 2);
+        size_t s2 = iabn_conv_scratch_bytes(&gb, (iabn_conv_pass)p, 2);
+        if (want_smaller)
+            CHECK_MSG(s2 < s1, "pass %d: scratch %zu blocked, %zu NCHW", p, s2, s1);
+        void *sc1 = malloc(s1 ? s1 : 1), *sc2 = malloc(s2 ? s2 : 1);
+        if (p == 0) {
+            CHECK_OK(iabn_conv_fwd(cache, &g, x, w, NULL, o1, sc1, s1, &e));
+            CHECK_OK(iabn_conv_fwd(cache, &gb, xb, w, NULL, ob, sc2, s2, &e));
+            to_blocked(n, co, hwo, ob, o2, 1);
+            CHECK_MSG(memcmp(o1, o2, ny * 4) == 0, "fwd %d->%d k%d g%d: blocked differs", ci, co,
+                      k, groups);
+        } else if (p == 1) {
+            CHECK_OK(iabn_conv_bwd_data(cache, &g, dy, w, o1, sc1, s1, &e));
+            CHECK_OK(iabn_conv_bwd_data(cache, &gb, dyb, w, ob, sc2, s2, &e));
+            to_blocked(n, ci, hwi, ob, o2, 1);
+            CHECK_MSG(memcmp(o1, o2, nx * 4) == 0, "bwd-data %d->%d: blocked differs", ci, co);
+        } else {
+            CHECK_OK(iabn_conv_bwd_filter(cache, &g, x, dy, dw1, NULL, sc1, s1, &e));
+            CHECK_OK(iabn_conv_bwd_filter(cache, &gb, xb, dyb, dw2, NULL, sc2, s2, &e));
+            CHECK_MSG(memcmp(dw1, dw2, nw * 4) == 0, "bwd-filter %d->%d: blocked differs", ci, co);
+        }
+        free(sc1);
+        free(sc2);
+    }
+    free(x); free(w); free(dy); free(xb); free(dyb); free(o1); free(o2); free(ob);
+    free(dw1); free(dw2);
+}
+
+/* nChw16c activations: the same bits as NCHW, and no reorder copies where
+ * the primitive works in nChw16c; the votes that the layout pass reads. */
+static void test_blocked(void)
+{
+    blocked_case(2, 64, 14, 128, 1, 1, 1, 1);   /* 1x1 on 14x14: blocked primitive */
+    blocked_case(2, 128, 14, 128, 3, 1, 8, 1);  /* grouped, 16 per group */
+    blocked_case(2, 32, 9, 48, 3, 2, 1, 1);     /* dense 3x3, stride 2 */
+    blocked_case(1, 32, 28, 64, 1, 1, 1, 0);    /* 1x1 on 28x28: NCHW primitive, reorders */
+#if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL)
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, 4, 256, 14, 14, 512, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1 &&
+          iabn_conv_layout_vote(&g, IABN_CONV_BWD_DATA, 1) == 1);
+    CHECK(iabn_conv_geom_init(&g, 4, 256, 56, 56, 128, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 0); /* NCHW primitive */
+    CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 128, 3, 3, 1, 1, 1, 32) == 0);
+    CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == -1); /* direct kernels */
+    CHECK(iabn_conv_geom_init(&g, 4, 3, 64, 64, 64, 7, 7, 2, 3, 1, 1) == 0);
+    CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == -1); /* the stem: native */
+    /* a blocked operand on a conv the native kernels run is an error */
+    CHECK(iabn_conv_geom_init(&g, 1, 32, 7, 7, 32, 3, 3, 1, 1, 1, 8) == 0);
+    g.x_layout = IABN_LAYOUT_NCHW16C;
+    float buf[32 * 49];
+    iabn_err e = {0};
+    CHECK(iabn_conv_fwd(cache, &g, buf, buf, NULL, buf, NULL, 0, &e) == IABN_EINVAL &&
+          strstr(e.msg, "nChw16c"));
+#endif
 }
 
 static void test_impl(void)
@@ -288,6 +381,7 @@ int main(void)
     iabn_err e = {0};
     CHECK_OK(iabn_conv_cache_new(&cache, &e));
     RUN(test_parity);
+    RUN(test_blocked);
     RUN(test_impl);
     RUN(test_device);
     iabn_conv_cache_free(cache);

@@ -47,6 +47,10 @@ typedef struct iabn_kernels {
                          float *dx, void *ws, size_t ws_bytes, iabn_err *e);
     int (*conv_bwd_filter)(void *ctx, const iabn_conv_geom *g, const float *x, const float *dy,
                            float *dw, float *dbias, void *ws, size_t ws_bytes, iabn_err *e);
+    /* conv: how a pass takes a blocked activation layout on its x or y side
+     * (cpu/conv.h iabn_conv_layout_vote), for the graph's layout pass.
+     * Optional: NULL keeps every activation NCHW on that backend. */
+    int (*conv_layout_vote)(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
     /* norm_act */
     int (*bn_stats)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
                     float *mean, float *var, iabn_err *e);

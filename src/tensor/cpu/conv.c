@@ -40,6 +40,7 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in, 
     g->c_out = c_out; g->h_out = (int)ho; g->w_out = (int)wo;
     g->kh = kh; g->kw = kw; g->stride = stride; g->pad = pad; g->dil = dil;
     g->groups = groups;
+    g->x_layout = g->y_layout = IABN_LAYOUT_NCHW;
     return 0;
 }
 
@@ -117,12 +118,24 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * step's planned memory (VGG19 at batch 32, 128x128: the largest scratch
      * 37 -> 256 MiB, the offload arena's lower bound 392 -> 640 MiB), and
      * memory comes first here: the native kernels run (docs/CPU.md).
-     * Convs that oneDNN runs on NCHW directly make no copies. */
-    double copies = 4.0 * ((double)g->n * g->c_in * g->h_in * g->w_in +
-                           (double)g->n * g->c_out * g->h_out * g->w_out);
+     * Convs that oneDNN runs on NCHW directly make no copies, nor do the
+     * operands the graph keeps blocked (x_layout / y_layout). */
+    double copies = 4.0 * ((g->x_layout == IABN_LAYOUT_NCHW
+                                ? (double)g->n * g->c_in * g->h_in * g->w_in : 0.0) +
+                           (g->y_layout == IABN_LAYOUT_NCHW
+                                ? (double)g->n * g->c_out * g->h_out * g->w_out : 0.0));
     if (!iabn_conv_dnnl_plain(g) && copies > (double)IABN_DNNL_COPY_MAX) return 0;
     return g->dil == 1 || pass == IABN_CONV_BWD_FILTER || valid_fraction(g) >= 0.8;
 #endif
+}
+
+int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side)
+{
+    iabn_conv_geom p = *g;
+    p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
+    if (!iabn_conv_use_dnnl(&p, pass)) return -1;
+    if ((y_side ? p.c_out : p.c_in) % 16 || iabn_conv_dnnl_plain(&p)) return 0;
+    return iabn_conv_dnnl_blocked(&p, y_side);
 }
 
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
@@ -549,6 +562,12 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
     if (iabn_conv_use_dnnl(g, pass)) {
         memset(&p, 0, sizeof p);
         p.path = IABN_CONV_PATH_DNNL;
+    } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: %s / %s activations need the "
+                            "oneDNN path, which this conv does not take",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups,
+                            iabn_layout_name(g->x_layout), iabn_layout_name(g->y_layout));
     } else {
         iabn_conv_plan_make_native(g, pass, call_threads(), &p);
     }

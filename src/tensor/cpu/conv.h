@@ -55,6 +55,11 @@ typedef struct iabn_conv_geom {
     int kh, kw;                  /* kernel                                  */
     int stride, pad, dil;        /* same along H and W                      */
     int groups;                  /* c_in and c_out divisible by groups      */
+    /* Layouts of the activations: x_layout for x and dx, y_layout for y
+     * and dy (iabn_conv_geom_init: NCHW).  A blocked one needs the oneDNN
+     * path (iabn_conv_layout_vote says which convs take it); the others
+     * refuse it. */
+    iabn_layout x_layout, y_layout;
 } iabn_conv_geom;
 
 typedef enum iabn_conv_pass {
@@ -68,6 +73,15 @@ typedef enum iabn_conv_pass {
 int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
                         int c_out, int kh, int kw, int stride, int pad, int dil,
                         int groups);
+
+/* How a pass of a geometry (its layouts NCHW) takes a blocked layout on its
+ * x side (x, dx; y_side 0) or its y side (y, dy; y_side 1), for the graph's
+ * layout pass: -1 not at all (NCHW only: the native paths), 0 it takes one
+ * but its primitive works in NCHW there (a blocked tensor costs a reorder in
+ * its scratch), 1 its primitive works in nChw16c (a blocked tensor saves
+ * the reorder), 2 its primitive works in another layout (a reorder either
+ * way). */
+int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
 
 /* Whether this build has the oneDNN path (libdnnl found when configured). */
 int iabn_conv_have_dnnl(void);

@@ -1,8 +1,10 @@
 /* cpu/conv_dnnl.c: the oneDNN path of the CPU convolution (dense convs,
  * cpu/conv_impl.h says which): oneDNN 2.x's C API, primitives that choose
  * their own blocked layouts (format_tag_any), and reorders between those and
- * the NCHW / OIHW tensors the graph keeps; 1x1 convs on large maps read and
- * write NCHW directly (iabn_conv_dnnl_plain).
+ * the tensors the graph keeps: OIHW weights, activations in the layouts of
+ * the geometry (NCHW, or nChw16c where the graph's layout pass blocked them,
+ * and then no reorder when the primitive chose nChw16c too); 1x1 convs on
+ * large maps read and write NCHW directly (iabn_conv_dnnl_plain).
  *
  * A plan holds, for one (geometry, pass, thread count), the convolution's
  * primitive, one reorder per operand whose layout differs from the plain one,
@@ -63,6 +65,7 @@ int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float 
 {
     return no_dnnl(e);
 }
+int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side) { return 0; }
 int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
                             const float *w, float *dx, void *scratch, size_t scratch_bytes,
                             iabn_err *e)
@@ -84,8 +87,8 @@ int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const
 
 #define MAX_IO 4
 
-/* One operand of the convolution as the caller holds it (plain layout) and
- * as the primitive wants it. */
+/* One operand of the convolution as the caller holds it (the geometry's
+ * layout) and as the primitive wants it. */
 typedef struct op_io {
     int arg;            /* DNNL_ARG_* of the convolution                     */
     int out;            /* written by the convolution                        */
@@ -186,6 +189,12 @@ static int user_scratchpad_attr(dnnl_primitive_attr_t *attr, int sum, const iabn
     return 0;
 }
 
+/* oneDNN's tag of an activation layout of the graph. */
+static dnnl_format_tag_t act_tag(iabn_layout l)
+{
+    return l == IABN_LAYOUT_NCHW16C ? dnnl_nChw16c : dnnl_nchw;
+}
+
 /* The weights' descriptor: `any` for the primitive, or the store's layout
  * (oihw; grouped goihw, groups outermost: [c_out][c_in/groups][kh][kw]). */
 static int weight_md(const iabn_conv_geom *g, int any, dnnl_memory_desc_t *md, iabn_err *e)
@@ -241,8 +250,8 @@ static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convoluti
     return 0;
 }
 
-/* Adds operand `arg` with its plain layout; a reorder and a scratch copy when
- * the primitive wants another layout, or when an output accumulates. */
+/* Adds operand `arg` with the caller's layout; a reorder and a scratch copy
+ * when the primitive wants another layout, or when an output accumulates. */
 static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi, int out,
                   int accumulate, size_t *off, size_t *pad, iabn_err *e)
 {
@@ -264,7 +273,8 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
         int x = arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC;
         dnnl_dims_t d = {g->n, x ? g->c_in : g->c_out, x ? g->h_in : g->h_out,
                          x ? g->w_in : g->w_out};
-        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, dnnl_nchw));
+        iabn_layout l = x ? g->x_layout : g->y_layout;
+        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, act_tag(l)));
     }
     io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
     DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
@@ -477,6 +487,33 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
     dnnl_stream_destroy(stream);
     dnnl_engine_destroy(eng);
     return rc;
+}
+
+int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    iabn_err e = {0};
+    if (engine_new(&eng, &stream, &e)) return 0;
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    p.g = *g;
+    p.pass = IABN_CONV_FWD;
+    int kind = 0;
+    if (!plan_build(eng, &p, 0, 0, &e)) {
+        const dnnl_memory_desc_t *md =
+            dnnl_primitive_desc_query_md(p.pd, y_side ? dnnl_query_dst_md : dnnl_query_src_md, 0);
+        dnnl_memory_desc_t b, c;
+        dnnl_dims_t d = {g->n, y_side ? g->c_out : g->c_in, y_side ? g->h_out : g->h_in,
+                         y_side ? g->w_out : g->w_in};
+        if (md && dnnl_memory_desc_init_by_tag(&b, 4, d, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
+            dnnl_memory_desc_init_by_tag(&c, 4, d, dnnl_f32, dnnl_nchw) == dnnl_success)
+            kind = dnnl_memory_desc_equal(md, &b) ? 1 : dnnl_memory_desc_equal(md, &c) ? 0 : 2;
+    }
+    plan_destroy(&p);
+    dnnl_stream_destroy(stream);
+    dnnl_engine_destroy(eng);
+    return kind;
 }
 
 static int exec(dnnl_primitive_t prim, dnnl_stream_t stream, int n, const dnnl_exec_arg_t *a,

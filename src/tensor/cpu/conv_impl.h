@@ -77,6 +77,12 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
  * reorder copies) rather than in its blocked layouts: 1x1 on large maps. */
 int iabn_conv_dnnl_plain(const iabn_conv_geom *g);
 
+/* The layout oneDNN's forward primitive for g (NCHW layouts, no bias)
+ * works in on the x side (y_side 0) or the y side (1): 1 nChw16c, 0 NCHW
+ * (also in a build without oneDNN or when it cannot be built), 2 another
+ * (nChw8c for 8 channels per group, say). */
+int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side);
+
 /* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
  * `threads` threads, with or without bias, and the implementation oneDNN
  * chose (a static string; impl may be NULL); the passes. */
