@@ -37,6 +37,10 @@ static int setup(const iabn_args *a, iabn_memreport_opts *o, iabn_memreport_col 
     if (v[IABN_O_WORLD].set) o->world = (int)v[IABN_O_WORLD].i;
     if (v[IABN_O_LOOKAHEAD].set) o->strategy.lookahead = (int)v[IABN_O_LOOKAHEAD].i;
     o->strategy.host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
+    if (v[IABN_O_LAYOUT].set && iabn_layout_mode_parse(v[IABN_O_LAYOUT].s, &o->layout_mode, &e)) {
+        fprintf(stderr, "iabn mem: %s\n", e.msg);
+        return 2;
+    }
     o->blocks = v[IABN_O_BLOCKS].set;
     o->schedule = v[IABN_O_STEPS].set ? stdout : NULL;
     o->model = a->npos ? a->pos[0] : v[IABN_O_MODEL].s;

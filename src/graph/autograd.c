@@ -13,7 +13,9 @@
  *     producer, a prefetch before the first backward reader;
  *  3. copies before MUST in-place nodes whose input is still needed later (a
  *     residual shortcut) or is persistent: the copy is what gets overwritten;
- *  4. per-node scratch tensors (im2col buffers, workspaces).
+ *  4. the layout pass (layout.c): which activations stay blocked;
+ *  5. per-node scratch tensors (im2col buffers, workspaces), sized for those
+ *     layouts.
  */
 #include "graph/graph_internal.h"
 
@@ -346,6 +348,7 @@ int iabn_graph_finalize(iabn_graph *g, iabn_err *e)
     int rc = apply_recompute(g, e);
     if (!rc) rc = iabn_graph_apply_offload(g, e);
     if (!rc) rc = insert_copies(g, e);
+    if (!rc) rc = iabn_graph_apply_layouts(g, e);
     if (!rc) rc = add_scratch(g, e);
     if (!rc && g->err.code) {
         *e = g->err;

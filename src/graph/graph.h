@@ -121,6 +121,15 @@ typedef struct iabn_bind {
     uint64_t step;       /* run counter (dropout stream) */
 } iabn_bind;
 
+/* How an op lays out its 4-d activation operands (the layout pass,
+ * layout.c).  An op that declares nothing keeps them NCHW. */
+typedef enum iabn_layout_rule {
+    IABN_LAYOUT_RULE_NCHW = 0, /* NCHW only                                      */
+    IABN_LAYOUT_RULE_SAME,     /* any layout, one for all of them (per-element  */
+                               /* and per-channel kernels, copies)               */
+    IABN_LAYOUT_RULE_VOTE      /* each operand its own: .layout_vote says how   */
+} iabn_layout_rule;
+
 /* dout value meaning "the gradient of a scalar loss with respect to itself". */
 #define IABN_GRAD_ONE (-2)
 
@@ -140,6 +149,13 @@ typedef struct iabn_op_def {
     size_t (*scratch_bytes)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);
     /* Runs the node on any backend, through b->backend's kernel table. */
     int (*run)(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e);
+    iabn_layout_rule layout;
+    /* IABN_LAYOUT_RULE_VOTE: how input k (out 0) or output k (out 1) takes a
+     * blocked layout: -1 not at all, 0 it takes one but prefers NCHW, 1 it
+     * prefers blocked, 2 either costs the same (cpu/conv.h
+     * iabn_conv_layout_vote). */
+    int (*layout_vote)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
+                       int k);
 } iabn_op_def;
 
 struct iabn_node {
@@ -285,6 +301,36 @@ extern const iabn_op_def iabn_op_copy;
  * backward reads. */
 extern const iabn_op_def iabn_op_offload;
 extern const iabn_op_def iabn_op_prefetch;
+
+/* Activation layouts (layout.c).  auto: finalize's layout pass keeps in
+ * nChw16c every activation whose convolutions prefer it and whose other
+ * readers and writers take it (on a backend whose kernel table has
+ * conv_layout_vote; elsewhere everything stays NCHW); nchw: no pass.  One
+ * row per mode: enum, name. */
+#define IABN_LAYOUT_MODES(X)           \
+    X(IABN_LAYOUT_MODE_AUTO, "auto")   \
+    X(IABN_LAYOUT_MODE_NCHW, "nchw")
+typedef enum iabn_layout_mode {
+#define IABN_LAYOUT_MODE_ENUM(id, name) id,
+    IABN_LAYOUT_MODES(IABN_LAYOUT_MODE_ENUM)
+#undef IABN_LAYOUT_MODE_ENUM
+    IABN_LAYOUT_MODE_COUNT
+} iabn_layout_mode;
+const char *iabn_layout_mode_name(iabn_layout_mode m);
+/* Parses a mode name; an unknown one is IABN_EINVAL naming the valid ones. */
+int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e);
+/* Before finalize (default auto). */
+void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m);
+
+/* What the layout pass chose: activations kept blocked and their bytes, and
+ * the convolution passes that still reorder an operand in their scratch
+ * (their primitive works in another layout than the tensor's). */
+typedef struct iabn_layout_stats {
+    int blocked;
+    size_t blocked_bytes;
+    int conv_reorders;
+} iabn_layout_stats;
+void iabn_graph_layout_stats(const iabn_graph *g, iabn_layout_stats *out);
 
 /* How finalize applies OFFLOAD.  lookahead: the prefetch of a tensor is
  * issued when the backward reaches the layer `lookahead` layers before the

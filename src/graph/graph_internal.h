@@ -35,7 +35,12 @@ struct iabn_graph {
     int nbuckets;
     int *bucket_members;
     int grad_sync_off;
+    iabn_layout_mode layout_mode;
+    int conv_reorders;           /* layout.c: see iabn_layout_stats */
 };
+
+/* finalize's layout pass (layout.c), before the scratch is sized. */
+int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e);
 
 /* finalize's OFFLOAD step (offload.c). */
 int iabn_graph_apply_offload(iabn_graph *g, iabn_err *e);

@@ -23,8 +23,9 @@
 #include <string.h>
 
 /* The executor runs these two itself (exec.c); they have no kernels. */
-const iabn_op_def iabn_op_offload = {.name = "offload"};
-const iabn_op_def iabn_op_prefetch = {.name = "prefetch"};
+/* Byte copies (bfloat16 ones elementwise): any layout, the tensor's own. */
+const iabn_op_def iabn_op_offload = {.name = "offload", .layout = IABN_LAYOUT_RULE_SAME};
+const iabn_op_def iabn_op_prefetch = {.name = "prefetch", .layout = IABN_LAYOUT_RULE_SAME};
 
 void iabn_graph_set_offload_opts(iabn_graph *g, const iabn_offload_opts *o)
 {

@@ -25,6 +25,9 @@ void iabn_plan_dump(const iabn_graph *g, const iabn_plan *p, FILE *f)
                 fprintf(f, " %s@%zu+%zu", g->t[t].name, p->offset[t], g->t[t].nbytes);
             else
                 fprintf(f, " %s", g->t[t].name);
+            /* the layout pass's choice, where it is not NCHW */
+            if (g->t[t].layout != IABN_LAYOUT_NCHW)
+                fprintf(f, ":%s", iabn_layout_name(g->t[t].layout));
         }
         fprintf(f, "  <-");
         for (int k = 0; k < n->nin; k++) fprintf(f, " %s", g->t[n->in[k]].name);

@@ -1,63 +1,118 @@
 /* conv.c: 2-D convolution (stride, padding, dilation, groups, optional bias).
  * Forward reads x and w; the backward's filter pass reads x (that is what gets
  * saved) and the data pass reads w.  Kernels: the backend's conv_* entries
- * (src/tensor/cpu/conv.c, src/tensor/cuda/conv.cu). */
+ * (src/tensor/cpu/conv.c, src/tensor/cuda/conv.cu).  Each pass votes on its
+ * activations' layouts (graph/layout.c) through the backend, and runs with
+ * the layouts the pass chose: x / dx on the geometry's x side, y / dy on its
+ * y side. */
 #include "layers/layer_util.h"
 
-/* The backend's own scratch (CPU: im2col columns; CUDA: cuDNN's workspace
- * budget), a function of the shape alone. */
-static size_t scratch_for(const iabn_node *n, iabn_conv_pass pass, const iabn_backend *be)
+/* Which side of the geometry an operand is on, per pass: x side 0, y side
+ * 1, -1 for the weights, bias and their gradients. */
+static int side_of(iabn_conv_pass pass, int out, int k)
+{
+    if (k != 0 && !(pass == IABN_CONV_BWD_FILTER && !out && k == 1)) return -1;
+    switch (pass) {
+    case IABN_CONV_FWD: return out;            /* x -> y */
+    case IABN_CONV_BWD_DATA: return !out;      /* dy -> dx */
+    default: return out ? -1 : k;              /* x, dy -> dw */
+    }
+}
+
+/* The node's geometry with the layouts of its activation tensors. */
+static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
 {
     IABN_PARAMS(conv_p, n);
-    return be->k->conv_scratch(&P.geom, pass);
+    iabn_conv_geom geo = P.geom;
+    for (int s = 0; s < n->nin + n->nout; s++) {
+        int out = s >= n->nin, k = out ? s - n->nin : s;
+        int side = side_of(pass, out, k), t = out ? n->out[k] : n->in[k];
+        if (side < 0 || t < 0) continue;
+        if (side) geo.y_layout = lt(g, t)->layout;
+        else geo.x_layout = lt(g, t)->layout;
+    }
+    return geo;
+}
+
+static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out, int k,
+                iabn_conv_pass pass)
+{
+    IABN_PARAMS(conv_p, n);
+    (void)g;
+    int side = side_of(pass, out, k);
+    return side < 0 ? -1 : be->k->conv_layout_vote(&P.geom, pass, side);
+}
+static int fwd_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
+                    int k)
+{
+    return vote(g, n, be, out, k, IABN_CONV_FWD);
+}
+static int bwd_data_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
+                         int out, int k)
+{
+    return vote(g, n, be, out, k, IABN_CONV_BWD_DATA);
+}
+static int bwd_filter_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
+                           int out, int k)
+{
+    return vote(g, n, be, out, k, IABN_CONV_BWD_FILTER);
+}
+
+/* The backend's own scratch (CPU: im2col columns or oneDNN's reorder copies
+ * and scratchpad; CUDA: cuDNN's workspace budget), a function of the shape
+ * and layouts alone. */
+static size_t scratch_for(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass,
+                          const iabn_backend *be)
+{
+    iabn_conv_geom geo = geom_of(g, n, pass);
+    return be->k->conv_scratch(&geo, pass);
 }
 
 static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
-    (void)g;
-    return scratch_for(n, IABN_CONV_FWD, be);
+    return scratch_for(g, n, IABN_CONV_FWD, be);
 }
 static size_t bwd_data_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
-    (void)g;
-    return scratch_for(n, IABN_CONV_BWD_DATA, be);
+    return scratch_for(g, n, IABN_CONV_BWD_DATA, be);
 }
 static size_t bwd_filter_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
 {
-    (void)g;
-    return scratch_for(n, IABN_CONV_BWD_FILTER, be);
+    return scratch_for(g, n, IABN_CONV_BWD_FILTER, be);
 }
 
 static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(conv_p, n);
-    IABN_K(conv_fwd, &P.geom, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch,
+    iabn_conv_geom geo = geom_of(g, n, IABN_CONV_FWD);
+    IABN_K(conv_fwd, &geo, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch,
            b->scratch_bytes);
     return 0;
 }
 
 static int bwd_data_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
-    IABN_PARAMS(conv_p, n);
-    IABN_K(conv_bwd_data, &P.geom, b->in[0], b->in[1], b->out[0], b->scratch, b->scratch_bytes);
+    iabn_conv_geom geo = geom_of(g, n, IABN_CONV_BWD_DATA);
+    IABN_K(conv_bwd_data, &geo, b->in[0], b->in[1], b->out[0], b->scratch, b->scratch_bytes);
     return 0;
 }
 
 static int bwd_filter_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(conv_p, n);
-    IABN_K(conv_bwd_filter, &P.geom, b->in[0], b->in[1], b->out[0], P.bias ? b->out[1] : NULL,
+    iabn_conv_geom geo = geom_of(g, n, IABN_CONV_BWD_FILTER);
+    IABN_K(conv_bwd_filter, &geo, b->in[0], b->in[1], b->out[0], P.bias ? b->out[1] : NULL,
            b->scratch, b->scratch_bytes);
     return 0;
 }
 
 static const iabn_op_def op_bwd_data = {
     .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
-    .run = bwd_data_run,
+    .run = bwd_data_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_data_vote,
 };
 static const iabn_op_def op_bwd_filter = {
     .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch,
-    .run = bwd_filter_run,
+    .run = bwd_filter_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_filter_vote,
 };
 
 static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -83,7 +138,7 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 
 static const iabn_op_def op_conv = {
     .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch,
-    .run = fwd_run,
+    .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
 };
 
 int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,

@@ -24,6 +24,7 @@ static int add_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 const iabn_op_def iabn_op_add = {
     .name = "add", .backward = add_backward,
     .run = add_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_add_layer(iabn_graph *g, const char *name, int a, int b)
@@ -59,6 +60,7 @@ static int copy_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 const iabn_op_def iabn_op_copy = {
     .name = "copy", .backward = copy_backward,
     .run = copy_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 /* ---- broadcast add: a (N,C,H,W) + b (N,C,1,1) -------------------------------------- */
@@ -135,6 +137,7 @@ static int drop_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b,
 static const iabn_op_def op_drop_bwd = {
     .name = "dropout2d_bwd",
     .run = drop_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -148,6 +151,7 @@ static int drop_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 static const iabn_op_def op_drop = {
     .name = "dropout2d", .backward = drop_backward,
     .run = drop_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_dropout2d(iabn_graph *g, const char *name, int x, float p)

@@ -376,26 +376,32 @@ static int eval_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 static const iabn_op_def op_bn_apply = {
     .name = "bn_apply",
     .run = bn_apply_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_bn_bwd = {
     .name = "bn_bwd", .scratch_bytes = sums_scratch,
     .run = bn_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_act_bwd = {
     .name = "act_bwd",
     .run = act_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_from_xhat = {
     .name = "norm_act_from_xhat",
     .run = from_xhat_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_bn_bwd_xhat = {
     .name = "bn_bwd_xhat", .scratch_bytes = sums_scratch,
     .run = bn_bwd_xhat_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_iabn_bwd = {
     .name = "inplace_abn_bwd", .scratch_bytes = sums_scratch,
     .run = iabn_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 /* ---- backward builders ---------------------------------------------------------- */
@@ -497,22 +503,27 @@ static int iabn_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 static const iabn_op_def op_bn = {
     .name = "bn", .backward = bn_backward, .recompute = bn_recompute,
     .run = bn_fwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_act = {
     .name = "act", .backward = act_backward,
     .run = act_fwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_ckopt = {
     .name = "norm_act_ckpt_opt", .backward = ckopt_backward, .recompute = ckopt_recompute,
     .run = ckopt_fwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_iabn = {
     .name = "inplace_abn", .backward = iabn_backward,
     .run = iabn_fwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 static const iabn_op_def op_eval = {
     .name = "norm_act_eval", .backward = iabn_backward,
     .run = eval_fwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_act_layer(iabn_graph *g, const char *name, int x, iabn_act act)

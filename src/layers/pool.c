@@ -80,6 +80,7 @@ static int gap_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
 static const iabn_op_def op_gap_bwd = {
     .name = "avgpool_bwd",
     .run = gap_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -93,6 +94,7 @@ static int gap_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 static const iabn_op_def op_gap = {
     .name = "global_avgpool", .backward = gap_backward,
     .run = gap_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_global_avgpool(iabn_graph *g, const char *name, int x)

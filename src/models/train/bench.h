@@ -45,6 +45,7 @@ typedef struct iabn_stepbench_opts {
     int sim;                     /* CPU: run on the simulated device anyway       */
     double copy_bytes_per_s;     /* the simulated device's copies                 */
     iabn_comm *comm;             /* several ranks: gradient all-reduce buckets   */
+    iabn_layout_mode layout_mode; /* activation layouts (auto)                  */
 } iabn_stepbench_opts;
 
 typedef struct iabn_stepbench_op {

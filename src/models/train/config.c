@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_STRAT, K_F3, K_INTLIST,
+typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_STRAT, K_LAYOUT, K_F3, K_INTLIST,
                      K_SCHED, K_MODE, K_OPT, K_PAIR_I, K_PAIR_F, K_SECTION } ktype;
 
 typedef struct key {
@@ -49,6 +49,7 @@ static const key k_network[] = {
     {"bn_mode", K_BN, F(bn_mode), NULL},
     {"strategy", K_STRAT, F(strategy), NULL},
     {"offload_bf16", K_BOOL, F(offload_bf16), NULL},
+    {"layout", K_LAYOUT, F(layout), NULL},
     {"classes", K_POSINT, F(classes), NULL},
     {"dilation", K_POSINT, F(dilation), NULL},
     {"weight_init", K_STR, F(weight_init), NULL},
@@ -227,6 +228,11 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
                                 "%s must be one of keep, offload, auto, recompute", path);
         return 0;
     }
+    case K_LAYOUT:
+        if (!cJSON_IsString(v)) return iabn_err_set(e, IABN_EINVAL, "%s must be a string", path);
+        if (iabn_layout_mode_parse(v->valuestring, (iabn_layout_mode *)base, e))
+            return iabn_err_prefix(e, "%s: ", path);
+        return 0;
     case K_F3:
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
             return iabn_err_set(e, IABN_EINVAL, "%s must be a list of 3 numbers", path);
@@ -464,6 +470,8 @@ char *iabn_config_to_json(const iabn_config *c)
     cJSON_AddStringToObject(n, "strategy", iabn_storage_name(c->strategy));
     /* written only when set: the configs of earlier runs stay as they were */
     if (c->offload_bf16) cJSON_AddBoolToObject(n, "offload_bf16", 1);
+    if (c->layout != IABN_LAYOUT_MODE_AUTO)
+        cJSON_AddStringToObject(n, "layout", iabn_layout_mode_name(c->layout));
     /* 0: taken from the data set, which is how the key's absence reads back */
     if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);

@@ -44,6 +44,8 @@ typedef struct iabn_config {
     int bn_auto;
     iabn_storage strategy; /* saved activations: keep, offload, auto, recompute */
     int offload_bf16;      /* offloaded copies in bfloat16 (docs/OFFLOAD.md)        */
+    iabn_layout_mode layout; /* activation layouts: auto (nChw16c between oneDNN
+                                convolutions) or nchw (graph.h)                  */
     int classes;           /* 0: from the data set */
     int dilation;
     char weight_init[32];  /* xavier_normal, kaiming_normal */

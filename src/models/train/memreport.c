@@ -72,6 +72,7 @@ static void step_cfg(const iabn_memreport_opts *o, iabn_bn_mode mode, iabn_stora
     c->plan_only = 1;
     c->storage = st;
     c->strategy = &o->strategy;
+    c->layout_mode = o->layout_mode;
     if (o->world > 1) c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
 }
 
@@ -273,6 +274,8 @@ char *iabn_memreport_table(const iabn_memreport *rep)
          mib(r[i].m.scratch_max), "%16.1f");
     LINE("without reuse MiB", mib(r[i].m.naive), "%16.1f");
     LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
+    LINE("blocked (nChw16c) activations MiB", mib(r[i].m.layouts.blocked_bytes), "%16.1f");
+    LINE("  conv passes still reordering", (double)r[i].m.layouts.conv_reorders, "%16.0f");
     if (a->world > 1) {
         LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, "%16.0f");
         LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), "%16.1f");
@@ -373,11 +376,13 @@ char *iabn_memreport_json(const iabn_memreport *rep)
         cJSON_AddStringToObject(o, "device", a->backend->name);
         static const char *const n3[] = {"staging_bytes", "workspace_max_bytes",
                                          "workspace_sum_bytes", "arena_bytes", "lower_bound_bytes",
-                                         "saved_activation_bytes", "copies", "total_bytes"};
+                                         "saved_activation_bytes", "copies", "total_bytes",
+                                         "blocked_tensors", "blocked_bytes", "conv_reorders"};
         double v3[] = {(double)m->staging, (double)m->scratch_max, (double)m->scratch_sum,
                        (double)m->arena, (double)m->lower_bound, (double)m->saved, m->copies,
-                       (double)m->total};
-        add_numbers(o, n3, v3, 8);
+                       (double)m->total, m->layouts.blocked, (double)m->layouts.blocked_bytes,
+                       m->layouts.conv_reorders};
+        add_numbers(o, n3, v3, 11);
         if (a->budget > 0) {
             static const char *const nb[] = {"budget_bytes", "max_batch", "max_crop"};
             double vb[] = {(double)a->budget, (double)r->max_batch, (double)r->max_crop};

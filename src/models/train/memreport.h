@@ -69,6 +69,7 @@ typedef struct iabn_memreport_opts {
     int world;                   /* > 1: one rank's step (batch is the global one, */
                                  /* split, the largest share), gradient buckets  */
     FILE *schedule;              /* non-NULL: each column's schedule dumped here */
+    iabn_layout_mode layout_mode; /* activation layouts (auto)                  */
 } iabn_memreport_opts;
 
 typedef struct iabn_memreport {

@@ -48,6 +48,7 @@ static void measure(iabn_session *s)
     m->io = p->io_bytes;
     m->naive = p->naive_bytes;
     m->copies = iabn_graph_copies(g);
+    iabn_graph_layout_stats(g, &m->layouts);
     for (int k = 0; k < iabn_graph_nnodes(g); k++) {
         int sc = iabn_graph_n(g, k)->scratch;
         if (sc < 0) continue;
@@ -223,6 +224,7 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
     }
     iabn_graph *g = s->graph;
     iabn_graph_set_comm(g, c->comm);
+    iabn_graph_set_layout_mode(g, c->layout_mode);
     int xs[4] = {c->batch, c->channels, c->height, c->width};
     s->input = iabn_graph_input(g, "input", IABN_F32, 4, xs);
     if (c->input_grad) rc = iabn_graph_input_requires_grad(g, s->input, e);

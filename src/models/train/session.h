@@ -98,6 +98,9 @@ typedef struct iabn_session_cfg {
      * planning (iabn mem --world) */
     iabn_comm *comm;
     size_t grad_bucket_bytes;
+    /* activation layouts (graph.h): auto keeps nChw16c between the oneDNN
+     * convolutions of a CPU backend that has them; nchw everywhere */
+    iabn_layout_mode layout_mode;
 } iabn_session_cfg;
 
 /* What the step needs, in bytes (counts for params). */
@@ -109,6 +112,7 @@ typedef struct iabn_session_mem {
     int copies;                  /* copies inserted before in-place ops            */
     size_t total;                /* arena + io + staging + the store's bytes      */
     size_t host;                 /* host pool of offloaded activations            */
+    iabn_layout_stats layouts;   /* activations kept blocked, conv reorders left   */
     int buckets;                 /* gradient all-reduce buckets (in the arena)     */
     size_t bucket_bytes;
 } iabn_session_mem;

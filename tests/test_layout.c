@@ -1,0 +1,237 @@
+/* test_layout.c: the layout pass (src/graph/layout.c) on whole models.
+ *
+ *  - invariants of its choice on resnext_tiny in every BN mode: a blocked
+ *    tensor has C % 16 == 0, is an arena activation, and every node touching
+ *    it takes blocked layouts; the operands of one same-layout node agree;
+ *  - an NCHW-only op (max pool) keeps its operands NCHW, and the mode nchw
+ *    blocks nothing;
+ *  - a training step of resnext_tiny in each BN mode gives, with auto
+ *    layouts, the loss and every parameter gradient of the all-NCHW step
+ *    (to float32 noise: only the BN sums run in another order), and then
+ *    one SGD step further the same loss again;
+ *  - the memory report: the same arena planner, scratch no larger.
+ */
+#include "iabn.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int matters(const iabn_tensor *t)
+{
+    return t->nd == 4 && (long)t->shape[2] * t->shape[3] > 1;
+}
+
+static void check_invariants(const iabn_graph *g, const char *what)
+{
+    int bad = 0;
+    for (int t = 0; t < iabn_graph_ntensors(g); t++) {
+        const iabn_tensor *x = iabn_graph_t(g, t);
+        if (x->layout == IABN_LAYOUT_NCHW) continue;
+        if (x->shape[1] % 16 || (x->kind != IABN_T_ACT && x->kind != IABN_T_HOST) ||
+            x->view_of >= 0 || !matters(x))
+            bad++;
+    }
+    CHECK_MSG(bad == 0, "%s: %d blocked tensors that may not be", what, bad);
+    bad = 0;
+    for (int id = 0; id < iabn_graph_nnodes(g); id++) {
+        const iabn_node *n = iabn_graph_n(g, id);
+        int first = -1;
+        for (int s = 0; s < n->nin + n->nout; s++) {
+            int t = s < n->nin ? n->in[s] : n->out[s - n->nin];
+            if (t < 0 || !matters(iabn_graph_t(g, t))) continue;
+            iabn_layout l = iabn_graph_t(g, t)->layout;
+            if (n->op->layout == IABN_LAYOUT_RULE_NCHW && l != IABN_LAYOUT_NCHW) bad++;
+            if (n->op->layout == IABN_LAYOUT_RULE_SAME) {
+                if (first < 0) first = (int)l;
+                else if ((int)l != first) bad++;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %d node operands in a layout their op does not take", what, bad);
+}
+
+static void cfg_for(iabn_session_cfg *c, iabn_model_cfg *mc, iabn_bn_mode mode, int batch)
+{
+    *mc = iabn_model_defaults("resnext_tiny");
+    mc->bn = mode;
+    if (iabn_bn_mode_is_inplace(mode)) {
+        mc->act.kind = IABN_ACT_LEAKY_RELU;
+        mc->act.param = iabn_act_default_param(IABN_ACT_LEAKY_RELU);
+    }
+    iabn_session_cfg_defaults(c);
+    c->model_cfg = mc;
+    c->train = 1;
+    c->batch = batch;
+    c->height = c->width = 32;
+}
+
+/* Every mode plans with blocked tensors, within the invariants; nchw has none. */
+static void test_choice(void)
+{
+    for (int m = 0; m < IABN_BN_NMODES; m++) {
+        iabn_session_cfg c;
+        iabn_model_cfg mc;
+        cfg_for(&c, &mc, (iabn_bn_mode)m, 4);
+        c.plan_only = 1;
+        iabn_session s;
+        iabn_err e = {0};
+        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        CHECK_MSG(s.mem.layouts.blocked > 0, "%s: nothing blocked", iabn_bn_mode_name(m));
+        check_invariants(s.graph, iabn_bn_mode_name((iabn_bn_mode)m));
+        size_t scratch = s.mem.scratch_max;
+        iabn_session_free(&s);
+        c.layout_mode = IABN_LAYOUT_MODE_NCHW;
+        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        CHECK(s.mem.layouts.blocked == 0 && s.mem.layouts.blocked_bytes == 0);
+        CHECK_MSG(s.mem.scratch_max >= scratch, "%s: scratch %zu with layouts, %zu without",
+                  iabn_bn_mode_name(m), scratch, s.mem.scratch_max);
+        for (int t = 0; t < iabn_graph_ntensors(s.graph); t++)
+            CHECK(iabn_graph_t(s.graph, t)->layout == IABN_LAYOUT_NCHW);
+        iabn_session_free(&s);
+    }
+}
+
+/* conv (blocked-friendly) -> BN -> max pool (NCHW only) -> conv: the pool's
+ * operands, and with them the BN's, stay NCHW; the conv after the pool gets
+ * its input NCHW and its output (read by the loss's pooling chain) too. */
+static int pool_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
+{
+    (void)user;
+    (void)e;
+    iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_STANDARD);
+    int y = iabn_conv2d(g, "c1", x, 32, 3, 1, 1, 1, 1, 0);
+    y = iabn_norm_act(g, "b1", y, &bn);
+    int p = iabn_maxpool(g, "pool", y, 2, 2, 0);
+    y = iabn_conv2d(g, "c2", p, 32, 3, 1, 1, 1, 1, 0);
+    y = iabn_norm_act(g, "b2", y, &bn);
+    y = iabn_conv2d(g, "c3", y, 32, 1, 1, 0, 1, 1, 0);
+    y = iabn_global_avgpool(g, "gap", y);
+    *out = iabn_linear(g, "fc", y, 10, 1);
+    return 0;
+}
+
+static void test_nchw_only_op(void)
+{
+    iabn_session_cfg c;
+    iabn_session_cfg_defaults(&c);
+    c.build = pool_net;
+    c.train = 1;
+    c.batch = 2;
+    c.channels = 16;
+    c.height = c.width = 16;
+    c.plan_only = 1;
+    iabn_session s;
+    iabn_err e = {0};
+    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+    check_invariants(s.graph, "pool net");
+    const iabn_graph *g = s.graph;
+    for (int id = 0; id < iabn_graph_nnodes(g); id++) {
+        const iabn_node *n = iabn_graph_n(g, id);
+        if (strncmp(n->op->name, "maxpool", 7)) continue;
+        for (int k = 0; k < n->nin; k++)
+            CHECK_MSG(iabn_graph_t(g, n->in[k])->layout == IABN_LAYOUT_NCHW, "%s input %d blocked",
+                      n->name, k);
+        for (int k = 0; k < n->nout; k++)
+            CHECK(iabn_graph_t(g, n->out[k])->layout == IABN_LAYOUT_NCHW);
+    }
+    iabn_session_free(&s);
+}
+
+/* Loss and all parameter gradients of one step of a bound session. */
+static float step(iabn_session_cfg *c, const float *x, const int32_t *lab, float **grads,
+                  int *ng, iabn_layout_stats *st)
+{
+    iabn_session s;
+    iabn_err e = {0};
+    c->bind = 1;
+    CHECK_MSG(iabn_session_build(c, &s, &e) == 0, "%s", e.msg);
+    *st = s.mem.layouts;
+    CHECK_MSG(iabn_store_zero_grads(s.store, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_session_set_inputs(&s, x, lab, &e) == 0, "%s", e.msg);
+    CHECK_MSG(iabn_session_run(&s, &e) == 0, "%s", e.msg);
+    float loss = NAN;
+    CHECK(iabn_session_loss(&s, &loss, &e) == 0);
+    *ng = 0;
+    for (int i = 0; i < iabn_store_count(s.store); i++) {
+        iabn_param *p = iabn_store_get(s.store, i);
+        if (!p->grad) continue;
+        grads[*ng] = malloc(p->count * sizeof(float));
+        CHECK(iabn_store_read_grad(s.store, i, grads[*ng], &e) == 0);
+        (*ng)++;
+    }
+    iabn_session_free(&s);
+    return loss;
+}
+
+static void test_parity(void)
+{
+    enum { B = 4, MAXP = 512 };
+    size_t nx = (size_t)B * 3 * 32 * 32;
+    float *x = malloc(nx * sizeof(float));
+    int32_t lab[B];
+    uint64_t r = 12345;
+    for (size_t i = 0; i < nx; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((r >> 40) & 0xffff) / 32768.f - 1.f;
+    }
+    for (int i = 0; i < B; i++) lab[i] = (i * 7) % 10;
+    for (int m = 0; m < IABN_BN_NMODES; m++) {
+        iabn_err e = {0};
+        iabn_session_cfg c;
+        iabn_model_cfg mc;
+        cfg_for(&c, &mc, (iabn_bn_mode)m, B);
+        mc.classes = 10;
+        iabn_store *st = iabn_store_new(iabn_backend_cpu(), &e);
+        CHECK(st != NULL);
+        c.store = st;
+        /* the parameters exist once a graph has been built on the store */
+        c.plan_only = 0;
+        c.bind = 0;
+        iabn_session s0;
+        CHECK_MSG(iabn_session_build(&c, &s0, &e) == 0, "%s", e.msg);
+        iabn_session_free(&s0);
+        CHECK_MSG(iabn_model_init(st, &mc, 7, &e) == 0, "%s", e.msg);
+        float *ga[MAXP], *gb[MAXP];
+        int na = 0, nb = 0;
+        iabn_layout_stats sa, sb;
+        c.layout_mode = IABN_LAYOUT_MODE_AUTO;
+        float la = step(&c, x, lab, ga, &na, &sa);
+        c.layout_mode = IABN_LAYOUT_MODE_NCHW;
+        float lb = step(&c, x, lab, gb, &nb, &sb);
+        CHECK(sa.blocked > 0 && sb.blocked == 0);
+        CHECK_MSG(fabsf(la - lb) <= 1e-5f * fabsf(lb) + 1e-6f, "%s: loss %.9g auto, %.9g nchw",
+                  iabn_bn_mode_name(m), la, lb);
+        CHECK(na == nb && na > 0);
+        double worst = 0.0;
+        int wi = -1;
+        for (int i = 0; i < na && i < nb; i++) {
+            iabn_param *p = NULL;
+            for (int k = 0, seen = 0; k < iabn_store_count(st); k++)
+                if (iabn_store_get(st, k)->grad && seen++ == i) p = iabn_store_get(st, k);
+            double num = 0, den = 0;
+            for (size_t j = 0; j < p->count; j++) {
+                double d = (double)ga[i][j] - gb[i][j];
+                num += d * d;
+                den += (double)gb[i][j] * gb[i][j];
+            }
+            double rel = sqrt(num / (den > 1e-30 ? den : 1e-30));
+            if (rel > worst) worst = rel, wi = i;
+            free(ga[i]);
+            free(gb[i]);
+        }
+        CHECK_MSG(worst < 1e-4, "%s: gradient %d differs by %.3g (relative L2)",
+                  iabn_bn_mode_name(m), wi, worst);
+        iabn_store_free(st);
+    }
+    free(x);
+}
+
+int main(void)
+{
+    RUN(test_choice);
+    RUN(test_nchw_only_op);
+    RUN(test_parity);
+    return TEST_END();
+}
