@@ -605,7 +605,8 @@ static void test_norm_kernels(void)
     free(x), free(dy), free(z), free(dx);
 }
 
-/* CUDA runs NCHW only: nChw16c is refused by name; equal layouts reorder as a copy. */
+/* CUDA runs NCHW only: nChw16c is refused by name (BN, dropout, max pool,
+ * resize); equal layouts reorder as a copy. */
 static void test_layouts(void)
 {
     const iabn_backend *be = iabn_cuda_backend(cu);
@@ -618,6 +619,9 @@ static void test_layouts(void)
         CHECK(be->k->bn_stats(be->ctx, 2, 16, 3, B, x, y, y + 16, &e) == IABN_EINVAL);
         CHECK_MSG(strstr(e.msg, "nChw16c layout: not supported on the CUDA backend"), "%s", e.msg);
         CHECK(iabn_cuda_dropout2d_apply(cu, 2, 16, 3, B, 0.5f, 1, 1, x, y, &e) == IABN_EINVAL);
+        CHECK(be->k->maxpool_fwd(be->ctx, 2, 16, 1, 3, B, 1, 1, 0, 1, 3, x, y, (int32_t *)y + 48,
+                                 &e) == IABN_EINVAL &&
+              be->k->bilinear_bwd(be->ctx, 2, 16, 1, 3, B, 1, 3, x, y, &e) == IABN_EINVAL);
         CHECK(be->k->reorder(be->ctx, 2, 16, 3, NCHW, B, x, y, &e) == IABN_EINVAL);
         CHECK(!be->k->reorder(be->ctx, 2, 16, 3, NCHW, NCHW, x, y, &e) &&
               !be->d2h(be->ctx, back, y, sizeof back) && !memcmp(back, h, sizeof back));

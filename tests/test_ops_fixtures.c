@@ -79,8 +79,8 @@ static void test_bilinear(void)
         const float *dx = getf(name, nx, NULL);
         if (!dy || !dx) return;
         float *yo = falloc(ny), *dxo = falloc(nx);
-        iabn_bilinear_fwd(n, ch, hi, wi, ho, wo, x, yo);
-        iabn_bilinear_bwd(n, ch, hi, wi, ho, wo, dy, dxo);
+        iabn_bilinear_fwd(n, ch, hi, wi, NCHW, ho, wo, x, yo);
+        iabn_bilinear_bwd(n, ch, hi, wi, NCHW, ho, wo, dy, dxo);
         snprintf(name, sizeof name, "bilinear%d %dx%d->%dx%d fwd", c, hi, wi, ho, wo);
         compare(name, yo, y, ny);
         snprintf(name, sizeof name, "bilinear%d %dx%d->%dx%d bwd", c, hi, wi, ho, wo);
@@ -104,10 +104,10 @@ static void test_maxpool(void)
     if (!am || !dy || !dx) return;
     float *yo = falloc(ny), *dxo = falloc(nx);
     int32_t *amo = malloc(ny * sizeof *amo);
-    iabn_maxpool_fwd(n, c, h, w, 3, 2, 1, ho, wo, x, yo, amo);
+    iabn_maxpool_fwd(n, c, h, w, NCHW, 3, 2, 1, ho, wo, x, yo, amo);
     CHECK(memcmp(yo, y, ny * sizeof *y) == 0); /* a max is exact */
     CHECK(memcmp(amo, am, ny * sizeof *am) == 0);
-    iabn_maxpool_bwd(n, c, h, w, ho, wo, dy, amo, dxo);
+    iabn_maxpool_bwd(n, c, h, w, NCHW, ho, wo, dy, amo, dxo);
     compare("maxpool bwd", dxo, dx, nx);
     free(yo), free(dxo), free(amo);
 }

@@ -28,7 +28,8 @@ static void maxpool_f(const void *vc, const float *x, float *y)
 {
     const pool_ctx *c = vc;
     int32_t *am = malloc(sizeof *am * (size_t)c->n * c->c * c->ho * c->wo);
-    iabn_maxpool_fwd(c->n, c->c, c->h, c->w, c->k, c->s, c->p, c->ho, c->wo, x, y, am);
+    iabn_maxpool_fwd(c->n, c->c, c->h, c->w, NCHW, c->k, c->s, c->p, c->ho, c->wo, x, y,
+                     am);
     free(am);
 }
 
@@ -47,8 +48,8 @@ static void check_maxpool(int n, int c, int h, int w, int k, int s, int p)
     int32_t *am = malloc(ny * sizeof *am);
     fill_distinct(x, nx, -3.f);
     t_fill(r, ny, 11);
-    iabn_maxpool_fwd(n, c, h, w, k, s, p, pc.ho, pc.wo, x, y, am);
-    iabn_maxpool_bwd(n, c, h, w, pc.ho, pc.wo, r, am, dx);
+    iabn_maxpool_fwd(n, c, h, w, NCHW, k, s, p, pc.ho, pc.wo, x, y, am);
+    iabn_maxpool_bwd(n, c, h, w, NCHW, pc.ho, pc.wo, r, am, dx);
     FD_OK(fd_check(&pc, maxpool_f, x, nx, ny, r, dx, 0.01f, 1e-3, 1e-3));
     free(x), free(y), free(r), free(dx), free(am);
 }
@@ -76,7 +77,7 @@ static void test_maxpool_padding(void)
     float x[42], y[9];
     int32_t am[9];
     for (int i = 0; i < h * w; i++) x[i] = -1.f - 0.01f * (float)((i * 17) % 42);
-    iabn_maxpool_fwd(1, 1, h, w, k, s, p, ho, wo, x, y, am);
+    iabn_maxpool_fwd(1, 1, h, w, NCHW, k, s, p, ho, wo, x, y, am);
     for (int oh = 0; oh < ho; oh++) {
         for (int ow = 0; ow < wo; ow++) {
             float best = -INFINITY;
@@ -94,7 +95,7 @@ static void test_maxpool_padding(void)
     /* A tie goes to the first element in scan order, as in PyTorch. */
     float t[4] = {2.f, 2.f, 2.f, 2.f}, ty;
     int32_t ta;
-    iabn_maxpool_fwd(1, 1, 2, 2, 2, 2, 0, 1, 1, t, &ty, &ta);
+    iabn_maxpool_fwd(1, 1, 2, 2, NCHW, 2, 2, 0, 1, 1, t, &ty, &ta);
     CHECK(ty == 2.f && ta == 0);
 }
 
@@ -115,7 +116,7 @@ static void test_maxpool_interior(void)
             unsigned u = (unsigned)i * 2654435761u >> 20;
             x[i] = u % 23 == 0 ? NAN : u % 29 == 0 ? -INFINITY : (float)(u % 7) - 3.f;
         }
-        iabn_maxpool_fwd(n, 1, h, w, k, s, p, ho, wo, x, y, am);
+        iabn_maxpool_fwd(n, 1, h, w, NCHW, k, s, p, ho, wo, x, y, am);
         int bad = 0;
         for (int pl = 0; pl < n; pl++)
             for (int oh = 0; oh < ho; oh++)
@@ -346,7 +347,7 @@ typedef struct { int n, c, hi, wi, ho, wo; } bil_ctx;
 static void bil_f(const void *vc, const float *x, float *y)
 {
     const bil_ctx *c = vc;
-    iabn_bilinear_fwd(c->n, c->c, c->hi, c->wi, c->ho, c->wo, x, y);
+    iabn_bilinear_fwd(c->n, c->c, c->hi, c->wi, NCHW, c->ho, c->wo, x, y);
 }
 
 static void check_bilinear(int n, int c, int hi, int wi, int ho, int wo)
@@ -356,7 +357,7 @@ static void check_bilinear(int n, int c, int hi, int wi, int ho, int wo)
     float *x = falloc(nx), *y = falloc(ny), *r = falloc(ny), *dx = falloc(nx);
     t_fill(x, nx, 14);
     t_fill(r, ny, 15);
-    iabn_bilinear_bwd(n, c, hi, wi, ho, wo, r, dx);
+    iabn_bilinear_bwd(n, c, hi, wi, NCHW, ho, wo, r, dx);
     FD_OK(fd_check(&bc, bil_f, x, nx, ny, r, dx, 1.f / 64, 1e-3, 1e-3));
     free(x), free(y), free(r), free(dx);
 }
@@ -374,12 +375,12 @@ static void test_bilinear_values(void)
     /* Same size: the identity. */
     float x[35], y[35];
     t_fill(x, 35, 16);
-    iabn_bilinear_fwd(1, 1, 5, 7, 5, 7, x, y);
+    iabn_bilinear_fwd(1, 1, 5, 7, NCHW, 5, 7, x, y);
     CHECK(memcmp(x, y, sizeof x) == 0);
     /* 2x up of [0, 1, 2, 3] along w (align_corners = false):
      * src = (j + 0.5)/2 - 0.5, clamped at 0 -> 0, 0.25, 0.75, ..., 3 at the end. */
     float r4[4] = {0, 1, 2, 3}, r8[8];
-    iabn_bilinear_fwd(1, 1, 1, 4, 1, 8, r4, r8);
+    iabn_bilinear_fwd(1, 1, 1, 4, NCHW, 1, 8, r4, r8);
     const float want[8] = {0.f, 0.25f, 0.75f, 1.25f, 1.75f, 2.25f, 2.75f, 3.f};
     for (int j = 0; j < 8; j++) CHECK_CLOSE(r8[j], want[j], 1e-7, 0);
     int i0, i1;
@@ -395,9 +396,9 @@ static void test_bilinear_values(void)
     t_fill(dy, ny, 17);
     int th = iabn_num_threads();
     iabn_set_num_threads(1);
-    iabn_bilinear_bwd(1, 3, HI, WI, HO, WO, dy, d1);
+    iabn_bilinear_bwd(1, 3, HI, WI, NCHW, HO, WO, dy, d1);
     iabn_set_num_threads(2);
-    iabn_bilinear_bwd(1, 3, HI, WI, HO, WO, dy, d2);
+    iabn_bilinear_bwd(1, 3, HI, WI, NCHW, HO, WO, dy, d2);
     iabn_set_num_threads(th);
     CHECK(memcmp(d1, d2, nx * sizeof *d1) == 0);
     free(dy), free(d1), free(d2);

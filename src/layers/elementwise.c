@@ -239,19 +239,28 @@ int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
 
 /* ---- bilinear upsampling (align_corners = false) -------------------------------------- */
 
+/* The layout of a resize's two sides: that of the blocked one, if any.  A
+ * 1x1 map (DeepLab's image pooling branch, upsampled to the feature size)
+ * is left out of the layout pass and keeps the label NCHW, but is the same
+ * memory in nChw16c; the other side then says which layout runs. */
+static iabn_layout up_layout(const iabn_tensor *a, const iabn_tensor *b)
+{
+    return a->layout != IABN_LAYOUT_NCHW ? a->layout : b->layout;
+}
+
 static int up_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
-    IABN_K(bilinear_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], y->shape[2],
-           y->shape[3], b->in[0], b->out[0]);
+    IABN_K(bilinear_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], up_layout(x, y),
+           y->shape[2], y->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 
 static int up_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
-    IABN_K(bilinear_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dy->shape[2],
-           dy->shape[3], b->in[0], b->out[0]);
+    IABN_K(bilinear_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3],
+           up_layout(dx, dy), dy->shape[2], dy->shape[3], b->in[0], b->out[0]);
     return 0;
 }
 

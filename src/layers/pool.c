@@ -2,12 +2,17 @@
  * input) and global average pooling. */
 #include "layers/layer_util.h"
 
+/* The layout comes from x (the backward's: from dx), the larger side: the
+ * layout pass leaves out the int32 argmax (not a float tensor) and any 1x1
+ * map (the same memory in both layouts), whose labels then stay NCHW while
+ * the kernel stores them in x's layout; only the backward reads the argmax.
+ * A 1x1 x makes a 1x1 y. */
 static int max_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(pool_p, n);
     const iabn_tensor *x = lt(g, n->in[0]), *y = lt(g, n->out[0]);
-    IABN_K(maxpool_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], P.k, P.s, P.p,
-           y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
+    IABN_K(maxpool_fwd, x->shape[0], x->shape[1], x->shape[2], x->shape[3], x->layout, P.k, P.s,
+           P.p, y->shape[2], y->shape[3], b->in[0], b->out[0], b->out[1]);
     return 0;
 }
 
@@ -16,8 +21,8 @@ static int max_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
 {
     IABN_PARAMS(pool_p, n);
     const iabn_tensor *dy = lt(g, n->in[0]), *dx = lt(g, n->out[0]);
-    IABN_K(maxpool_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], P.k, P.s, P.p,
-           dy->shape[2], dy->shape[3], b->in[0], b->in[1], b->out[0]);
+    IABN_K(maxpool_bwd, dx->shape[0], dx->shape[1], dx->shape[2], dx->shape[3], dx->layout, P.k,
+           P.s, P.p, dy->shape[2], dy->shape[3], b->in[0], b->in[1], b->out[0]);
     return 0;
 }
 

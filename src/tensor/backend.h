@@ -116,16 +116,19 @@ typedef struct iabn_kernels {
                          float *y, iabn_err *e);
     int (*slice_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *y,
                           float *x, iabn_err *e);
-    /* upsample */
-    int (*bilinear_fwd)(void *ctx, int n, int c, int hi, int wi, int ho, int wo, const float *x,
-                        float *y, iabn_err *e);
-    int (*bilinear_bwd)(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                        const float *dy, float *dx, iabn_err *e);
-    /* pool (the backward takes the window so that a device may gather) */
-    int (*maxpool_fwd)(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
-                       int wo, const float *x, float *y, int32_t *argmax, iabn_err *e);
-    int (*maxpool_bwd)(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
-                       int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e);
+    /* upsample: x (n, c, hi, wi) and y (n, c, ho, wo) both in `layout` */
+    int (*bilinear_fwd)(void *ctx, int n, int c, int hi, int wi, iabn_layout layout, int ho,
+                        int wo, const float *x, float *y, iabn_err *e);
+    int (*bilinear_bwd)(void *ctx, int n, int c, int hi, int wi, iabn_layout layout, int ho,
+                        int wo, const float *dy, float *dx, iabn_err *e);
+    /* pool (the backward takes the window so that a device may gather): x,
+     * y, their gradients and the int32 argmax (y's order) in `layout` */
+    int (*maxpool_fwd)(void *ctx, int n, int c, int h, int w, iabn_layout layout, int k, int s,
+                       int p, int ho, int wo, const float *x, float *y, int32_t *argmax,
+                       iabn_err *e);
+    int (*maxpool_bwd)(void *ctx, int n, int c, int h, int w, iabn_layout layout, int k, int s,
+                       int p, int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
+                       iabn_err *e);
     int (*gap_fwd)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x, float *y,
                    iabn_err *e);
     int (*gap_bwd)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *dy,

@@ -240,14 +240,15 @@ int seg_logits(trainer *tr, const float *img, int h, int w, const float *scales,
             rc = iabn_err_set(e, IABN_ENOMEM, "out of memory evaluating");
         for (int f = 0; f <= (flip ? 1 : 0) && !rc; f++) {
             if (hs == h && ws == w) memcpy(in, img, (size_t)3 * hw * sizeof *in);
-            else iabn_bilinear_fwd(1, 3, h, w, hs, ws, img, in);
+            else iabn_bilinear_fwd(1, 3, h, w, IABN_LAYOUT_NCHW, hs, ws, img, in);
             if (f) flip_w(3, hs, ws, in);
             if (!windows) {
                 /* the reference: the 1/8 logits upsampled once, to the image */
                 rc = seg_pass(tr, in, hs, ws, h, w, lg, e);
             } else {
                 rc = seg_windowed(tr, in, hs, ws, out, e);
-                if (!rc && (hs != h || ws != w)) iabn_bilinear_fwd(1, k, hs, ws, h, w, out, lg);
+                if (!rc && (hs != h || ws != w))
+                    iabn_bilinear_fwd(1, k, hs, ws, IABN_LAYOUT_NCHW, h, w, out, lg);
                 else if (!rc) memcpy(lg, out, (size_t)k * hw * sizeof *lg);
             }
             if (rc) break;

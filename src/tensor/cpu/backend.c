@@ -288,30 +288,36 @@ static int k_slice_channels(void *ctx, int n, int cx, int cy, int c_off, int hw,
     return 0;
 }
 
-static int k_bilinear_fwd(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                          const float *x, float *y, iabn_err *e)
+static int k_bilinear_fwd(void *ctx, int n, int c, int hi, int wi, iabn_layout layout, int ho,
+                          int wo, const float *x, float *y, iabn_err *e)
 {
-    iabn_bilinear_fwd(n, c, hi, wi, ho, wo, x, y);
+    LAYOUT_OK(c, layout);
+    iabn_bilinear_fwd(n, c, hi, wi, layout, ho, wo, x, y);
     return 0;
 }
-static int k_bilinear_bwd(void *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                          const float *dy, float *dx, iabn_err *e)
+static int k_bilinear_bwd(void *ctx, int n, int c, int hi, int wi, iabn_layout layout, int ho,
+                          int wo, const float *dy, float *dx, iabn_err *e)
 {
-    iabn_bilinear_bwd(n, c, hi, wi, ho, wo, dy, dx);
+    LAYOUT_OK(c, layout);
+    iabn_bilinear_bwd(n, c, hi, wi, layout, ho, wo, dy, dx);
     return 0;
 }
 
-static int k_maxpool_fwd(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
-                         int wo, const float *x, float *y, int32_t *argmax, iabn_err *e)
+static int k_maxpool_fwd(void *ctx, int n, int c, int h, int w, iabn_layout layout, int k, int s,
+                         int p, int ho, int wo, const float *x, float *y, int32_t *argmax,
+                         iabn_err *e)
 {
-    iabn_maxpool_fwd(n, c, h, w, k, s, p, ho, wo, x, y, argmax);
+    LAYOUT_OK(c, layout);
+    iabn_maxpool_fwd(n, c, h, w, layout, k, s, p, ho, wo, x, y, argmax);
     return 0;
 }
 /* the CPU scatters through the argmax: the window is not needed */
-static int k_maxpool_bwd(void *ctx, int n, int c, int h, int w, int k, int s, int p, int ho,
-                         int wo, const float *dy, const int32_t *argmax, float *dx, iabn_err *e)
+static int k_maxpool_bwd(void *ctx, int n, int c, int h, int w, iabn_layout layout, int k, int s,
+                         int p, int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
+                         iabn_err *e)
 {
-    iabn_maxpool_bwd(n, c, h, w, ho, wo, dy, argmax, dx);
+    LAYOUT_OK(c, layout);
+    iabn_maxpool_bwd(n, c, h, w, layout, ho, wo, dy, argmax, dx);
     return 0;
 }
 static int k_avgpool(int n, int c, int h, int w, const int win[8], int oh, int ow,

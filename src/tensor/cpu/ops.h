@@ -34,13 +34,16 @@ void iabn_sum_hw(int n, int c, int hw, const float *dy, float *db);
 /* Returns 1 if all count values are finite. */
 int iabn_all_finite(size_t count, const float *x);
 
-/* ---- max pool (k x k, stride s, pad p; -inf padding as PyTorch) ---------- */
+/* ---- max pool (k x k, stride s, pad p; -inf padding as PyTorch) ----------
+ * x, y, dy, dx and the argmax all in `layout`: the argmax holds the index
+ * within the (n, c) input plane (ih * w + iw, -1 for a window wholly in the
+ * padding) and is stored in y's order, blocked or not. */
 int iabn_pool_out(int in, int k, int s, int p);  /* floor((in+2p-k)/s)+1 */
-void iabn_maxpool_fwd(int n, int c, int h, int w, int k, int s, int p, int ho, int wo,
-                      const float *x, float *y, int32_t *argmax);
+void iabn_maxpool_fwd(int n, int c, int h, int w, iabn_layout layout, int k, int s, int p,
+                      int ho, int wo, const float *x, float *y, int32_t *argmax);
 /* dx is overwritten (zeroed, then scattered). */
-void iabn_maxpool_bwd(int n, int c, int h, int w, int ho, int wo, const float *dy,
-                      const int32_t *argmax, float *dx);
+void iabn_maxpool_bwd(int n, int c, int h, int w, iabn_layout layout, int ho, int wo,
+                      const float *dy, const int32_t *argmax, float *dx);
 
 /* ---- global average pool: N,C,H,W -> N,C ----------------------------------
  * (an N,C,1,1 map is the same memory in every layout).  Each channel's sum
@@ -84,11 +87,14 @@ void iabn_copy_channels(int n, int cx, int cy, int c_off, int hw, const float *x
 /* copies channels [c_off, c_off+cx) of y (N,cy,HW) into x (N,cx,HW) */
 void iabn_slice_channels(int n, int cx, int cy, int c_off, int hw, const float *y, float *x);
 
-/* ---- bilinear upsample/resize, align_corners = false (PyTorch semantics) --- */
-void iabn_bilinear_fwd(int n, int c, int hi, int wi, int ho, int wo, const float *x, float *y);
+/* ---- bilinear upsample/resize, align_corners = false (PyTorch semantics);
+ * input and output both in `layout` --------------------------------------- */
+void iabn_bilinear_fwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
+                       const float *x, float *y);
 /* dx overwritten; deterministic (no atomics: gathers per input pixel or
  * serialises per (n,c) plane). */
-void iabn_bilinear_bwd(int n, int c, int hi, int wi, int ho, int wo, const float *dy, float *dx);
+void iabn_bilinear_bwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
+                       const float *dy, float *dx);
 
 /* ---- softmax cross-entropy over channels, labels int32, ignore index -----
  * logits N,K,HW (HW = 1 for classification), labels N*HW.  The loss is the

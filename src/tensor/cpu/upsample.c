@@ -1,5 +1,5 @@
 /* cpu/upsample.c: bilinear resize with align_corners = false, forward and
- * backward, CPU, NCHW.
+ * backward, CPU, NCHW or nChw16c.
  *
  * The source index and weights come from iabn_bilinear_src (math/<family>.h), the
  * formula of PyTorch's F.interpolate, so the CUDA kernel and this one agree
@@ -7,6 +7,9 @@
  * output columns and reused down the rows.  The backward scatters each
  * (n, c) plane serially in a fixed order and runs the planes in parallel:
  * deterministic without atomics, and independent of the thread count.
+ * nChw16c runs the 16 channels of a block side by side with the same taps,
+ * the same expression and, per channel, the same scatter order: the same
+ * bits as NCHW, reordered.
  */
 #include "tensor/tensor.h"
 #include "tensor/math/upsample.h"
@@ -32,8 +35,89 @@ static void taps_for(float scale, int in, int c0, int cnt, col_taps *t)
         iabn_bilinear_src(scale, in, c0 + j, &t->i0[j], &t->i1[j], &t->l0[j], &t->l1[j]);
 }
 
-void iabn_bilinear_fwd(int n, int c, int hi, int wi, int ho, int wo, const float *x, float *y)
+/* nChw16c: work items (sample, channel block, column chunk); per output
+ * pixel the NCHW expression, lane by lane (contiguous, so it vectorises). */
+static void bilinear_fwd_blk(int n, int c, int hi, int wi, int ho, int wo, const float *x,
+                             float *y)
 {
+    enum { B = 16 };
+    long groups = (long)n * (c / B), chunks = col_chunks(wo);
+    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
+#pragma omp parallel for schedule(static) if ((size_t)groups * B * ho * wo >= PAR_MIN)
+    for (long item = 0; item < groups * chunks; item++) {
+        long g = item / chunks;
+        int c0 = (int)(item % chunks) * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
+        const float *xp = x + (size_t)g * hi * wi * B;
+        col_taps t;
+        taps_for(sw, wi, c0, cnt, &t);
+        for (int oh = 0; oh < ho; oh++) {
+            int h0, h1;
+            float hl0, hl1;
+            iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
+            const float *r0 = xp + (size_t)h0 * wi * B, *r1 = xp + (size_t)h1 * wi * B;
+            float *yp = y + (((size_t)g * ho + oh) * wo + c0) * B;
+            for (int j = 0; j < cnt; j++) {
+                const float *a0 = r0 + (size_t)t.i0[j] * B, *a1 = r0 + (size_t)t.i1[j] * B;
+                const float *b0 = r1 + (size_t)t.i0[j] * B, *b1 = r1 + (size_t)t.i1[j] * B;
+                float l0 = t.l0[j], l1 = t.l1[j];
+                for (int l = 0; l < B; l++)
+                    yp[(size_t)j * B + l] = hl0 * (l0 * a0[l] + l1 * a1[l]) +
+                                            hl1 * (l0 * b0[l] + l1 * b1[l]);
+            }
+        }
+    }
+}
+
+/* nChw16c: one (sample, channel block) per work item, its dx zeroed, then
+ * the NCHW loops (chunks, rows, columns, the four taps in PyTorch's order)
+ * with the 16 lanes innermost: each channel adds into each of its dx
+ * elements in the NCHW order. */
+static void bilinear_bwd_blk(int n, int c, int hi, int wi, int ho, int wo, const float *dy,
+                             float *dx)
+{
+    enum { B = 16 };
+    long groups = (long)n * (c / B);
+    int chunks = col_chunks(wo);
+    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
+#pragma omp parallel for schedule(static) if ((size_t)groups * B * ho * wo >= PAR_MIN)
+    for (long g = 0; g < groups; g++) {
+        float *dxp = dx + (size_t)g * hi * wi * B;
+        const float *dyp = dy + (size_t)g * ho * wo * B;
+        memset(dxp, 0, (size_t)hi * wi * B * sizeof *dxp);
+        for (int ch = 0; ch < chunks; ch++) {
+            int c0 = ch * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
+            col_taps t;
+            taps_for(sw, wi, c0, cnt, &t);
+            for (int oh = 0; oh < ho; oh++) {
+                int h0, h1;
+                float hl0, hl1;
+                iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
+                float *r0 = dxp + (size_t)h0 * wi * B, *r1 = dxp + (size_t)h1 * wi * B;
+                const float *gp = dyp + ((size_t)oh * wo + c0) * B;
+                for (int j = 0; j < cnt; j++) {
+                    float *a0 = r0 + (size_t)t.i0[j] * B, *a1 = r0 + (size_t)t.i1[j] * B;
+                    float *b0 = r1 + (size_t)t.i0[j] * B, *b1 = r1 + (size_t)t.i1[j] * B;
+                    const float *gr = gp + (size_t)j * B;
+                    float l0 = t.l0[j], l1 = t.l1[j];
+                    /* the taps may coincide (a clamped border): one tap at a
+                     * time over the lanes keeps each element's order */
+                    for (int l = 0; l < B; l++) a0[l] += hl0 * l0 * gr[l];
+                    for (int l = 0; l < B; l++) a1[l] += hl0 * l1 * gr[l];
+                    for (int l = 0; l < B; l++) b0[l] += hl1 * l0 * gr[l];
+                    for (int l = 0; l < B; l++) b1[l] += hl1 * l1 * gr[l];
+                }
+            }
+        }
+    }
+}
+
+void iabn_bilinear_fwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
+                       const float *x, float *y)
+{
+    if (layout == IABN_LAYOUT_NCHW16C) {
+        bilinear_fwd_blk(n, c, hi, wi, ho, wo, x, y);
+        return;
+    }
     long planes = (long)n * c, chunks = col_chunks(wo);
     float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
 #pragma omp parallel for schedule(static) if ((size_t)planes * ho * wo >= PAR_MIN)
@@ -56,8 +140,13 @@ void iabn_bilinear_fwd(int n, int c, int hi, int wi, int ho, int wo, const float
     }
 }
 
-void iabn_bilinear_bwd(int n, int c, int hi, int wi, int ho, int wo, const float *dy, float *dx)
+void iabn_bilinear_bwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
+                       const float *dy, float *dx)
 {
+    if (layout == IABN_LAYOUT_NCHW16C) {
+        bilinear_bwd_blk(n, c, hi, wi, ho, wo, dy, dx);
+        return;
+    }
     long planes = (long)n * c;
     int chunks = col_chunks(wo);
     float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);

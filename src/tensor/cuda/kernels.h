@@ -106,16 +106,17 @@ int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off
                             const float *x, float *y, iabn_err *e);
 int iabn_cuda_slice_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                              const float *y, float *x, iabn_err *e);
-int iabn_cuda_bilinear_fwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                           const float *x, float *y, iabn_err *e);
-int iabn_cuda_bilinear_bwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                           const float *dy, float *dx, iabn_err *e);
-int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
-                          int ho, int wo, const float *x, float *y, int32_t *argmax, iabn_err *e);
+int iabn_cuda_bilinear_fwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, iabn_layout layout,
+                           int ho, int wo, const float *x, float *y, iabn_err *e);
+int iabn_cuda_bilinear_bwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, iabn_layout layout,
+                           int ho, int wo, const float *dy, float *dx, iabn_err *e);
+int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, iabn_layout layout,
+                          int k, int s, int p, int ho, int wo, const float *x, float *y,
+                          int32_t *argmax, iabn_err *e);
 /* Needs the pool's k, s, p (unlike the CPU scatter) to gather deterministically. */
-int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
-                          int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
-                          iabn_err *e);
+int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, iabn_layout layout,
+                          int k, int s, int p, int ho, int wo, const float *dy,
+                          const int32_t *argmax, float *dx, iabn_err *e);
 /* windowed average (backend.h's avgpool_fwd / avgpool_bwd) */
 int iabn_cuda_avgpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const int win[8], int oh,
                           int ow, const float *x, float *y, iabn_err *e);

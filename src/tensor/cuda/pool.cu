@@ -4,6 +4,7 @@
  * arithmetic).
  * The backwards gather (each input element sums its windows in a fixed
  * order), never scatter with float atomics: deterministic run to run.
+ * NCHW only: a blocked layout is refused (kernels.h).
  */
 #include <math.h>
 
@@ -166,17 +167,20 @@ int iabn_cuda_avgpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, const 
 }
 
 
-int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
-                          int ho, int wo, const float *x, float *y, int32_t *argmax, iabn_err *e)
+int iabn_cuda_maxpool_fwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, iabn_layout layout,
+                          int k, int s, int p, int ho, int wo, const float *x, float *y,
+                          int32_t *argmax, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && ho > 0 && wo > 0 ? (size_t)n * c * ho * wo : 0;
     IABN_CUDA_LAUNCH(maxpool_fwd_k, cnt, cnt, h, w, k, s, p, ho, wo, x, y, argmax);
 }
 
-int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, int k, int s, int p,
-                          int ho, int wo, const float *dy, const int32_t *argmax, float *dx,
-                          iabn_err *e)
+int iabn_cuda_maxpool_bwd(iabn_cuda_ctx *ctx, int n, int c, int h, int w, iabn_layout layout,
+                          int k, int s, int p, int ho, int wo, const float *dy,
+                          const int32_t *argmax, float *dx, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && h > 0 && w > 0 ? (size_t)n * c * h * w : 0;
     IABN_CUDA_LAUNCH(maxpool_bwd_k, cnt, cnt, h, w, k, s, p, ho, wo, dy, argmax, dx);
 }

@@ -1,7 +1,8 @@
 /* cuda/upsample.cu: bilinear resize (align_corners = false) on CUDA, twin
  * of cpu/upsample.c; the taps come from math/upsample.h, so both agree bit
  * for bit on them.  The backward gathers: each input element sums the
- * outputs that read it in a fixed order, so it is deterministic.
+ * outputs that read it in a fixed order, so it is deterministic.  NCHW
+ * only: a blocked layout is refused (kernels.h).
  */
 #include <math.h>
 
@@ -74,17 +75,19 @@ __global__ void bilinear_bwd_k(size_t n, int hi, int wi, int ho, int wo, float s
 
 extern "C" {
 
-int iabn_cuda_bilinear_fwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                           const float *x, float *y, iabn_err *e)
+int iabn_cuda_bilinear_fwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, iabn_layout layout,
+                           int ho, int wo, const float *x, float *y, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && ho > 0 && wo > 0 ? (size_t)n * c * ho * wo : 0;
     IABN_CUDA_LAUNCH(bilinear_fwd_k, cnt, cnt, hi, wi, ho, wo, iabn_bilinear_scale(hi, ho),
            iabn_bilinear_scale(wi, wo), x, y);
 }
 
-int iabn_cuda_bilinear_bwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, int ho, int wo,
-                           const float *dy, float *dx, iabn_err *e)
+int iabn_cuda_bilinear_bwd(iabn_cuda_ctx *ctx, int n, int c, int hi, int wi, iabn_layout layout,
+                           int ho, int wo, const float *dy, float *dx, iabn_err *e)
 {
+    IABN_CUDA_NCHW_ONLY(layout);
     size_t cnt = n > 0 && c > 0 && hi > 0 && wi > 0 ? (size_t)n * c * hi * wi : 0;
     IABN_CUDA_LAUNCH(bilinear_bwd_k, cnt, cnt, hi, wi, ho, wo, iabn_bilinear_scale(hi, ho),
            iabn_bilinear_scale(wi, wo), dy, dx);
