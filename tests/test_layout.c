@@ -3,8 +3,10 @@
  *  - invariants of its choice on resnext_tiny in every BN mode: a blocked
  *    tensor has C % 16 == 0, is an arena activation, and every node touching
  *    it takes blocked layouts; the operands of one same-layout node agree;
- *  - an NCHW-only op (max pool) keeps its operands NCHW, and the mode nchw
- *    blocks nothing;
+ *  - an NCHW-only op (the windowed average pool) keeps its operands NCHW, a
+ *    max pool between blocked convolutions runs blocked (its int32 argmax,
+ *    not a float tensor, keeps the label NCHW), and the mode nchw blocks
+ *    nothing;
  *  - a training step of resnext_tiny in each BN mode gives, with auto
  *    layouts, the loss and every parameter gradient of the all-NCHW step
  *    (to float32 noise: only the BN sums run in another order), and then
@@ -20,9 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* layout.c's: 4-d float tensors of more than one position per channel */
 static int matters(const iabn_tensor *t)
 {
-    return t->nd == 4 && (long)t->shape[2] * t->shape[3] > 1;
+    return t->nd == 4 && (t->dtype == IABN_F32 || t->dtype == IABN_BF16) &&
+           (long)t->shape[2] * t->shape[3] > 1;
 }
 
 static void check_invariants(const iabn_graph *g, const char *what)
@@ -97,17 +101,18 @@ static void test_choice(void)
     }
 }
 
-/* conv (blocked-friendly) -> BN -> max pool (NCHW only) -> conv: the pool's
- * operands, and with them the BN's, stay NCHW; the conv after the pool gets
- * its input NCHW and its output (read by the loss's pooling chain) too. */
+/* conv (blocked-friendly) -> BN -> pool -> conv.  With the windowed average
+ * pool (NCHW only, user == NULL) the pool's operands, and with them the
+ * BN's, stay NCHW; the conv after the pool gets its input NCHW and its
+ * output (read by the loss's pooling chain) too.  With a max pool (any
+ * layout) they may all go blocked. */
 static int pool_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
 {
-    (void)user;
     (void)e;
     iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_STANDARD);
     int y = iabn_conv2d(g, "c1", x, 32, 3, 1, 1, 1, 1, 0);
     y = iabn_norm_act(g, "b1", y, &bn);
-    int p = iabn_maxpool(g, "pool", y, 2, 2, 0);
+    int p = user ? iabn_maxpool(g, "pool", y, 2, 2, 0) : iabn_avgpool(g, "pool", y, 2, 2);
     y = iabn_conv2d(g, "c2", p, 32, 3, 1, 1, 1, 1, 0);
     y = iabn_norm_act(g, "b2", y, &bn);
     y = iabn_conv2d(g, "c3", y, 32, 1, 1, 0, 1, 1, 0);
@@ -116,31 +121,45 @@ static int pool_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
     return 0;
 }
 
-static void test_nchw_only_op(void)
+/* The pool's nodes (forward and backward) in pool_net: with an NCHW-only
+ * pool every operand NCHW; with a max pool, in a build with oneDNN (whose
+ * convolutions here prefer nChw16c, as test_choice assumes), every float
+ * operand blocked and the argmax labelled NCHW. */
+static void test_pool_ops(void)
 {
-    iabn_session_cfg c;
-    iabn_session_cfg_defaults(&c);
-    c.build = pool_net;
-    c.train = 1;
-    c.batch = 2;
-    c.channels = 16;
-    c.height = c.width = 16;
-    c.plan_only = 1;
-    iabn_session s;
-    iabn_err e = {0};
-    CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
-    check_invariants(s.graph, "pool net");
-    const iabn_graph *g = s.graph;
-    for (int id = 0; id < iabn_graph_nnodes(g); id++) {
-        const iabn_node *n = iabn_graph_n(g, id);
-        if (strncmp(n->op->name, "maxpool", 7)) continue;
-        for (int k = 0; k < n->nin; k++)
-            CHECK_MSG(iabn_graph_t(g, n->in[k])->layout == IABN_LAYOUT_NCHW, "%s input %d blocked",
-                      n->name, k);
-        for (int k = 0; k < n->nout; k++)
-            CHECK(iabn_graph_t(g, n->out[k])->layout == IABN_LAYOUT_NCHW);
+    static int maxpool = 1;
+    for (int m = 0; m < 2; m++) {
+        iabn_session_cfg c;
+        iabn_session_cfg_defaults(&c);
+        c.build = pool_net;
+        c.build_user = m ? &maxpool : NULL;
+        c.train = 1;
+        c.batch = 2;
+        c.channels = 16;
+        c.height = c.width = 16;
+        c.plan_only = 1;
+        iabn_session s;
+        iabn_err e = {0};
+        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        check_invariants(s.graph, m ? "max pool net" : "avg pool net");
+        const iabn_graph *g = s.graph;
+        int seen = 0;
+        for (int id = 0; id < iabn_graph_nnodes(g); id++) {
+            const iabn_node *n = iabn_graph_n(g, id);
+            const char *op = m ? "maxpool" : "avgpool_window";
+            if (strncmp(n->op->name, op, strlen(op))) continue;
+            seen++;
+            for (int k = 0; k < n->nin + n->nout; k++) {
+                const iabn_tensor *t = iabn_graph_t(g, k < n->nin ? n->in[k] : n->out[k - n->nin]);
+                iabn_layout want = m && matters(t) && iabn_conv_have_dnnl() ? IABN_LAYOUT_NCHW16C
+                                                                           : IABN_LAYOUT_NCHW;
+                CHECK_MSG(t->layout == want, "%s operand %d (%s): %s", n->name, k, t->name,
+                          iabn_layout_name(t->layout));
+            }
+        }
+        CHECK_MSG(seen == 2, "%d pool nodes", seen);
+        iabn_session_free(&s);
     }
-    iabn_session_free(&s);
 }
 
 /* Loss and all parameter gradients of one step of a bound session. */
@@ -235,7 +254,7 @@ static void test_parity(void)
 int main(void)
 {
     RUN(test_choice);
-    RUN(test_nchw_only_op);
+    RUN(test_pool_ops);
     RUN(test_parity);
     return TEST_END();
 }

@@ -10,8 +10,11 @@
  * and must agree to 1e-5 of the sum of their terms' magnitudes.  Also: the
  * blocked kernels give the same bits for 1 and 2 threads and with the output
  * over the input, the reorder round-trips exactly and refuses channel counts
- * that are not a multiple of 16 (as the CPU kernel table does), and finite
- * differences check the blocked BN backward (standard and in-place I / II).
+ * that are not a multiple of 16 (as the CPU kernel table does), finite
+ * differences check the blocked BN backward (standard and in-place I / II),
+ * and channel concat / slice, which take no layout, give on blocked parts
+ * (channels and offsets multiples of 16) the blocked NCHW result.
+ * test_layout_pool.c covers max pooling and bilinear resizing.
  */
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
@@ -467,6 +470,49 @@ static void test_kernel_table(void)
     free_case(&t);
 }
 
+/* copy_channels / slice_channels move per-sample blocks of channels: with
+ * channel counts and offsets multiples of 16 the same bytes in nChw16c
+ * (a sample's channel blocks are contiguous), which is why the concat and
+ * slice ops run in any layout with these kernels (layers/elementwise.c). */
+static void test_concat_slice(void)
+{
+    static const int parts[] = {16, 48, 32}, hws[] = {1, 7, 49};
+    enum { NP = 3, CY = 96 };
+    for (int h = 0; h < 3; h++)
+        for (int n = 1; n <= 3; n += 2) {
+            int hw = hws[h], off = 0;
+            size_t ny = (size_t)n * CY * hw;
+            float *y = falloc(ny), *by = falloc(ny), *x[NP], *bx[NP];
+            for (int i = 0; i < NP; i++) {
+                size_t nx = (size_t)n * parts[i] * hw;
+                x[i] = falloc(nx);
+                for (size_t j = 0; j < nx; j++) x[i][j] = rn(20 + h, (uint64_t)i, j);
+                bx[i] = falloc(nx);
+                CHECK_OK(iabn_reorder(n, parts[i], hw, NCHW, BLK, x[i], bx[i], NULL));
+                iabn_copy_channels(n, parts[i], CY, off, hw, x[i], y);
+                iabn_copy_channels(n, parts[i], CY, off, hw, bx[i], by);
+                off += parts[i];
+            }
+            lcase t = {.n = n, .c = CY, .hw = hw, .cnt = ny};
+            CHECK_MSG(same_as_nchw(&t, BLK, by, y, "copy_channels"), "n%d hw%d: concat", n, hw);
+            off = 0;
+            for (int i = 0; i < NP; i++) {
+                size_t nx = (size_t)n * parts[i] * hw;
+                float *s = falloc(nx), *bs = falloc(nx);
+                iabn_slice_channels(n, parts[i], CY, off, hw, y, s);
+                iabn_slice_channels(n, parts[i], CY, off, hw, by, bs);
+                lcase tp = {.n = n, .c = parts[i], .hw = hw, .cnt = nx};
+                CHECK_MSG(same_as_nchw(&tp, BLK, bs, s, "slice_channels"),
+                          "n%d hw%d: slice at %d", n, hw, off);
+                CHECK(memcmp(s, x[i], nx * sizeof(float)) == 0);
+                off += parts[i];
+                free(s), free(bs);
+            }
+            for (int i = 0; i < NP; i++) free(x[i]), free(bx[i]);
+            free(y), free(by);
+        }
+}
+
 /* ---- finite differences of the blocked BN backward --------------------------------
  * L = sum(r * z) with z the blocked forward (batch statistics, then
  * norm_act_fwd); the backward of r, through the blocked reduce and apply,
@@ -526,5 +572,6 @@ int main(void)
     RUN(test_kernel_table);
     RUN(test_blocked_vs_nchw);
     RUN(test_blocked_finite_differences);
+    RUN(test_concat_slice);
     return TEST_END();
 }

@@ -1,6 +1,7 @@
 /* elementwise.c: add (also the graph's gradient accumulation), copy (what the
  * graph inserts before a MUST in-place op whose input is still needed),
- * broadcast add, channel dropout, channel concat and bilinear upsampling. */
+ * broadcast add, channel dropout, channel concat and bilinear upsampling;
+ * all but the broadcast add run in any activation layout. */
 #include "layers/layer_util.h"
 
 static size_t numel(const iabn_graph *g, int t) { return lt(g, t)->nbytes / 4; }
@@ -191,9 +192,17 @@ static int slice_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
     return 0;
 }
 
+/* Concat and slice take any layout with no layout argument: the layout
+ * pass blocks only tensors whose channels are multiples of 16, and joins
+ * all of a concat's (a slice's) operands in one set, so in nChw16c every
+ * part's channel count and offset is a multiple of 16; the per-sample block
+ * copies of copy_channels / slice_channels then move the same bytes as in
+ * NCHW (a sample's channel blocks are contiguous, block c_off/16 starts at
+ * float c_off*hw). */
 static const iabn_op_def op_slice = {
     .name = "slice_channels",
     .run = slice_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -213,9 +222,10 @@ static int cat_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
     return iabn_graph_ok(g) ? 0 : -1;
 }
 
-static const iabn_op_def op_cat = {
+static const iabn_op_def op_cat = { /* any layout: see op_slice */
     .name = "concat", .backward = cat_backward,
     .run = cat_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
@@ -267,6 +277,7 @@ static int up_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
 static const iabn_op_def op_up_bwd = {
     .name = "upsample_bwd",
     .run = up_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -280,6 +291,7 @@ static int up_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_
 static const iabn_op_def op_up = {
     .name = "upsample_bilinear", .backward = up_backward,
     .run = up_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_upsample_bilinear(iabn_graph *g, const char *name, int x, int h, int w)

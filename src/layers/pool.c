@@ -1,5 +1,5 @@
 /* pool.c: max pooling (keeps an int32 argmax for the backward, never its
- * input) and global average pooling. */
+ * input) and global average pooling, both in any activation layout. */
 #include "layers/layer_util.h"
 
 /* The layout comes from x (the backward's: from dx), the larger side: the
@@ -29,6 +29,7 @@ static int max_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind 
 static const iabn_op_def op_max_bwd = {
     .name = "maxpool_bwd",
     .run = max_bwd_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -44,6 +45,7 @@ static int max_backward(iabn_graph *g, int node, const int *dout, int *din, iabn
 static const iabn_op_def op_max = {
     .name = "maxpool", .backward = max_backward,
     .run = max_run,
+    .layout = IABN_LAYOUT_RULE_SAME,
 };
 
 int iabn_maxpool(iabn_graph *g, const char *name, int x, int k, int stride, int pad)

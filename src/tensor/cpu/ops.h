@@ -80,7 +80,11 @@ void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uin
 int iabn_reorder(int n, int c, int hw, iabn_layout from, iabn_layout to, const float *x,
                  float *y, iabn_err *e);
 
-/* ---- channel concat: y = concat over channels of parts -------------------- */
+/* ---- channel concat: y = concat over channels of parts --------------------
+ * Per-sample block copies: when cx, cy and c_off are multiples of 16 they are
+ * the same bytes in nChw16c as in NCHW (a sample's channel blocks are
+ * contiguous, block c_off/16 starts at float c_off*hw), so they take no
+ * layout. */
 /* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW); with
  * n == 1 and x already at its place in y (a view) nothing moves */
 void iabn_copy_channels(int n, int cx, int cy, int c_off, int hw, const float *x, float *y);
