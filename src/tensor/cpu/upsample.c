@@ -35,13 +35,15 @@ static void taps_for(float scale, int in, int c0, int cnt, col_taps *t)
         iabn_bilinear_src(scale, in, c0 + j, &t->i0[j], &t->i1[j], &t->l0[j], &t->l1[j]);
 }
 
-/* nChw16c: work items (sample, channel block, column chunk); per output
- * pixel the NCHW expression, lane by lane (contiguous, so it vectorises). */
-static void bilinear_fwd_blk(int n, int c, int hi, int wi, int ho, int wo, const float *x,
-                             float *y)
+/* The forward over `groups` work groups of B channels side by side: B = 1 in
+ * NCHW (a group is a plane), 16 in nChw16c (a group is a sample's channel
+ * block, its lanes contiguous, so the lane loop vectorises).  Work items are
+ * (group, column chunk).  Inlined with B constant, one body serves both
+ * layouts with the same expression per element. */
+static inline __attribute__((always_inline)) void
+fwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float *x, float *y)
 {
-    enum { B = 16 };
-    long groups = (long)n * (c / B), chunks = col_chunks(wo);
+    long chunks = col_chunks(wo);
     float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
 #pragma omp parallel for schedule(static) if ((size_t)groups * B * ho * wo >= PAR_MIN)
     for (long item = 0; item < groups * chunks; item++) {
@@ -68,15 +70,13 @@ static void bilinear_fwd_blk(int n, int c, int hi, int wi, int ho, int wo, const
     }
 }
 
-/* nChw16c: one (sample, channel block) per work item, its dx zeroed, then
- * the NCHW loops (chunks, rows, columns, the four taps in PyTorch's order)
- * with the 16 lanes innermost: each channel adds into each of its dx
- * elements in the NCHW order. */
-static void bilinear_bwd_blk(int n, int c, int hi, int wi, int ho, int wo, const float *dy,
-                             float *dx)
+/* The backward, groups as above, one work item per group: its dx zeroed,
+ * then chunks, rows, columns and the four taps in PyTorch's order (h0 w0,
+ * h0 w1, h1 w0, h1 w1) with the lanes innermost, so each channel adds into
+ * each of its dx elements in the same order in both layouts. */
+static inline __attribute__((always_inline)) void
+bwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float *dy, float *dx)
 {
-    enum { B = 16 };
-    long groups = (long)n * (c / B);
     int chunks = col_chunks(wo);
     float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
 #pragma omp parallel for schedule(static) if ((size_t)groups * B * ho * wo >= PAR_MIN)
@@ -114,65 +114,13 @@ static void bilinear_bwd_blk(int n, int c, int hi, int wi, int ho, int wo, const
 void iabn_bilinear_fwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
                        const float *x, float *y)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        bilinear_fwd_blk(n, c, hi, wi, ho, wo, x, y);
-        return;
-    }
-    long planes = (long)n * c, chunks = col_chunks(wo);
-    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
-#pragma omp parallel for schedule(static) if ((size_t)planes * ho * wo >= PAR_MIN)
-    for (long item = 0; item < planes * chunks; item++) {
-        long plane = item / chunks;
-        int c0 = (int)(item % chunks) * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
-        const float *xp = x + (size_t)plane * hi * wi;
-        col_taps t;
-        taps_for(sw, wi, c0, cnt, &t);
-        for (int oh = 0; oh < ho; oh++) {
-            int h0, h1;
-            float hl0, hl1;
-            iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
-            const float *r0 = xp + (size_t)h0 * wi, *r1 = xp + (size_t)h1 * wi;
-            float *yp = y + ((size_t)plane * ho + oh) * wo + c0;
-            for (int j = 0; j < cnt; j++)
-                yp[j] = hl0 * (t.l0[j] * r0[t.i0[j]] + t.l1[j] * r0[t.i1[j]]) +
-                        hl1 * (t.l0[j] * r1[t.i0[j]] + t.l1[j] * r1[t.i1[j]]);
-        }
-    }
+    if (layout == IABN_LAYOUT_NCHW16C) fwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, x, y);
+    else fwd_groups(1, (long)n * c, hi, wi, ho, wo, x, y);
 }
 
 void iabn_bilinear_bwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
                        const float *dy, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        bilinear_bwd_blk(n, c, hi, wi, ho, wo, dy, dx);
-        return;
-    }
-    long planes = (long)n * c;
-    int chunks = col_chunks(wo);
-    float sh = iabn_bilinear_scale(hi, ho), sw = iabn_bilinear_scale(wi, wo);
-#pragma omp parallel for schedule(static) if ((size_t)planes * ho * wo >= PAR_MIN)
-    for (long pl = 0; pl < planes; pl++) {
-        float *dxp = dx + (size_t)pl * hi * wi;
-        const float *dyp = dy + (size_t)pl * ho * wo;
-        memset(dxp, 0, (size_t)hi * wi * sizeof *dxp);
-        for (int ch = 0; ch < chunks; ch++) {
-            int c0 = ch * COLS, cnt = wo - c0 < COLS ? wo - c0 : COLS;
-            col_taps t;
-            taps_for(sw, wi, c0, cnt, &t);
-            for (int oh = 0; oh < ho; oh++) {
-                int h0, h1;
-                float hl0, hl1;
-                iabn_bilinear_src(sh, hi, oh, &h0, &h1, &hl0, &hl1);
-                float *r0 = dxp + (size_t)h0 * wi, *r1 = dxp + (size_t)h1 * wi;
-                const float *g = dyp + (size_t)oh * wo + c0;
-                for (int j = 0; j < cnt; j++) {
-                    /* PyTorch's order within an output pixel: h0 w0, h0 w1, h1 w0, h1 w1. */
-                    r0[t.i0[j]] += hl0 * t.l0[j] * g[j];
-                    r0[t.i1[j]] += hl0 * t.l1[j] * g[j];
-                    r1[t.i0[j]] += hl1 * t.l0[j] * g[j];
-                    r1[t.i1[j]] += hl1 * t.l1[j] * g[j];
-                }
-            }
-        }
-    }
+    if (layout == IABN_LAYOUT_NCHW16C) bwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, dy, dx);
+    else bwd_groups(1, (long)n * c, hi, wi, ho, wo, dy, dx);
 }
