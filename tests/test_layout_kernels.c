@@ -456,14 +456,14 @@ static void test_kernel_table(void)
                              t.act, y, NULL, &e));
     iabn_norm_act_fwd(2, 32, 9, BLK, bx, mean, var, EPS, t.gamma, t.beta, 1, t.act, y2, NULL);
     CHECK(memcmp(y, y2, t.cnt * sizeof(float)) == 0);
-    CHECK_OK(k->reorder(be->ctx, 2, 32, 9, BLK, NCHW, bx, y, &e));
+    CHECK_OK(iabn_reorder(2, 32, 9, BLK, NCHW, bx, y, &e));
     CHECK(memcmp(y, t.x, t.cnt * sizeof(float)) == 0);
     /* 24 channels cannot be nChw16c */
     CHECK(k->bn_stats(be->ctx, 1, 24, 9, BLK, bx, mean, var, &e) == IABN_EINVAL);
     CHECK_MSG(strstr(e.msg, "nChw16c") && strstr(e.msg, "24"), "message: %s", e.msg);
     CHECK(k->gap_fwd(be->ctx, 1, 24, 9, BLK, bx, y, &e) == IABN_EINVAL);
     CHECK(k->dropout2d_apply(be->ctx, 1, 24, 9, BLK, 0.5f, 1, 1, bx, y, &e) == IABN_EINVAL);
-    CHECK(k->reorder(be->ctx, 1, 24, 9, NCHW, BLK, t.x, y, &e) == IABN_EINVAL);
+    CHECK(iabn_reorder(1, 24, 9, NCHW, BLK, t.x, y, &e) == IABN_EINVAL);
     CHECK(k->norm_act_fwd(be->ctx, 1, 24, 9, IABN_LAYOUT_COUNT, bx, mean, var, EPS, t.gamma,
                           t.beta, 1, t.act, y, NULL, &e) == IABN_EINVAL);
     free(bx); free(y); free(y2);

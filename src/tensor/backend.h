@@ -107,11 +107,6 @@ typedef struct iabn_kernels {
     int (*dropout2d_apply)(void *ctx, int n, int c, int hw, iabn_layout layout, float p,
                            uint64_t seed, uint64_t stream, const float *x, float *y,
                            iabn_err *e);
-    /* y = x (n, c, hw) stored in layout `to`, x stored in `from`; a plain copy
-     * when they are equal; y must not overlap x.  IABN_EINVAL when a blocked
-     * side's block does not divide c, or the backend has no such reorder. */
-    int (*reorder)(void *ctx, int n, int c, int hw, iabn_layout from, iabn_layout to,
-                   const float *x, float *y, iabn_err *e);
     int (*copy_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
                          float *y, iabn_err *e);
     int (*slice_channels)(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *y,

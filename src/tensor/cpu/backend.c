@@ -270,11 +270,6 @@ static int k_dropout2d_apply(void *ctx, int n, int c, int hw, iabn_layout layout
     iabn_dropout2d_apply(n, c, hw, layout, p, seed, stream, x, y);
     return 0;
 }
-static int k_reorder(void *ctx, int n, int c, int hw, iabn_layout from, iabn_layout to,
-                     const float *x, float *y, iabn_err *e)
-{
-    return iabn_reorder(n, c, hw, from, to, x, y, e);
-}
 static int k_copy_channels(void *ctx, int n, int cx, int cy, int c_off, int hw, const float *x,
                            float *y, iabn_err *e)
 {
@@ -439,7 +434,6 @@ static const iabn_kernels cpu_kernels = {
     .iabn_bwd_reduce = k_iabn_bwd_reduce, .iabn_bwd_apply = k_iabn_bwd_apply,
     .add = k_add, .copy_bytes = k_copy_bytes, .scale = k_scale, .sumsq = k_sumsq,
     .add_bcast_hw = k_add_bcast_hw, .sum_hw = k_sum_hw, .dropout2d_apply = k_dropout2d_apply,
-    .reorder = k_reorder,
     .copy_channels = k_copy_channels, .slice_channels = k_slice_channels,
     .bilinear_fwd = k_bilinear_fwd, .bilinear_bwd = k_bilinear_bwd,
     .maxpool_fwd = k_maxpool_fwd, .maxpool_bwd = k_maxpool_bwd, .gap_fwd = k_gap_fwd,

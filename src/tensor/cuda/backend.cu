@@ -320,7 +320,6 @@ static iabn_kernels make_kernels()
     k.add_bcast_hw = K_ENTRY(iabn_cuda_add_bcast_hw);
     k.sum_hw = K_ENTRY(iabn_cuda_sum_hw);
     k.dropout2d_apply = K_ENTRY(iabn_cuda_dropout2d_apply);
-    k.reorder = K_ENTRY(iabn_cuda_reorder);
     k.copy_channels = K_ENTRY(iabn_cuda_copy_channels);
     k.slice_channels = K_ENTRY(iabn_cuda_slice_channels);
     k.bilinear_fwd = K_ENTRY(iabn_cuda_bilinear_fwd);

@@ -172,16 +172,6 @@ int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_lay
     IABN_CUDA_LAUNCH(dropout_k, cnt, cnt, hw, p, iabn_dropout_scale(p), seed, stream, x, y);
 }
 
-int iabn_cuda_reorder(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout from, iabn_layout to,
-                      const float *x, float *y, iabn_err *e)
-{
-    /* the same layout on both sides is a copy, whatever the layout */
-    if (from != to) IABN_CUDA_NCHW_ONLY(from == IABN_LAYOUT_NCHW ? to : from);
-    if (n < 0 || c < 0 || hw < 0)
-        return iabn_err_set(e, IABN_EINVAL, "reorder: bad shape (%d, %d, %d)", n, c, hw);
-    return iabn_cuda_copy_bytes(ctx, (size_t)n * c * hw * sizeof(float), x, y, e);
-}
-
 int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                             const float *x, float *y, iabn_err *e)
 {

@@ -98,10 +98,6 @@ int iabn_cuda_all_finite(iabn_cuda_ctx *ctx, size_t count, const float *x, int *
 int iabn_cuda_dropout2d_apply(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
                               float p, uint64_t seed, uint64_t stream, const float *x, float *y,
                               iabn_err *e);
-/* backend.h's reorder: a copy on the compute stream when from == to; the
- * CUDA kernels have no blocked layout, so any other pair is IABN_EINVAL */
-int iabn_cuda_reorder(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout from, iabn_layout to,
-                      const float *x, float *y, iabn_err *e);
 int iabn_cuda_copy_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
                             const float *x, float *y, iabn_err *e);
 int iabn_cuda_slice_channels(iabn_cuda_ctx *ctx, int n, int cx, int cy, int c_off, int hw,
