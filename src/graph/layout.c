@@ -97,6 +97,14 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
     int *parent = malloc(sizeof(int) * 4 * (size_t)(nt ? nt : 1));
     if (!parent) return iabn_err_set(e, IABN_ENOMEM, "out of memory in the layout pass");
     int *veto = parent + nt, *pro = veto + nt, *con = pro + nt;
+    /* each operand's vote, asked once (a conv's asks oneDNN), read again
+     * for the reorder count */
+    enum { SLOTS = IABN_MAX_IN + IABN_MAX_OUT };
+    signed char *votes = malloc((size_t)SLOTS * (size_t)(g->nn ? g->nn : 1));
+    if (!votes) {
+        free(parent);
+        return iabn_err_set(e, IABN_ENOMEM, "out of memory in the layout pass");
+    }
     for (int t = 0; t < nt; t++) {
         parent[t] = t;
         pro[t] = con[t] = 0;
@@ -117,6 +125,7 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
             int t = out ? n->out[k] : n->in[k];
             if (t < 0 || !matters(&g->t[t])) continue;
             int v = vote_of(g, n, be, out, k);
+            votes[(size_t)id * SLOTS + s] = (signed char)v;
             if (v == SAME) {
                 if (first < 0) first = t;
                 else parent[find(parent, t)] = find(parent, first);
@@ -149,12 +158,13 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
             int out = s >= n->nin, k = out ? s - n->nin : s;
             int t = out ? n->out[k] : n->in[k];
             if (t < 0 || !matters(&g->t[t])) continue;
-            int v = vote_of(g, n, be, out, k);
+            int v = votes[(size_t)id * SLOTS + s];
             int blocked = g->t[t].layout == IABN_LAYOUT_NCHW16C;
             reorders |= v == 2 || (v == 1 && !blocked) || (v == 0 && blocked);
         }
         g->conv_reorders += reorders;
     }
+    free(votes);
     free(parent);
     return 0;
 }
