@@ -114,14 +114,15 @@ static void maxpool_fwd_blk(int n, int c, int h, int w, int k, int s, int p, int
     }
 }
 
-/* nChw16c: dx of a (sample, channel block) zeroed, then each lane's
- * gradient scattered through its argmax in output order, the NCHW loop's
- * order per channel (the same sums); lanes never share an address. */
-static void maxpool_bwd_blk(int n, int c, int h, int w, int ho, int wo, const float *dy,
-                            const int32_t *argmax, float *dx)
+/* The backward over `groups` groups of B channels side by side (1 in NCHW, a
+ * plane; 16 in nChw16c, a sample's channel block): dx of a group zeroed,
+ * then each lane's gradient scattered through its argmax in output order,
+ * the same order per channel in both layouts (the same sums); lanes never
+ * share an address.  Inlined with B constant. */
+static inline __attribute__((always_inline)) void
+maxpool_bwd_groups(const int B, long groups, int h, int w, int ho, int wo, const float *dy,
+                   const int32_t *argmax, float *dx)
 {
-    enum { B = 16 };
-    long groups = (long)n * (c / B);
     size_t work = (size_t)groups * B * ((size_t)h * w + (size_t)ho * wo);
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
@@ -198,35 +199,23 @@ void iabn_maxpool_fwd(int n, int c, int h, int w, iabn_layout layout, int k, int
 void iabn_maxpool_bwd(int n, int c, int h, int w, iabn_layout layout, int ho, int wo,
                       const float *dy, const int32_t *argmax, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        maxpool_bwd_blk(n, c, h, w, ho, wo, dy, argmax, dx);
-        return;
-    }
-    long planes = (long)n * c;
-    size_t work = (size_t)planes * ((size_t)h * w + (size_t)ho * wo);
-#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
-    for (long pl = 0; pl < planes; pl++) {
-        float *dxp = dx + (size_t)pl * h * w;
-        const float *dyp = dy + (size_t)pl * ho * wo;
-        const int32_t *ap = argmax + (size_t)pl * ho * wo;
-        memset(dxp, 0, (size_t)h * w * sizeof *dxp);
-        for (long i = 0; i < (long)ho * wo; i++)
-            if (ap[i] >= 0) dxp[ap[i]] += dyp[i];
-    }
+    if (layout == IABN_LAYOUT_NCHW16C)
+        maxpool_bwd_groups(16, (long)n * (c / 16), h, w, ho, wo, dy, argmax, dx);
+    else
+        maxpool_bwd_groups(1, (long)n * c, h, w, ho, wo, dy, argmax, dx);
 }
 
-/* nChw16c: a (sample, channel block) holds hw positions of 16 channels; the
- * 16 sums run side by side, each over its channel's positions in order, so
- * every channel's sum is the NCHW loop's (the same bits). */
-static void gap_fwd_blk(int n, int c, int hw, const float *x, float *y)
+/* Global average pooling over `groups` groups of B channels side by side,
+ * as in the max pool's backward: the B sums run side by side, each over its
+ * channel's positions in order, so both layouts give the NCHW loop's bits. */
+static inline __attribute__((always_inline)) void
+gap_fwd_groups(const int B, long groups, int hw, const float *x, float *y)
 {
-    enum { B = 16 };
-    long groups = (long)n * (c / B);
     size_t work = (size_t)groups * B * (size_t)hw;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
         const float *xp = x + (size_t)g * B * hw;
-        double s[B];
+        double s[16];
         for (int l = 0; l < B; l++) s[l] = 0;
         for (int i = 0; i < hw; i++)
             for (int l = 0; l < B; l++) s[l] += xp[(size_t)i * B + l];
@@ -234,14 +223,13 @@ static void gap_fwd_blk(int n, int c, int hw, const float *x, float *y)
     }
 }
 
-static void gap_bwd_blk(int n, int c, int hw, const float *dy, float *dx)
+static inline __attribute__((always_inline)) void
+gap_bwd_groups(const int B, long groups, int hw, const float *dy, float *dx)
 {
-    enum { B = 16 };
-    long groups = (long)n * (c / B);
     size_t work = (size_t)groups * B * (size_t)hw;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
-        float gv[B];
+        float gv[16];
         for (int l = 0; l < B; l++) gv[l] = dy[g * B + l] / (float)hw;
         float *dxp = dx + (size_t)g * B * hw;
         for (int i = 0; i < hw; i++)
@@ -251,35 +239,14 @@ static void gap_bwd_blk(int n, int c, int hw, const float *dy, float *dx)
 
 void iabn_gap_fwd(int n, int c, int hw, iabn_layout layout, const float *x, float *y)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        gap_fwd_blk(n, c, hw, x, y);
-        return;
-    }
-    long planes = (long)n * c;
-    size_t work = (size_t)planes * (size_t)hw;
-#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
-    for (long pl = 0; pl < planes; pl++) {
-        const float *xp = x + (size_t)pl * hw;
-        double s = 0;
-        for (int i = 0; i < hw; i++) s += xp[i];
-        y[pl] = (float)(s / hw);
-    }
+    if (layout == IABN_LAYOUT_NCHW16C) gap_fwd_groups(16, (long)n * (c / 16), hw, x, y);
+    else gap_fwd_groups(1, (long)n * c, hw, x, y);
 }
 
 void iabn_gap_bwd(int n, int c, int hw, iabn_layout layout, const float *dy, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        gap_bwd_blk(n, c, hw, dy, dx);
-        return;
-    }
-    long planes = (long)n * c;
-    size_t work = (size_t)planes * (size_t)hw;
-#pragma omp parallel for schedule(static) if (work >= PAR_MIN)
-    for (long pl = 0; pl < planes; pl++) {
-        float g = dy[pl] / (float)hw;
-        float *dxp = dx + (size_t)pl * hw;
-        for (int i = 0; i < hw; i++) dxp[i] = g;
-    }
+    if (layout == IABN_LAYOUT_NCHW16C) gap_bwd_groups(16, (long)n * (c / 16), hw, dy, dx);
+    else gap_bwd_groups(1, (long)n * c, hw, dy, dx);
 }
 
 /* ---- windowed average (src/layers/avgpool.c) ------------------------------------
