@@ -62,10 +62,10 @@ int iabn_bench_conv(int argc, char **argv)
     if (threads) iabn_set_num_threads(threads);
     threads = iabn_num_threads();
     if (peak < 0) peak = iabn_cpu_peak_gflops(threads);
-    iabn_convbench_row rows[16];
+    iabn_convbench_row rows[IABN_CONVBENCH_ROWS];
     int n = 0;
     iabn_err e = {0};
-    if (iabn_convbench_run(a.v[IABN_O_CASE].s, repeat, peak, threads, rows, 16, &n, &e)) {
+    if (iabn_convbench_run(a.v[IABN_O_CASE].s, repeat, peak, threads, rows, IABN_CONVBENCH_ROWS, &n, &e)) {
         fprintf(stderr, "iabn bench conv: %s\n", e.msg);
         return 2;
     }

@@ -33,6 +33,8 @@ static const bench_case cases[] = {
 static const char *const pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
+_Static_assert(sizeof cases / sizeof cases[0] * 3 <= IABN_CONVBENCH_ROWS,
+               "IABN_CONVBENCH_ROWS is too small for the cases");
 
 const char *const *iabn_convbench_cases(void)
 {

@@ -28,6 +28,10 @@ typedef struct iabn_convbench_row {
     int ok;                               /* at or over the target                 */
 } iabn_convbench_row;
 
+/* Rows enough for every case (3 passes each): conv_bench.c checks it at
+ * compile time, so a new case cannot outgrow a caller's array. */
+#define IABN_CONVBENCH_ROWS 24
+
 /* The case names, NULL-terminated. */
 const char *const *iabn_convbench_cases(void);
 /* FP32 FMA throughput of `threads` threads in GFLOP/s (16-wide FMAs where
