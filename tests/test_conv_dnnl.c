@@ -10,12 +10,20 @@
  * layer, and the CPU device's kernel table runs through its cache; the
  * geometry's layouts: nChw16c activations give the NCHW results bitwise
  * (reordered), with less scratch when the primitive works in nChw16c, and
- * the layout votes. */
+ * the layout votes; the weight layout map (cpu/blocked_map.h) gives the bits
+ * of oneDNN's own reorders (copy in, add back) on the layouts the convs
+ * choose, and declines the ones it cannot express. */
+#include "iabn_config.h"
 #include "tensor/backend.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
+#include "tensor/cpu/blocked_map.h"
 #include "tensor/cpu/conv_impl.h"
 #include "test_util.h"
+
+#if IABN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 typedef struct tcase {
     int n, c_in, h, w, c_out, k, stride, pad, dil, bias, groups; /* groups 0: 1 */
@@ -184,13 +192,14 @@ static void test_parity(void)
         {2, 64, 6, 6, 96, 1, 1, 0, 1, 0, 4},    /* grouped 1x1, 16 -> 24 per group */
         {2, 32, 7, 7, 32, 3, 1, 1, 1, 0, 8},    /* grouped, 4 per group: direct */
         {1, 64, 16, 16, 64, 3, 1, 2, 2, 0, 4},  /* grouped, 16 per group, dilated 2 */
+        {2, 64, 7, 7, 96, 1, 1, 0, 1, 1, 1},    /* 1x1, 16-multiples: weights as tiles */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
      * only with most taps in the map */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1};
-    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 outputs */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1};
+    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 outputs */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
         CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
@@ -332,6 +341,95 @@ static void test_blocked(void)
 #endif
 }
 
+#if IABN_HAVE_DNNL
+/* One weight shape and oneDNN format: the map's copy into the blocked
+ * layout and its addition back give oneDNN's reorders' bits (the addition:
+ * a reorder with a sum post-op); `mapped` 0 when the map must decline. */
+static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_format_tag_t tag,
+                     int mapped, int tile16)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    CHECK(dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success);
+    CHECK(dnnl_stream_create(&st, eng, dnnl_stream_default_flags) == dnnl_success);
+    dnnl_memory_desc_t pm, bm;
+    CHECK(dnnl_memory_desc_init_by_tag(&pm, nd, d, dnnl_f32, plain) == dnnl_success);
+    CHECK(dnnl_memory_desc_init_by_tag(&bm, nd, d, dnnl_f32, tag) == dnnl_success);
+    size_t n = dnnl_memory_desc_get_size(&pm) / 4, nb = dnnl_memory_desc_get_size(&bm) / 4;
+    int64_t dims[DNNL_MAX_NDIMS], str[DNNL_MAX_NDIMS], blks[DNNL_MAX_NDIMS], idx[DNNL_MAX_NDIMS];
+    const dnnl_blocking_desc_t *b = &bm.format_desc.blocking;
+    for (int k = 0; k < nd; k++) { dims[k] = d[k]; str[k] = b->strides[k]; }
+    for (int j = 0; j < b->inner_nblks; j++) { blks[j] = b->inner_blks[j]; idx[j] = b->inner_idxs[j]; }
+    int pad = 0;
+    for (int k = 0; k < nd; k++) pad |= bm.padded_dims[k] != bm.dims[k];
+    iabn_blocked_map m;
+    int rc = pad ? 1 : iabn_blocked_map_init(&m, nd, dims, str, bm.offset0, b->inner_nblks, blks, idx);
+    CHECK_MSG(rc == !mapped, "format %d: map_init %d, want %s", (int)tag, rc, mapped ? "0" : "1");
+    if (rc == 0) {
+        CHECK_MSG(m.tile16 == tile16, "format %d: tile16 %d", (int)tag, m.tile16);
+        float *x = malloc(n * 4), *y1 = malloc(nb * 4), *y2 = malloc(nb * 4);
+        float *z1 = malloc(n * 4), *z2 = malloc(n * 4);
+        t_fill(x, n, 11); t_fill(z1, n, 12); memcpy(z2, z1, n * 4);
+        dnnl_memory_t mx, my, mz;
+        dnnl_primitive_desc_t pd;
+        dnnl_primitive_t r;
+        CHECK(dnnl_memory_create(&mx, &pm, eng, x) == dnnl_success);
+        CHECK(dnnl_memory_create(&my, &bm, eng, y1) == dnnl_success);
+        CHECK(dnnl_reorder_primitive_desc_create(&pd, &pm, eng, &bm, eng, NULL) == dnnl_success);
+        CHECK(dnnl_primitive_create(&r, pd) == dnnl_success);
+        dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mx}, {DNNL_ARG_TO, my}};
+        CHECK(dnnl_primitive_execute(r, st, 2, a) == dnnl_success && dnnl_stream_wait(st) == dnnl_success);
+        iabn_blocked_pack(&m, x, y2);
+        CHECK_MSG(memcmp(y1, y2, nb * 4) == 0, "format %d: copy in differs", (int)tag);
+        dnnl_primitive_destroy(r);
+        dnnl_primitive_desc_destroy(pd);
+        /* z += y1, oneDNN's way and the map's */
+        dnnl_primitive_attr_t at;
+        dnnl_post_ops_t po;
+        CHECK(dnnl_primitive_attr_create(&at) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success);
+        CHECK(dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+              dnnl_primitive_attr_set_post_ops(at, po) == dnnl_success);
+        CHECK(dnnl_memory_create(&mz, &pm, eng, z1) == dnnl_success);
+        CHECK(dnnl_reorder_primitive_desc_create(&pd, &bm, eng, &pm, eng, at) == dnnl_success);
+        CHECK(dnnl_primitive_create(&r, pd) == dnnl_success);
+        dnnl_exec_arg_t a2[2] = {{DNNL_ARG_FROM, my}, {DNNL_ARG_TO, mz}};
+        CHECK(dnnl_primitive_execute(r, st, 2, a2) == dnnl_success && dnnl_stream_wait(st) == dnnl_success);
+        iabn_blocked_unpack_add(&m, y1, z2);
+        CHECK_MSG(memcmp(z1, z2, n * 4) == 0, "format %d: add back differs", (int)tag);
+        dnnl_primitive_destroy(r);
+        dnnl_primitive_desc_destroy(pd);
+        dnnl_post_ops_destroy(po);
+        dnnl_primitive_attr_destroy(at);
+        dnnl_memory_destroy(mx); dnnl_memory_destroy(my); dnnl_memory_destroy(mz);
+        free(x); free(y1); free(y2); free(z1); free(z2);
+        iabn_blocked_map_free(&m);
+    }
+    dnnl_stream_destroy(st);
+    dnnl_engine_destroy(eng);
+}
+
+static void test_blocked_map(void)
+{
+    dnnl_dims_t w1 = {512, 1024, 1, 1}, w1b = {2048, 64, 1, 1}, w3 = {64, 32, 3, 3};
+    dnnl_dims_t g8 = {64, 8, 8, 3, 3}, g16 = {4, 16, 32, 3, 3}, w24 = {24, 32, 1, 1};
+    map_case(4, w1, dnnl_oihw, dnnl_OIhw16i16o, 1, 1);  /* 1x1 fwd / weights: tiles */
+    map_case(4, w1b, dnnl_oihw, dnnl_OIhw16i16o, 1, 1);
+    map_case(4, w1, dnnl_oihw, dnnl_IOhw16o16i, 1, 0);  /* 1x1 data pass */
+    map_case(4, w3, dnnl_oihw, dnnl_OIhw16i16o, 1, 0);  /* 3x3: the table walk */
+    map_case(4, w3, dnnl_oihw, dnnl_Ohwi16o, 1, 0);
+    map_case(5, g8, dnnl_goihw, dnnl_gOIhw8i8o, 1, 0);  /* grouped, 8 per group */
+    map_case(5, g16, dnnl_goihw, dnnl_gOIhw16i16o, 1, 0);
+    map_case(4, w1, dnnl_oihw, dnnl_OIhw4i16o4i, 0, 0); /* a dimension blocked twice */
+    map_case(4, w24, dnnl_oihw, dnnl_OIhw16i16o, 0, 0); /* 24 outputs: padded */
+    /* the map's own refusal of a padded layout (map_case skips the call) */
+    iabn_blocked_map m;
+    int64_t dims[2] = {24, 32}, str[2] = {512, 16}, blks[1] = {16}, idx[1] = {0};
+    CHECK(iabn_blocked_map_init(&m, 2, dims, str, 0, 1, blks, idx) == 1 && !m.mem);
+}
+#else
+static void test_blocked_map(void) {}
+#endif
+
 static void test_impl(void)
 {
     /* a ResNet stage-1 layer must not land on oneDNN's reference code */
@@ -382,6 +480,7 @@ int main(void)
     CHECK_OK(iabn_conv_cache_new(&cache, &e));
     RUN(test_parity);
     RUN(test_blocked);
+    RUN(test_blocked_map);
     RUN(test_impl);
     RUN(test_device);
     iabn_conv_cache_free(cache);

@@ -1,0 +1,48 @@
+/* cpu/blocked_map.h (internal): copies between a dense row-major tensor and
+ * the same tensor in a blocked layout as oneDNN describes one, for the
+ * convolution weights (cpu/conv_dnnl.c): the forward and data passes' copy
+ * of the OIHW weights into the primitive's layout, and the weight pass's
+ * gradient added back into the OIHW store.
+ *
+ * A blocked layout puts logical index (d_0 .. d_{n-1}) at
+ *   offset0 + sum_k (d_k / B_k) * stride_k + inner(d),
+ * where B_k is dimension k's inner block (1 if it has none) and inner(d)
+ * the row-major position of (d_k % B_k) among the inner blocks (the last
+ * one innermost).  With one inner block per dimension at most, the offset
+ * is a sum of one term per dimension: the map keeps a table of those terms
+ * per dimension, and a copy walks the row-major tensor adding table entries.
+ * Layouts that block a dimension twice, or pad one, are not mapped (the
+ * caller keeps oneDNN's reorder for them).
+ */
+#ifndef IABN_CPU_BLOCKED_MAP_H
+#define IABN_CPU_BLOCKED_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IABN_BLOCKED_MAP_DIMS 5
+
+typedef struct iabn_blocked_map {
+    int64_t dims[IABN_BLOCKED_MAP_DIMS]; /* leading dims of extent 1 added     */
+    int64_t *tab[IABN_BLOCKED_MAP_DIMS]; /* tab[k][x]: offset term of d_k = x  */
+    int64_t *mem;                        /* the tables, one allocation         */
+    int tile16; /* 16 x 16 blocks of (dim 1, dim 2), dim 1 innermost, no
+                 * dims 3 and 4 (a 1x1 conv's OIhw16i16o): moved as tiles */
+} iabn_blocked_map;
+
+/* Builds the map of a layout of nd <= 5 dims (extents dims, outer strides
+ * strides, nblks inner blocks of sizes blks over dimensions idxs, outermost
+ * first).  Returns 0, 1 when the layout is not one the map can express (a
+ * dimension blocked twice or padded by its block, more than 5 dims), or -1
+ * when out of memory; on nonzero the map holds nothing. */
+int iabn_blocked_map_init(iabn_blocked_map *m, int nd, const int64_t *dims,
+                          const int64_t *strides, int64_t offset0, int nblks,
+                          const int64_t *blks, const int64_t *idxs);
+void iabn_blocked_map_free(iabn_blocked_map *m);
+
+/* blocked <- plain (row-major), every element of the layout written. */
+void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked);
+/* plain += blocked. */
+void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain);
+
+#endif
