@@ -10,9 +10,10 @@
  * layer, and the CPU device's kernel table runs through its cache; the
  * geometry's layouts: nChw16c activations give the NCHW results bitwise
  * (reordered), with less scratch when the primitive works in nChw16c, and
- * the layout votes; the weight layout map (cpu/blocked_map.h) gives the bits
- * of oneDNN's own reorders (copy in, add back) on the layouts the convs
- * choose, and declines the ones it cannot express. */
+ * the layout votes; the weight layout map (cpu/blocked_map.h) adds a blocked
+ * tensor into a plain one with the bits of oneDNN's reorder with a sum
+ * post-op, on the layouts the convs choose, and declines the ones it cannot
+ * express. */
 #include "iabn_config.h"
 #include "tensor/backend.h"
 #include "tensor/device.h"
@@ -342,9 +343,10 @@ static void test_blocked(void)
 }
 
 #if IABN_HAVE_DNNL
-/* One weight shape and oneDNN format: the map's copy into the blocked
- * layout and its addition back give oneDNN's reorders' bits (the addition:
- * a reorder with a sum post-op); `mapped` 0 when the map must decline. */
+/* One weight shape and oneDNN format: oneDNN copies a plain tensor into the
+ * blocked layout; the map's addition of it into another plain tensor gives
+ * the bits of oneDNN's reorder with a sum post-op; `mapped` 0 when the map
+ * must decline. */
 static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_format_tag_t tag,
                      int mapped, int tile16)
 {
@@ -367,7 +369,7 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
     CHECK_MSG(rc == !mapped, "format %d: map_init %d, want %s", (int)tag, rc, mapped ? "0" : "1");
     if (rc == 0) {
         CHECK_MSG(m.tile16 == tile16, "format %d: tile16 %d", (int)tag, m.tile16);
-        float *x = malloc(n * 4), *y1 = malloc(nb * 4), *y2 = malloc(nb * 4);
+        float *x = malloc(n * 4), *y1 = malloc(nb * 4);
         float *z1 = malloc(n * 4), *z2 = malloc(n * 4);
         t_fill(x, n, 11); t_fill(z1, n, 12); memcpy(z2, z1, n * 4);
         dnnl_memory_t mx, my, mz;
@@ -379,8 +381,6 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
         CHECK(dnnl_primitive_create(&r, pd) == dnnl_success);
         dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mx}, {DNNL_ARG_TO, my}};
         CHECK(dnnl_primitive_execute(r, st, 2, a) == dnnl_success && dnnl_stream_wait(st) == dnnl_success);
-        iabn_blocked_pack(&m, x, y2);
-        CHECK_MSG(memcmp(y1, y2, nb * 4) == 0, "format %d: copy in differs", (int)tag);
         dnnl_primitive_destroy(r);
         dnnl_primitive_desc_destroy(pd);
         /* z += y1, oneDNN's way and the map's */
@@ -401,7 +401,7 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
         dnnl_post_ops_destroy(po);
         dnnl_primitive_attr_destroy(at);
         dnnl_memory_destroy(mx); dnnl_memory_destroy(my); dnnl_memory_destroy(mz);
-        free(x); free(y1); free(y2); free(z1); free(z2);
+        free(x); free(y1); free(z1); free(z2);
         iabn_blocked_map_free(&m);
     }
     dnnl_stream_destroy(st);

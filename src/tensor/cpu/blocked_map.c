@@ -1,11 +1,11 @@
 /* cpu/blocked_map.c: the per-dimension offset tables of a blocked layout
- * (cpu/blocked_map.h) and the two copies that walk them.
+ * (cpu/blocked_map.h) and the addition that walks them.
  *
  * Why not oneDNN's own reorder: for the weight gradient it has to add into
  * the OIHW store (a reorder with a sum post-op), and oneDNN 2.6 runs that
  * from ABcd16b16a at 2.5 to 10 GB/s (ResNeXt-101's 512x1024 and 2048x1024
- * 1x1 weights: 0.88 and 3.1 ms a call), a quarter of the step's reorder time
- * (docs/LAYOUTS.md).  The walk here reads the row-major tensor in order and
+ * 1x1 weights: 0.88 and 3.1 ms a call), half of a ResNeXt-101 step's
+ * reorder time (docs/LAYOUTS.md).  The walk here reads the row-major tensor in order and
  * the blocked one through the tables; for a 16 x 16 block layout the rows
  * of one output block (16 rows of the OIHW tensor) touch 16 x I values of
  * the blocked one, which stay in cache, so both sides move through memory
@@ -81,42 +81,6 @@ void iabn_blocked_map_free(iabn_blocked_map *m)
     memset(m, 0, sizeof *m);
 }
 
-/* One row of the walk: the last three dimensions under a fixed (d0, d1). */
-#define WALK_ROW(STMT)                                                                   \
-    for (int64_t r = 0; r < rows; r++) {                                                 \
-        const int64_t base = t0[r / n1] + t1[r % n1];                                    \
-        int64_t p = r * inner;                                                           \
-        if (n34 == 1) {                                                                  \
-            const int64_t o34 = t3[0] + t4[0];                                           \
-            for (int64_t i = 0; i < n2; i++, p++) {                                      \
-                const int64_t q = base + t2[i] + o34;                                    \
-                STMT;                                                                    \
-            }                                                                            \
-        } else {                                                                         \
-            for (int64_t i = 0; i < n2; i++)                                             \
-                for (int64_t h = 0; h < m->dims[3]; h++)                                 \
-                    for (int64_t w = 0; w < m->dims[4]; w++, p++) {                      \
-                        const int64_t q = base + t2[i] + t3[h] + t4[w];                  \
-                        STMT;                                                            \
-                    }                                                                    \
-        }                                                                                \
-    }
-
-#define WALK_SETUP                                                                       \
-    const int64_t *t0 = m->tab[0], *t1 = m->tab[1], *t2 = m->tab[2], *t3 = m->tab[3],    \
-                  *t4 = m->tab[4];                                                       \
-    const int64_t n1 = m->dims[1], n2 = m->dims[2], n34 = m->dims[3] * m->dims[4];       \
-    const int64_t rows = m->dims[0] * n1, inner = n2 * n34;                              \
-    const int par = rows > 1 && rows * inner >= PAR_MIN;                                 \
-    (void)par
-
-void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked)
-{
-    WALK_SETUP;
-#pragma omp parallel for schedule(static) if (par)
-    WALK_ROW(blocked[q] = plain[p])
-}
-
 /* plain += blocked over 16 rows of dims (0, 1) and all of dim 2, in tiles
  * (m->tile16): tile (row block, column block) of the blocked tensor holds
  * element (row r, column c) at [c % 16][r % 16]. */
@@ -138,13 +102,24 @@ static void unpack_add_tiles(const iabn_blocked_map *m, int64_t r0, const float 
 
 void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain)
 {
-    WALK_SETUP;
+    const int64_t *t0 = m->tab[0], *t1 = m->tab[1], *t2 = m->tab[2], *t3 = m->tab[3],
+                  *t4 = m->tab[4];
+    const int64_t n1 = m->dims[1], n2 = m->dims[2], n3 = m->dims[3], n4 = m->dims[4];
+    const int64_t rows = m->dims[0] * n1, inner = n2 * n3 * n4;
+    const int par = rows > 1 && rows * inner >= PAR_MIN;
     if (m->tile16) {
         const int64_t blocks = rows / 16;
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t k = 0; k < blocks; k++) unpack_add_tiles(m, 16 * k, blocked, plain);
         return;
     }
+    /* a row: the last three dimensions under a fixed (d0, d1) */
 #pragma omp parallel for schedule(static) if (par)
-    WALK_ROW(plain[p] += blocked[q])
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t base = t0[r / n1] + t1[r % n1];
+        float *p = plain + r * inner;
+        for (int64_t i = 0; i < n2; i++)
+            for (int64_t h = 0; h < n3; h++)
+                for (int64_t w = 0; w < n4; w++) *p++ += blocked[base + t2[i] + t3[h] + t4[w]];
+    }
 }

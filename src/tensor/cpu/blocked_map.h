@@ -1,8 +1,6 @@
-/* cpu/blocked_map.h (internal): copies between a dense row-major tensor and
- * the same tensor in a blocked layout as oneDNN describes one, for the
- * convolution weights (cpu/conv_dnnl.c): the forward and data passes' copy
- * of the OIHW weights into the primitive's layout, and the weight pass's
- * gradient added back into the OIHW store.
+/* cpu/blocked_map.h (internal): a dense tensor in a blocked layout, as
+ * oneDNN describes one, added into the same tensor stored row-major: the
+ * weight pass's gradient added back into the OIHW store (cpu/conv_dnnl.c).
  *
  * A blocked layout puts logical index (d_0 .. d_{n-1}) at
  *   offset0 + sum_k (d_k / B_k) * stride_k + inner(d),
@@ -10,7 +8,8 @@
  * the row-major position of (d_k % B_k) among the inner blocks (the last
  * one innermost).  With one inner block per dimension at most, the offset
  * is a sum of one term per dimension: the map keeps a table of those terms
- * per dimension, and a copy walks the row-major tensor adding table entries.
+ * per dimension, and the addition walks the row-major tensor adding table
+ * entries.
  * Layouts that block a dimension twice, or pad one, are not mapped (the
  * caller keeps oneDNN's reorder for them).
  */
@@ -40,9 +39,7 @@ int iabn_blocked_map_init(iabn_blocked_map *m, int nd, const int64_t *dims,
                           const int64_t *blks, const int64_t *idxs);
 void iabn_blocked_map_free(iabn_blocked_map *m);
 
-/* blocked <- plain (row-major), every element of the layout written. */
-void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked);
-/* plain += blocked. */
+/* plain (row-major) += blocked. */
 void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain);
 
 #endif

@@ -15,11 +15,11 @@
  *   [oneDNN scratchpad: user-managed, shared by the conv and its reorders]
  * The weight-gradient pass always computes into a scratch copy and adds it
  * to dw (and db), because the kernel table's bwd-filter accumulates while
- * oneDNN overwrites.  The weights' copies (into the primitive's layout, and
- * the gradient's back into OIHW) go through cpu/blocked_map.c where it can
- * express the layout: oneDNN's reorder with a sum post-op out of its 16x16
- * weight blocks runs at a quarter of memory speed; the other operands, and
- * the layouts the map cannot express, use oneDNN's reorders.
+ * oneDNN overwrites.  That addition goes through cpu/blocked_map.c where it
+ * can express the layout: oneDNN's reorder with a sum post-op out of its
+ * 16x16 weight blocks runs at a quarter of memory speed.  Every other copy
+ * (and the layouts the map cannot express) is oneDNN's reorder: its copies
+ * into blocked layouts run at memory speed.
  *
  * Plans live in an iabn_conv_cache (a CPU device context owns one); without
  * a cache a call builds its plan, runs it and frees it (correct, only slower:
@@ -258,7 +258,7 @@ static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convoluti
     return 0;
 }
 
-/* The map of a weight operand's primitive layout (cpu/blocked_map.h):
+/* The map of an accumulating output's primitive layout (cpu/blocked_map.h):
  * 0, or 1 when the map cannot express it, -1 out of memory. */
 static int map_init(iabn_blocked_map *m, const dnnl_memory_desc_t *md)
 {
@@ -312,8 +312,7 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
     io->off = *off;
     *off += align64(dnnl_memory_desc_get_size(&io->prim_md));
     DN(dnnl_memory_create(&io->prim_m, &io->prim_md, eng, DNNL_MEMORY_NONE));
-    if ((!out || accumulate) &&
-        (arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS || want->ndims == 1)) {
+    if (accumulate) {
         int m = map_init(&io->map, &io->prim_md);
         if (m < 0) return iabn_err_set(e, IABN_ENOMEM, "out of memory for a weight layout map");
         if (m == 0) return 0;
@@ -588,10 +587,6 @@ static int plan_run(op_plan *p, dnnl_stream_t stream, void *const *ptr, void *sc
         DN(dnnl_memory_set_data_handle(io->prim_m, base + io->off));
         args[na++] = (dnnl_exec_arg_t){io->arg, io->prim_m};
         if (io->out) continue;
-        if (io->map.mem) {
-            iabn_blocked_pack(&io->map, ptr[i], (float *)(base + io->off));
-            continue;
-        }
         dnnl_exec_arg_t ra[3] = {{DNNL_ARG_FROM, io->user_m}, {DNNL_ARG_TO, io->prim_m}};
         int nr = 2;
         if (p->pad_m) ra[nr++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, p->pad_m};
@@ -603,7 +598,7 @@ static int plan_run(op_plan *p, dnnl_stream_t stream, void *const *ptr, void *sc
     for (int i = 0; i < p->nio; i++) {
         op_io *io = &p->io[i];
         if (!io->out || !io->via_buf) continue;
-        if (io->map.mem) { /* only the weight pass maps an output: it accumulates */
+        if (io->map.mem) { /* an accumulating output (the weight pass) */
             iabn_blocked_unpack_add(&io->map, (const float *)(base + io->off), ptr[i]);
             continue;
         }
