@@ -319,6 +319,7 @@ static void test_blocked(void)
 {
     blocked_case(2, 64, 14, 128, 1, 1, 1, 1);   /* 1x1 on 14x14: blocked primitive */
     blocked_case(2, 128, 14, 128, 3, 1, 8, 1);  /* grouped, 16 per group */
+    blocked_case(2, 128, 14, 128, 3, 1, 16, 1); /* 8 per group: merged pairs, nChw16c */
     blocked_case(2, 32, 9, 48, 3, 2, 1, 1);     /* dense 3x3, stride 2 */
     blocked_case(1, 32, 28, 64, 1, 1, 1, 0);    /* 1x1 on 28x28: NCHW primitive, reorders */
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL)
@@ -328,6 +329,15 @@ static void test_blocked(void)
           iabn_conv_layout_vote(&g, IABN_CONV_BWD_DATA, 1) == 1);
     CHECK(iabn_conv_geom_init(&g, 4, 256, 56, 56, 128, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 0); /* NCHW primitive */
+    /* 8 per group runs as 16 per group (pairs merged): nChw16c, where
+     * oneDNN's own 8-per-group kernels want nChw8c (a vote of 2) */
+    CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
+    for (int p = 0; p < 3; p++)
+        CHECK_MSG(iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0) == 1 &&
+                      iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1) == 1,
+                  "8 per group, pass %d: votes %d %d", p,
+                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0),
+                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1));
     CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 128, 3, 3, 1, 1, 1, 32) == 0);
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == -1); /* direct kernels */
     CHECK(iabn_conv_geom_init(&g, 4, 3, 64, 64, 64, 7, 7, 2, 3, 1, 1) == 0);

@@ -92,9 +92,11 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
     /* Grouped convs: oneDNN's JIT kernels run 16 or more channels per group
      * 1.5x to 4x faster than the direct kernels (and than im2col + GEMM),
      * dilated ones (DeepLab on ResNeXt) 2x; 8 per group on maps up to 14x14
-     * 1.05-1.3x faster, 8 per group on larger maps 0.7x, and dilated with 8
-     * per group its weight pass falls back to a GEMM at 26 GFLOP/s; with 4
-     * per group oneDNN's grouped path is 2.5x slower (docs/CPU.md). */
+     * (run as 16 per group, pairs of groups merged: cpu/conv_dnnl.c) 1.2x
+     * faster, 8 per group on larger maps 0.7x (0.85x merged on 56x56), and
+     * dilated with 8 per group its weight pass falls back to a GEMM at 26
+     * GFLOP/s; with 4 per group oneDNN's grouped path is 2.5x slower
+     * (docs/CPU.md). */
     if (g->groups != 1) {
         int cpg = g->c_in / g->groups < g->c_out / g->groups ? g->c_in / g->groups
                                                              : g->c_out / g->groups;
