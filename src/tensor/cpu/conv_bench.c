@@ -147,31 +147,30 @@ static const char *path_label(const iabn_conv_plan *p)
     }
 }
 
-/* Best times of `repeat` calls of the native plan and (with dn) the oneDNN
- * one, after a warm-up of each; the two alternate call by call, so that a
- * load from elsewhere on the machine hits both alike.  Returns 0, or the
- * failing call's status. */
-static int time_pass(iabn_conv_cache *c, const iabn_conv_plan *nat, const iabn_conv_plan *dn,
-                     const iabn_conv_geom *g, int pass, int repeat, float *x, float *w, float *y,
-                     float *dx, float *dw, void *scr, size_t sb, double *tn, double *td,
+/* Best times t[k] of `repeat` calls of each of the k < nrun runs (a plan,
+ * its geometry: the native plan, the oneDNN one on NCHW operands, the
+ * oneDNN one on the layouts the graph's layout pass would give them), after
+ * a warm-up of each; the runs alternate call by call, so that a load from
+ * elsewhere on the machine hits them alike.  Returns 0, or the failing
+ * call's status. */
+static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *plan,
+                     const iabn_conv_geom *const *g, int pass, int repeat, float *x, float *w,
+                     float *y, float *dx, float *dw, void *scr, size_t sb, double *t,
                      iabn_err *e)
 {
-    int rc = run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb, e);
-    if (!rc && dn) rc = run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb, e);
-    if (rc) return rc;
-    *tn = *td = 1e30;
-    for (int r = 0; r < repeat; r++) {
-        double t0 = iabn_now();
-        if ((rc = run_pass(NULL, nat, g, pass, x, w, y, dx, dw, scr, sb, e))) return rc;
-        double t = iabn_now() - t0;
-        if (t < *tn) *tn = t;
-        if (!dn) continue;
-        t0 = iabn_now();
-        if ((rc = run_pass(c, dn, g, pass, x, w, y, dx, dw, scr, sb, e))) return rc;
-        t = iabn_now() - t0;
-        if (t < *td) *td = t;
+    int rc = 0;
+    for (int k = 0; k < nrun && !rc; k++) {
+        t[k] = 1e30;
+        rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
     }
-    return 0;
+    for (int r = 0; r < repeat && !rc; r++)
+        for (int k = 0; k < nrun && !rc; k++) {
+            double t0 = iabn_now();
+            rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
+            double dt = iabn_now() - t0;
+            if (dt < t[k]) t[k] = dt;
+        }
+    return rc;
 }
 
 /* Measures the three passes of one case into rows[0..3). */
@@ -185,8 +184,16 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     size_t nx = (size_t)g.n * g.c_in * g.h_in * g.w_in;
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
     size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
-    /* the native plans, and the oneDNN ones (when built with it) */
+    /* the native plans, and the oneDNN ones (when built with it); gb: the
+     * operands the conv votes nChw16c for in nChw16c (what the graph gives
+     * it where its neighbours agree) */
     int has_dn = iabn_conv_have_dnnl();
+    iabn_conv_geom gb = g;
+    if (has_dn && iabn_conv_use_dnnl(&g, IABN_CONV_FWD)) {
+        if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1) gb.x_layout = IABN_LAYOUT_NCHW16C;
+        if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = IABN_LAYOUT_NCHW16C;
+    }
+    int has_blk = gb.x_layout != g.x_layout || gb.y_layout != g.y_layout;
     iabn_conv_plan nat[3], dn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
@@ -197,6 +204,12 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         size_t b = 0;
         int rc = iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, threads, &b, &impl[p], e);
         if (rc) return rc;
+        if (has_blk) {
+            size_t bb = 0;
+            if ((rc = iabn_conv_dnnl_scratch(&gb, (iabn_conv_pass)p, 0, threads, &bb, NULL, e)))
+                return rc;
+            if (bb > b) b = bb;
+        }
         memset(&dn[p], 0, sizeof dn[p]);
         dn[p].path = IABN_CONV_PATH_DNNL;
         dn[p].threads = threads;
@@ -218,9 +231,11 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
-        double tn, td;
-        if ((rc = time_pass(cache, &nat[pass], has_dn ? &dn[pass] : NULL, &g, pass, repeat, x, w,
-                            y, dx, dw, scr, sb, &tn, &td, e)))
+        const iabn_conv_plan *plans[3] = {&nat[pass], &dn[pass], &dn[pass]};
+        const iabn_conv_geom *geoms[3] = {&g, &g, &gb};
+        double t[3] = {0, 0, 0};
+        if ((rc = time_pass(cache, has_dn ? 2 + has_blk : 1, plans, geoms, pass, repeat, x, w, y,
+                            dx, dw, scr, sb, t, e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
         iabn_convbench_row *r = &rows[pass];
@@ -231,9 +246,13 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->path = chose_dnnl ? "onednn" : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";
         r->onednn = has_dn;
-        r->native_gflops = flops / tn * 1e-9;
-        r->onednn_gflops = has_dn ? flops / td * 1e-9 : 0;
-        r->gflops = chose_dnnl ? r->onednn_gflops : r->native_gflops;
+        r->native_gflops = flops / t[0] * 1e-9;
+        r->onednn_gflops = has_dn ? flops / t[1] * 1e-9 : 0;
+        r->blocked = has_blk;
+        r->blocked_gflops = has_blk ? flops / t[2] * 1e-9 : 0;
+        r->gflops = !chose_dnnl ? r->native_gflops
+                    : has_blk   ? r->blocked_gflops
+                                : r->onednn_gflops;
         r->peak_fraction = r->gflops / peak;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;

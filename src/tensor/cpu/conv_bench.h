@@ -1,14 +1,16 @@
 /* cpu/conv_bench.h: the CPU convolution throughput `iabn bench conv` prints:
  * the layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3 with 4
  * and with 16 channels per group, 1x1 on a 14x14 and a 56x56 map, DeepLab's
- * dilated ASPP 3x3), per pass, on the native path and on the oneDNN path,
- * against the targets there.
+ * dilated ASPP 3x3), per pass, on the native path and on the oneDNN path
+ * (NCHW operands that it reorders, and, where the conv votes for nChw16c
+ * operands, those: what the graph runs once its layout pass agrees), against
+ * the targets there.
  *
  * Rate = nominal FLOPs (2*N*Cout*Hout*Wout*Cin/groups*kh*kw, padding taps
  * included, as docs/TARGETS.md counts it) over the best time of `repeat`
  * calls after one warm-up call (best, not median: on a shared machine other
- * loads only ever slow a call down); native and oneDNN calls alternate call
- * by call, so a load from elsewhere hits both alike. */
+ * loads only ever slow a call down); the native and oneDNN calls alternate
+ * call by call, so a load from elsewhere hits them alike. */
 #ifndef IABN_TENSOR_CPU_CONV_BENCH_H
 #define IABN_TENSOR_CPU_CONV_BENCH_H
 
@@ -23,8 +25,11 @@ typedef struct iabn_convbench_row {
     const char *native_path, *path;       /* the native kernel; the one chosen     */
     const char *onednn_impl;              /* oneDNN's implementation ("" if none)  */
     int onednn;                           /* oneDNN measured too                   */
-    double native_gflops, onednn_gflops;
-    double gflops, peak_fraction, target; /* of the chosen path                    */
+    int blocked;                          /* and on nChw16c operands (its votes)   */
+    double native_gflops, onednn_gflops;  /* onednn: NCHW operands, reordered      */
+    double blocked_gflops;                /* oneDNN on the operands it votes for   */
+    double gflops, peak_fraction, target; /* of the chosen path (oneDNN: blocked   */
+                                          /* where it votes so, as the graph runs) */
     int ok;                               /* at or over the target                 */
 } iabn_convbench_row;
 
