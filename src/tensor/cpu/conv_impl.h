@@ -98,8 +98,20 @@ int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const
                               const float *dy, float *dw, float *dbias, void *scratch,
                               size_t scratch_bytes, iabn_err *e);
 
-/* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`. */
+/* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`, the
+ * same for both builds.  The forward and bwd-data run the AVX-512 build where
+ * iabn_conv_direct_avx512() says the CPU has it (same bits as AVX2); the
+ * suffixed entry points run one build (_avx512 only where the CPU has it). */
 size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+int iabn_conv_direct_avx512(void);
+void iabn_conv_direct_fwd_avx2(const iabn_conv_geom *g, int threads, const float *x,
+                               const float *w, const float *bias, float *y, float *scratch);
+void iabn_conv_direct_bwd_data_avx2(const iabn_conv_geom *g, int threads, const float *dy,
+                                    const float *w, float *dx, float *scratch);
+void iabn_conv_direct_fwd_avx512(const iabn_conv_geom *g, int threads, const float *x,
+                                 const float *w, const float *bias, float *y, float *scratch);
+void iabn_conv_direct_bwd_data_avx512(const iabn_conv_geom *g, int threads, const float *dy,
+                                      const float *w, float *dx, float *scratch);
 void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,
                           const float *w, const float *bias, float *y, float *scratch);
 void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
