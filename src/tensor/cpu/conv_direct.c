@@ -345,12 +345,19 @@ static void pack_weights(const iabn_conv_geom *g, const dplan *d, int flip, cons
     }
 }
 
-/* A tile: up to 3 output vectors of 8, anywhere in the plane (a row's last
+/* A tile: up to TV output vectors, anywhere in the plane (a row's last
  * vectors and the next row's first share a tile, so every tile but the
- * item's last has 3 vectors and 12 FMA chains).  io / oo: offsets of each
- * vector in the packed input and in the output plane; nl: its valid lanes. */
+ * item's last has TV vectors and 4 x TV FMA chains).  TV is 3 with AVX2's 16
+ * registers, 6 with AVX-512's 32 (24 accumulators, 6 inputs, a weight).
+ * io / oo: offsets of each vector in the packed input and in the output
+ * plane; nl: its valid lanes. */
+#if VL == 16
+#define TV 6
+#else
+#define TV 3
+#endif
 typedef struct ftile_pos {
-    int io[3], oo[3], nl[3];
+    int io[TV], oo[TV], nl[TV];
 } ftile_pos;
 
 /* COB output channels of one tile, accumulated over (ci, tap) from the bias
@@ -359,34 +366,34 @@ ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, i
                          const float *wp, const float *bias, float *out, size_t dplane,
                          const ftile_pos *p, int stream, const int COB, const int V)
 {
-    vf acc[4][3];
+    vf acc[4][TV];
 #pragma GCC unroll 4
     for (int c = 0; c < COB; c++) {
         vf b = bias ? vbcast(bias + c) : vzero();
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (int v = 0; v < V; v++) acc[c][v] = b;
     }
-    long io[3];
-#pragma GCC unroll 3
+    long io[TV];
+#pragma GCC unroll 6
     for (int v = 0; v < V; v++) io[v] = p->io[v];
     for (int ci = 0; ci < cin; ci++) {
         const float *ip = in + ci * cs;
         for (int t = 0; t < nt; t++, wp += COB) {
             const float *xp = ip + toff[t];
-            vf xv[3];
-#pragma GCC unroll 3
+            vf xv[TV];
+#pragma GCC unroll 6
             for (int v = 0; v < V; v++) xv[v] = vload(xp + io[v]);
 #pragma GCC unroll 4
             for (int c = 0; c < COB; c++) {
                 vf wv = vbcast(wp + c);
-#pragma GCC unroll 3
+#pragma GCC unroll 6
                 for (int v = 0; v < V; v++) acc[c][v] = vfma(wv, xv[v], acc[c][v]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int c = 0; c < COB; c++) {
-#pragma GCC unroll 3
+#pragma GCC unroll 6
         for (int v = 0; v < V; v++) {
             float *o = out + c * dplane + p->oo[v];
             if (p->nl[v] < VL)
@@ -403,12 +410,18 @@ ALWAYS_INLINE void ftile_v(const dplan *d, const float *in, const float *wp, con
                            float *out, size_t dplane, const ftile_pos *p, int stream,
                            const int COB, int V)
 {
-    if (V == 3)
-        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 3);
-    else if (V == 2)
-        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 2);
-    else
-        ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, 1);
+#define FT(n) ftile(in, d->cs, d->cin, d->toff, d->nt, wp, bias, out, dplane, p, stream, COB, n)
+    switch (V) {
+#if TV == 6
+    case 6: FT(6); break;
+    case 5: FT(5); break;
+    case 4: FT(4); break;
+#endif
+    case 3: FT(3); break;
+    case 2: FT(2); break;
+    default: FT(1); break;
+    }
+#undef FT
 }
 
 static void fwd_tile(const dplan *d, const float *in, const float *wp, const float *bias,
@@ -431,7 +444,7 @@ static void run_item(const dplan *d, const float *src, const float *next, const 
     size_t hw = (size_t)d->ho * d->wo;
     size_t lines = ((size_t)d->cin * d->hs * d->ws * sizeof(float) + 63) / 64;
     int nvec = (d->wo + VL - 1) / VL, last = d->wo - (nvec - 1) * VL;
-    long total = (long)d->ho * nvec, ntiles = (total + 2) / 3;
+    long total = (long)d->ho * nvec, ntiles = (total + TV - 1) / TV;
     pack_src(d, src, d->cin, buf);
     for (long k = 0; k < ntiles; k++) {
         /* Pull the next item's input towards L2 while this one computes. */
@@ -439,9 +452,9 @@ static void run_item(const dplan *d, const float *src, const float *next, const 
             for (size_t l = k * lines / ntiles; l < (k + 1) * lines / ntiles; l++)
                 __builtin_prefetch((const char *)next + l * 64, 0, 2);
         ftile_pos p;
-        int V = total - 3 * k < 3 ? (int)(total - 3 * k) : 3;
+        int V = total - TV * k < TV ? (int)(total - TV * k) : TV;
         for (int v = 0; v < V; v++) {
-            long q = 3 * k + v;
+            long q = TV * k + v;
             int oh = (int)(q / nvec), vc = (int)(q % nvec);
             p.io[v] = oh * d->wq + vc * VL;
             p.oo[v] = oh * d->wo + vc * VL;
