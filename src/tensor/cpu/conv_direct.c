@@ -37,11 +37,13 @@
 #include <stdint.h>
 #include <string.h>
 
-/* VL: floats per vector of the build (16 with AVX-512, 8 with AVX2).  The
- * scratch is sized for SVL = 16 whatever the build, and the bwd-filter row
- * bands for 8-float vectors, so that the planned memory and the summation
- * order of the AVX2 build do not depend on which build runs. */
-#define SVL 16
+/* VL: floats per vector of the build (16 with AVX-512, 8 with AVX2).  A
+ * packed channel block ends in SLACK floats: a tile's vectors read, and the
+ * packing's zero stores write, less than VL (at most 16) floats past the
+ * phase planes.  SLACK and the bwd-filter's row bands (AVX2 only, sized in
+ * floats) are the same in both builds, so that the planned scratch and the
+ * AVX2 build's summation order do not depend on which build runs. */
+#define SLACK 32
 #define WCHUNK_FLOATS 512 /* floats of the flat grid per bwd-filter chunk */
 /* Outputs at least this large bypass the cache (see vstore_nt). */
 #ifndef IABN_CONV_STREAM_BYTES
@@ -175,7 +177,7 @@ static void dplan_finish(dplan *d, int hp, int wp)
     d->hq = (hp + d->st - 1) / d->st;
     d->wq = (wp + d->st - 1) / d->st;
     /* Vectors run past the last output into the next block or the slack. */
-    d->cs = iabn_conv_round16((size_t)d->st * d->st * d->hq * d->wq + d->wq + 4 * SVL);
+    d->cs = iabn_conv_round16((size_t)d->st * d->st * d->hq * d->wq + d->wq + SLACK);
 }
 
 static void dplan_fwd(const iabn_conv_geom *g, dplan *d)
@@ -643,7 +645,7 @@ static int filter_images(const dplan *d, int n)
 static size_t filter_floats(const dplan *d, int n)
 {
     return iabn_conv_round16((size_t)filter_images(d, n) * d->cin * d->cs) +
-           iabn_conv_round16((size_t)d->cout * d->cin * d->nt * SVL);
+           iabn_conv_round16((size_t)d->cout * d->cin * d->nt * VL);
 }
 
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
