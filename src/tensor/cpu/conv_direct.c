@@ -21,11 +21,11 @@
  * dw, so no reduction and no dependence of the result on the thread count.
  *
  * The file builds twice (meson.build): for AVX2 (entry points *_avx2; the
- * portable code where the build has no AVX2), and
- * with IABN_DIRECT_AVX512 for AVX-512 (*_avx512: 16-float vectors, forward
- * and bwd-data only).  The unsuffixed entry points, in the AVX2 build, run
- * the AVX-512 forward and bwd-data where the CPU has it: 1.2-1.8x faster on
- * ResNeXt's 2 and 4 channels per group (docs/CPU.md), and the same bits,
+ * portable code where the build has no AVX2), and with IABN_DIRECT_AVX512
+ * for AVX-512 (*_avx512: 16-float vectors, forward and bwd-data only).  The
+ * unsuffixed entry points, in the AVX2 build, run the AVX-512 forward and
+ * bwd-data where the CPU has it: 1.25-1.4x faster on 4 channels per group
+ * (`iabn bench conv --case grouped3x3`, docs/CPU.md), and the same bits,
  * since every output sums its (channel, tap) products in the same order
  * whatever the vector width.  The bwd-filter stays AVX2: its 16-wide
  * version was up to 1.5x slower on 8 channels per group.

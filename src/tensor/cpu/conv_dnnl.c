@@ -11,7 +11,8 @@
  * and memory objects that are re-pointed at each call's buffers.  Its
  * scratch layout, all inside the caller's scratch (the node scratch the
  * planner sized through iabn_conv_scratch_bytes):
- *   [64 bytes of alignment slack][blocked copy of each reordered operand]
+ *   [64 bytes of alignment slack][merged weights, for merged groups (below)]
+ *   [blocked copy of each reordered operand]
  *   [oneDNN scratchpad: user-managed, shared by the conv and its reorders]
  * The weight-gradient pass always computes into a scratch copy and adds it
  * to dw (and db), because the kernel table's bwd-filter accumulates while
@@ -104,15 +105,17 @@ typedef struct op_io {
     dnnl_memory_desc_t user_md, prim_md;
     dnnl_primitive_desc_t rpd;
     dnnl_primitive_t reorder;   /* oneDNN's reorder, or                        */
-    iabn_blocked_map map;       /* the map's copy (weights), when map.mem      */
+    iabn_blocked_map map;       /* the map's addition (an accumulating output,
+                                 * when map.mem): cpu/blocked_map.h             */
     dnnl_memory_t user_m, prim_m;
 } op_io;
 
 typedef struct op_plan {
     iabn_conv_geom g;          /* the caller's geometry (the cache's key)   */
     iabn_conv_geom pg;         /* the primitive's: g, or g with groups merged */
-    int merge;                 /* groups of g per group of pg (1: none)      */
-    size_t mw_off;             /* merged OIHW weights (or their gradient)    */
+    int merge;                 /* groups of g per group of pg (1: none); the
+                                * merged OIHW weights (or their gradient)
+                                * then open the aligned scratch             */
     int pass, threads;
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
@@ -267,7 +270,7 @@ static int conv_desc(const iabn_conv_geom *g, int pass, int bias, dnnl_convoluti
  * the pair).  Twice the FLOPs, but oneDNN's 16-per-group kernels work in
  * nChw16c and run at 2.5x the rate of its 8-per-group ones, which also want
  * nChw8c activations: a reorder of the input and output per pass.  On
- * ResNeXt-101's mod4 (4x512x14x14, 64 groups) the three passes take 0.90 ms
+ * ResNeXt-101's mod4 (4x512x14x14, 64 groups) the three passes take 0.92 ms
  * merged against 1.27 ms (docs/LAYOUTS.md).  The plan expands the OIHW
  * weights into a merged OIHW copy in its scratch (forward and data passes)
  * or takes the merged gradient there and adds its diagonal blocks to dw.
@@ -408,10 +411,8 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
     DN(dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &p->impl));
 
     size_t off = 0, pad = 0;
-    if (p->merge > 1) { /* the merged weights first */
-        p->mw_off = 0;
+    if (p->merge > 1) /* the merged weights first */
         off = align64(merged_weight_count(&p->pg) * sizeof(float));
-    }
     const dnnl_memory_desc_t *spm = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
     pad = spm ? dnnl_memory_desc_get_size(spm) : 0;
     switch (p->pass) {
@@ -626,7 +627,7 @@ static int plan_run(op_plan *p, dnnl_stream_t stream, void *const *ptr, void *sc
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, p->pass, scratch_bytes,
                             p->total);
     char *base = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *mw = (float *)(base + p->mw_off), *wuser = NULL;
+    float *mw = (float *)base, *wuser = NULL; /* the merged weights (plan_build) */
     void *ptrs[MAX_IO];
     for (int i = 0; i < p->nio; i++) {
         ptrs[i] = ptr[i];
