@@ -74,6 +74,7 @@ static void test_configs_parse(void)
         {"{\"segmentation\": {\"crop_size\": [1e300, 512]}}", "segmentation.crop_size"},
         {"{\"segmentation\": {\"crop_size\": 0.25}}", "segmentation.crop_size"},
         {"{\"network\": {\"bn_mode\": \"magic\"}}", "network.bn_mode"},
+        {"{\"network\": {\"winograd\": \"yes\"}}", "network.winograd"},
         {"{\"loader\": {}}", "loader"},
         {"{\"network\": ", "not valid JSON"},
     };
@@ -99,6 +100,15 @@ static void test_configs_parse(void)
     CHECK(j1 && j2 && !strcmp(j1, j2));
     free(j1);
     free(j2);
+    /* the winograd flag: written when set, read back */
+    iabn_config_defaults(&c);
+    CHECK(!c.winograd);
+    CHECK(iabn_config_parse(&c, "{\"network\": {\"winograd\": true}}", "t", &e) == 0 && c.winograd);
+    j1 = iabn_config_to_json(&c);
+    iabn_config_defaults(&c2);
+    CHECK(j1 && strstr(j1, "\"winograd\"") && iabn_config_parse(&c2, j1, "round trip", &e) == 0 &&
+          c2.winograd);
+    free(j1);
 }
 
 static void test_schedules(void)

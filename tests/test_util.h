@@ -115,4 +115,16 @@ static inline int t_canary_ok(const float *p, size_t n)
     return 1;
 }
 
+/* The CPU has what oneDNN's avx512_core kernels need (its Winograd
+ * convolutions among them): AVX-512 F, BW, VL and DQ. */
+static inline int t_cpu_avx512_core(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
 #endif

@@ -9,14 +9,17 @@
 # ROUNDS=N runs the columns interleaved N times and prints each round and the
 # best and the median of each column: on a shared host, single runs of the
 # same step vary by 15% and more.
+# IABN_FLAGS="..." adds flags to this build's two columns (not BEFORE's), e.g.
+# IABN_FLAGS=--winograd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iabn=${IABN:-build/tools/iabn}
 before=${BEFORE:-}
 rounds=${ROUNDS:-1}
+read -r -a flags <<<"${IABN_FLAGS:-}"
 
-step_ms() { # binary model batch size threads repeat bn
-    "$1" bench step "$2" --batch "$3" --size "$4" --threads "$5" --repeat "$6" --bn "$7" --json |
+step_ms() { # binary model batch size threads repeat bn [flags...]
+    "$1" bench step "$2" --batch "$3" --size "$4" --threads "$5" --repeat "$6" --bn "$7" "${@:8}" --json |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["step_ms"])'
 }
 
@@ -31,16 +34,17 @@ one() { # model batch size threads repeat
         if [ -n "$before" ]; then
             old=$(step_ms "$before" "$model" "$batch" "$size" "$threads" "$repeat" standard)
         fi
-        std=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" standard)
-        ip=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" inplace_abn_ii)
+        std=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" standard "${flags[@]}")
+        ip=$(step_ms "$iabn" "$model" "$batch" "$size" "$threads" "$repeat" inplace_abn_ii "${flags[@]}")
         runs+=("$pt,$old,$std,$ip")
     done
-    python3 - "$model" "$batch" "$size" "$threads" "${runs[@]}" <<'PY'
+    python3 - "$model" "$batch" "$size" "$threads" "${IABN_FLAGS:-}" "${runs[@]}" <<'PY'
 import statistics, sys
-m, b, s, t = sys.argv[1:5]
-runs = [tuple(map(float, r.split(","))) for r in sys.argv[5:]]
+m, b, s, t, fl = sys.argv[1:6]
+runs = [tuple(map(float, r.split(","))) for r in sys.argv[6:]]
 def show(label, pt, old, std, ip):
-    print(f"{m}, batch {b}, {s}x{s}, {t} threads (median step, ms){label}")
+    print(f"{m}, batch {b}, {s}x{s}, {t} threads (median step, ms){label}" +
+          (f"; iabn with {fl}" if fl else ""))
     print(f"  pytorch 1.13 (standard BN)   {pt:10.1f}")
     if old:
         print(f"  iabn standard, BEFORE build  {old:10.1f}   {old/pt:5.2f}x pytorch")

@@ -93,7 +93,7 @@ typedef enum iabn_opt_id {
     IABN_O_STRATEGY, IABN_O_OFFLOAD, IABN_O_OFFLOAD_BF16, IABN_O_LOOKAHEAD, IABN_O_LARGEST_BATCH, IABN_O_COST,
     IABN_O_COPY_BW, IABN_O_SIM,
     /* activation layouts */
-    IABN_O_LAYOUT,
+    IABN_O_LAYOUT, IABN_O_WINOGRAD,
     /* data parallel */
     IABN_O_WORLD, IABN_O_MAX_BYTES,
     /* iabn models, convert, export */

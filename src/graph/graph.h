@@ -322,6 +322,15 @@ int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e);
 /* Before finalize (default auto). */
 void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m);
 
+/* Winograd convolutions: on sets the geometry's winograd flag (cpu/conv.h)
+ * of every convolution, so that the CPU's oneDNN path runs dense 3x3
+ * stride-1 convs on maps of 14x14 and more with its Winograd kernels where
+ * the CPU has them: 1.2x-2.6x faster, at the price of a larger scratch
+ * (docs/CPU.md).  Off by default.  Before finalize (the scratch is sized
+ * with it). */
+void iabn_graph_set_winograd(iabn_graph *g, int on);
+int iabn_graph_winograd(const iabn_graph *g);
+
 /* What the layout pass chose: activations kept blocked and their bytes, and
  * the convolution passes that still reorder an operand in their scratch
  * (their primitive works in another layout than the tensor's). */

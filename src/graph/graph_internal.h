@@ -36,6 +36,7 @@ struct iabn_graph {
     int *bucket_members;
     int grad_sync_off;
     iabn_layout_mode layout_mode;
+    int winograd;                /* the convs' winograd flag (graph.h) */
     int conv_reorders;           /* layout.c: see iabn_layout_stats */
 };
 

@@ -47,6 +47,9 @@ int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e)
 
 void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m) { g->layout_mode = m; }
 
+void iabn_graph_set_winograd(iabn_graph *g, int on) { g->winograd = on != 0; }
+int iabn_graph_winograd(const iabn_graph *g) { return g->winograd; }
+
 void iabn_graph_layout_stats(const iabn_graph *g, iabn_layout_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -19,11 +19,13 @@ static int side_of(iabn_conv_pass pass, int out, int k)
     }
 }
 
-/* The node's geometry with the layouts of its activation tensors. */
+/* The node's geometry with the layouts of its activation tensors and the
+ * graph's winograd flag. */
 static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = P.geom;
+    geo.winograd = iabn_graph_winograd(g);
     for (int s = 0; s < n->nin + n->nout; s++) {
         int out = s >= n->nin, k = out ? s - n->nin : s;
         int side = side_of(pass, out, k), t = out ? n->out[k] : n->in[k];
@@ -38,9 +40,10 @@ static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
                 iabn_conv_pass pass)
 {
     IABN_PARAMS(conv_p, n);
-    (void)g;
+    iabn_conv_geom geo = P.geom; /* NCHW layouts: what the vote asks about */
+    geo.winograd = iabn_graph_winograd(g);
     int side = side_of(pass, out, k);
-    return side < 0 ? -1 : be->k->conv_layout_vote(&P.geom, pass, side);
+    return side < 0 ? -1 : be->k->conv_layout_vote(&geo, pass, side);
 }
 static int fwd_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
                     int k)

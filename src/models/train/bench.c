@@ -230,6 +230,7 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
     sc.strategy = &sopt;
     sc.budget_bytes = o->budget; /* over it: refused before allocating */
     sc.layout_mode = o->layout_mode;
+    sc.winograd = o->winograd;
     if (o->comm && iabn_comm_size(o->comm) > 1) {
         sc.comm = o->comm;
         sc.grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
@@ -287,6 +288,7 @@ char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_res
     cJSON_AddBoolToObject(j, "profiled", r->profiled);
     cJSON_AddStringToObject(j, "strategy", iabn_storage_name(o->storage));
     cJSON_AddStringToObject(j, "layout", iabn_layout_mode_name(o->layout_mode));
+    cJSON_AddBoolToObject(j, "winograd", o->winograd);
     cJSON_AddNumberToObject(j, "host_bytes", (double)r->host_bytes);
     cJSON_AddNumberToObject(j, "offloaded_bytes_per_step", (double)r->offload_bytes);
     cJSON_AddNumberToObject(j, "offloaded_tensors", r->n_offload);

@@ -50,6 +50,7 @@ static const key k_network[] = {
     {"strategy", K_STRAT, F(strategy), NULL},
     {"offload_bf16", K_BOOL, F(offload_bf16), NULL},
     {"layout", K_LAYOUT, F(layout), NULL},
+    {"winograd", K_BOOL, F(winograd), NULL},
     {"classes", K_POSINT, F(classes), NULL},
     {"dilation", K_POSINT, F(dilation), NULL},
     {"weight_init", K_STR, F(weight_init), NULL},
@@ -472,6 +473,7 @@ char *iabn_config_to_json(const iabn_config *c)
     if (c->offload_bf16) cJSON_AddBoolToObject(n, "offload_bf16", 1);
     if (c->layout != IABN_LAYOUT_MODE_AUTO)
         cJSON_AddStringToObject(n, "layout", iabn_layout_mode_name(c->layout));
+    if (c->winograd) cJSON_AddBoolToObject(n, "winograd", 1);
     /* 0: taken from the data set, which is how the key's absence reads back */
     if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);

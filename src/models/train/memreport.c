@@ -73,6 +73,7 @@ static void step_cfg(const iabn_memreport_opts *o, iabn_bn_mode mode, iabn_stora
     c->storage = st;
     c->strategy = &o->strategy;
     c->layout_mode = o->layout_mode;
+    c->winograd = o->winograd;
     if (o->world > 1) c->grad_bucket_bytes = IABN_BUCKET_BYTES_DEFAULT;
 }
 

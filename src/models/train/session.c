@@ -225,6 +225,7 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
     iabn_graph *g = s->graph;
     iabn_graph_set_comm(g, c->comm);
     iabn_graph_set_layout_mode(g, c->layout_mode);
+    iabn_graph_set_winograd(g, c->winograd);
     int xs[4] = {c->batch, c->channels, c->height, c->width};
     s->input = iabn_graph_input(g, "input", IABN_F32, 4, xs);
     if (c->input_grad) rc = iabn_graph_input_requires_grad(g, s->input, e);

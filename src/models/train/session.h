@@ -101,6 +101,9 @@ typedef struct iabn_session_cfg {
     /* activation layouts (graph.h): auto keeps nChw16c between the oneDNN
      * convolutions of a CPU backend that has them; nchw everywhere */
     iabn_layout_mode layout_mode;
+    /* Winograd convolutions (graph.h, iabn_graph_set_winograd): faster dense
+     * 3x3 convs on the CPU, a larger scratch; 0 by default */
+    int winograd;
 } iabn_session_cfg;
 
 /* What the step needs, in bytes (counts for params). */

@@ -28,6 +28,7 @@ static void step_cfg(const trainer *tr, int train, int n, int h, int w, iabn_ses
     c->storage = tr->storage;
     c->strategy = &tr->sopts;
     c->layout_mode = tr->cfg.layout;
+    c->winograd = tr->cfg.winograd;
     /* data parallel: only the training step talks to the other ranks (the
      * evaluation of a shard runs alone; its counts are summed at the end) */
     if (train && tr->world > 1) {

@@ -60,6 +60,13 @@ typedef struct iabn_conv_geom {
      * path (iabn_conv_layout_vote says which convs take it); the others
      * refuse it. */
     iabn_layout x_layout, y_layout;
+    /* 1: the oneDNN path runs this conv with Winograd F(4x4, 3x3) where
+     * iabn_conv_winograd() says it can (dense 3x3, stride 1, channels in
+     * multiples of 16, and oneDNN has a Winograd kernel for this CPU), all
+     * three passes; it rounds differently from the direct convolution
+     * (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
+     * such a choice ignore it (cuDNN ranks its algorithms itself). */
+    int winograd;
 } iabn_conv_geom;
 
 typedef enum iabn_conv_pass {
@@ -82,6 +89,11 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
  * the reorder), 2 its primitive works in another layout (a reorder either
  * way). */
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
+
+/* Whether a pass of g runs oneDNN's Winograd kernels: g->winograd set, the
+ * geometry one they take, and oneDNN has them for this CPU (its Winograd
+ * kernels need AVX-512); 0 means the pass runs direct. */
+int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
 
 /* Whether this build has the oneDNN path (libdnnl found when configured). */
 int iabn_conv_have_dnnl(void);

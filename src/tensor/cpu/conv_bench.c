@@ -149,7 +149,8 @@ static const char *path_label(const iabn_conv_plan *p)
 
 /* Best times t[k] of `repeat` calls of each of the k < nrun runs (a plan,
  * its geometry: the native plan, the oneDNN one on NCHW operands, the
- * oneDNN one on the layouts the graph's layout pass would give them), after
+ * oneDNN one on the layouts the graph's layout pass would give them, and
+ * with the winograd flag), after
  * a warm-up of each; the runs alternate call by call, so that a load from
  * elsewhere on the machine hits them alike.  Returns 0, or the failing
  * call's status. */
@@ -194,6 +195,10 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = IABN_LAYOUT_NCHW16C;
     }
     int has_blk = gb.x_layout != g.x_layout || gb.y_layout != g.y_layout;
+    /* gw: gb with the winograd flag (iabn --winograd), where it runs Winograd */
+    iabn_conv_geom gw = gb;
+    gw.winograd = 1;
+    int has_wino = has_dn && iabn_conv_winograd(&gw, IABN_CONV_FWD);
     iabn_conv_plan nat[3], dn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
@@ -209,6 +214,12 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
             if ((rc = iabn_conv_dnnl_scratch(&gb, (iabn_conv_pass)p, 0, threads, &bb, NULL, e)))
                 return rc;
             if (bb > b) b = bb;
+        }
+        if (has_wino) {
+            size_t bw = 0;
+            if ((rc = iabn_conv_dnnl_scratch(&gw, (iabn_conv_pass)p, 0, threads, &bw, NULL, e)))
+                return rc;
+            if (bw > b) b = bw;
         }
         memset(&dn[p], 0, sizeof dn[p]);
         dn[p].path = IABN_CONV_PATH_DNNL;
@@ -231,11 +242,15 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
-        const iabn_conv_plan *plans[3] = {&nat[pass], &dn[pass], &dn[pass]};
-        const iabn_conv_geom *geoms[3] = {&g, &g, &gb};
-        double t[3] = {0, 0, 0};
-        if ((rc = time_pass(cache, has_dn ? 2 + has_blk : 1, plans, geoms, pass, repeat, x, w, y,
-                            dx, dw, scr, sb, t, e)))
+        /* the runs: native, oneDNN on NCHW, then on nChw16c where it votes
+         * so, then with Winograd where it runs it */
+        const iabn_conv_plan *plans[4] = {&nat[pass], &dn[pass], &dn[pass], &dn[pass]};
+        const iabn_conv_geom *geoms[4] = {&g, &g, &gb, &gw};
+        int wi = has_blk ? 3 : 2;
+        if (!has_blk) geoms[2] = &gw;
+        double t[4] = {0, 0, 0, 0};
+        if ((rc = time_pass(cache, has_dn ? 2 + has_blk + has_wino : 1, plans, geoms, pass,
+                            repeat, x, w, y, dx, dw, scr, sb, t, e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
         iabn_convbench_row *r = &rows[pass];
@@ -250,6 +265,8 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->onednn_gflops = has_dn ? flops / t[1] * 1e-9 : 0;
         r->blocked = has_blk;
         r->blocked_gflops = has_blk ? flops / t[2] * 1e-9 : 0;
+        r->wino = has_wino;
+        r->wino_gflops = has_wino ? flops / t[wi] * 1e-9 : 0;
         r->gflops = !chose_dnnl ? r->native_gflops
                     : has_blk   ? r->blocked_gflops
                                 : r->onednn_gflops;

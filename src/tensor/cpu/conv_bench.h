@@ -28,6 +28,8 @@ typedef struct iabn_convbench_row {
     int blocked;                          /* and on nChw16c operands (its votes)   */
     double native_gflops, onednn_gflops;  /* onednn: NCHW operands, reordered      */
     double blocked_gflops;                /* oneDNN on the operands it votes for   */
+    int wino;                             /* and with the winograd flag, where it  */
+    double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
     double gflops, peak_fraction, target; /* of the chosen path (oneDNN: blocked   */
                                           /* where it votes so, as the graph runs) */
     int ok;                               /* at or over the target                 */
