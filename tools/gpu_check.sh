@@ -11,8 +11,8 @@
 # then runs, each under its own timeout and within ~9 minutes in all:
 #   smi        nvidia-smi
 #   test       meson test --suite cuda --suite unit --suite planner
-#   memcheck   compute-sanitizer --tool memcheck  on tests/test_cuda
-#   initcheck  compute-sanitizer --tool initcheck on tests/test_cuda
+#   memcheck   compute-sanitizer --tool memcheck  on tests/test_cuda, test_cuda_kernels
+#   initcheck  compute-sanitizer --tool initcheck on tests/test_cuda, test_cuda_kernels
 #   stepcheck  compute-sanitizer --tool memcheck  on one resnext_tiny training step
 #   traincheck compute-sanitizer --tool memcheck  on `iabn train --device cuda` (pinned
 #              batches, staged inputs on the copy stream, SGD, validation, checkpoint)
@@ -293,6 +293,11 @@ if [ -z "$BUILT" ]; then
 fi
 IABN=$BUILT/tools/iabn
 TEST_CUDA=$BUILT/tests/test_cuda
+TEST_CUDA_K=$BUILT/tests/test_cuda_kernels
+# each CUDA test program under a sanitizer tool: sanitize TOOL [ARGS...]
+SANITIZE_BOTH='san=$1; shift; for t in "$TEST_CUDA" "$TEST_CUDA_K"; do
+  env LD_LIBRARY_PATH="$RUN_LDP" "$san" "$@" "$t" || exit $?; done'
+export TEST_CUDA TEST_CUDA_K
 run() { LD_LIBRARY_PATH="$RUN_LDP" "$@"; }   # our programs, with the private libraries
 export RUN_LDP
 grep -q 'IABN_HAVE_CUDA 1' "$BUILT/iabn_config.h" || md "| (config) | FAIL: IABN_HAVE_CUDA is 0 | 0 | |"
@@ -339,12 +344,12 @@ SAN_ARGS=(--error-exitcode 99 --print-limit 30)
 wanted bench && RESERVE=${BENCH_RESERVE:-250}
 if wanted memcheck; then
   if [ -n "$SAN" ]; then
-    step memcheck 120 1 env LD_LIBRARY_PATH="$RUN_LDP" "$SAN" --tool memcheck --leak-check full "${SAN_ARGS[@]}" "$TEST_CUDA"
+    step memcheck 120 1 bash -c "$SANITIZE_BOTH" _ "$SAN" --tool memcheck --leak-check full "${SAN_ARGS[@]}"
   else md "| memcheck | not run: no compute-sanitizer | 0 | |"; fi
 fi
 if wanted initcheck; then
   if [ -n "$SAN" ]; then
-    step initcheck 100 1 env LD_LIBRARY_PATH="$RUN_LDP" "$SAN" --tool initcheck "${SAN_ARGS[@]}" "$TEST_CUDA"
+    step initcheck 100 1 bash -c "$SANITIZE_BOTH" _ "$SAN" --tool initcheck "${SAN_ARGS[@]}"
   else md "| initcheck | not run: no compute-sanitizer | 0 | |"; fi
 fi
 if wanted stepcheck; then
