@@ -30,19 +30,7 @@ typedef struct tcase {
     int n, c_in, h, w, c_out, k, stride, pad, dil, bias, groups; /* groups 0: 1 */
 } tcase;
 
-
-/* max |a - b| / max |b|: float32 noise of sums of a few hundred terms */
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d = 0, m = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        double x = fabs((double)a[i] - b[i]);
-        if (!(x <= d)) d = x; /* NaN counts */
-        if (fabs(b[i]) > m) m = fabs(b[i]);
-    }
-    return d / m;
-}
-
+/* t_rel_diff (test_util.h) of float32 noise of sums of a few hundred terms */
 #define TOL 3e-5
 
 static void run_case(const tcase *tc, iabn_conv_cache *cache)
@@ -107,7 +95,7 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         CHECK_OK(iabn_conv_run_plan(NULL, &nat[0], &g, IABN_CONV_FWD, x, w, bias, y1, NULL, scr, sb, &e));
         CHECK_OK(iabn_conv_run_plan(NULL, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y2, NULL, scr, sb, &e));
         CHECK_OK(iabn_conv_run_plan(cache, &dn[0], &g, IABN_CONV_FWD, x, w, bias, y3, NULL, scr, sb, &e));
-        double d = rel_diff(y2, y1, ny);
+        double d = t_rel_diff(y2, y1, ny);
         CHECK_MSG(d <= TOL, "fwd oneDNN vs %s: %.3g, %s", nat[0].path ? "direct" : "im2col", d, desc);
         CHECK_MSG(memcmp(y2, y3, ny * 4) == 0, "fwd cached != uncached, %s", desc);
 
@@ -115,7 +103,7 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         CHECK_OK(iabn_conv_run_plan(NULL, &nat[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx1, NULL, scr, sb, &e));
         CHECK_OK(iabn_conv_run_plan(NULL, &dn[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx2, NULL, scr, sb, &e));
         CHECK_OK(iabn_conv_run_plan(cache, &dn[1], &g, IABN_CONV_BWD_DATA, dy, w, NULL, dx3, NULL, scr, sb, &e));
-        d = rel_diff(dx2, dx1, nx);
+        d = t_rel_diff(dx2, dx1, nx);
         CHECK_MSG(d <= TOL, "bwd-data oneDNN vs native: %.3g, %s", d, desc);
         CHECK_MSG(memcmp(dx2, dx3, nx * 4) == 0, "bwd-data cached != uncached, %s", desc);
 
@@ -131,12 +119,12 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         CHECK_OK(iabn_conv_run_plan(cache, &dn[2], &g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw3, db_arg[2], scr, sb, &e));
         /* compare the increments, not the prefilled values */
         for (size_t i = 0; i < nw; i++) { dw1[i] -= dw0[i]; dw2[i] -= dw0[i]; dw3[i] -= dw0[i]; }
-        d = rel_diff(dw2, dw1, nw);
+        d = t_rel_diff(dw2, dw1, nw);
         CHECK_MSG(d <= TOL, "bwd-filter oneDNN vs native: %.3g, %s", d, desc);
         CHECK_MSG(memcmp(dw2, dw3, nw * 4) == 0, "bwd-filter cached != uncached, %s", desc);
         if (tc->bias) {
             for (size_t i = 0; i < nb; i++) { db1[i] -= db0[i]; db2[i] -= db0[i]; }
-            d = rel_diff(db2, db1, nb);
+            d = t_rel_diff(db2, db1, nb);
             CHECK_MSG(d <= TOL, "bias grad oneDNN vs native: %.3g, %s", d, desc);
         } else {
             CHECK(memcmp(db2, db0, nb * 4) == 0); /* untouched without bias */
@@ -252,19 +240,7 @@ static void test_parity(void)
               "plans in the cache: %d", iabn_conv_cache_size(cache));
 }
 
-/* [n][c][hw] <-> [n][c/16][hw][16] */
-static void to_blocked(int n, int c, int hw, const float *x, float *y, int back)
-{
-    for (int i = 0; i < n; i++)
-        for (int ci = 0; ci < c; ci++)
-            for (int p = 0; p < hw; p++) {
-                size_t a = ((size_t)i * c + ci) * hw + p;
-                size_t b = (((size_t)i * (c / 16) + ci / 16) * hw + p) * 16 + ci % 16;
-                if (back) y[a] = x[b];
-                else y[b] = x[a];
-            }
-}
-
+/* A conv on nChw16c operands (t_nchw16c) against NCHW. */
 static void blocked_case(int n, int ci, int h, int co, int k, int stride, int groups,
                          int want_smaller)
 {
@@ -278,8 +254,8 @@ static void blocked_case(int n, int ci, int h, int co, int k, int stride, int gr
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4);
     float *xb = malloc(nx * 4), *dyb = malloc(ny * 4);
     t_fill(x, nx, 11); t_fill(w, nw, 12); t_fill(dy, ny, 13);
-    to_blocked(n, ci, hwi, x, xb, 0);
-    to_blocked(n, co, hwo, dy, dyb, 0);
+    t_nchw16c(n, ci, hwi, x, xb, 0);
+    t_nchw16c(n, co, hwo, dy, dyb, 0);
     float *o1 = malloc((nx > ny ? nx : ny) * 4), *o2 = malloc((nx > ny ? nx : ny) * 4);
     float *ob = malloc((nx > ny ? nx : ny) * 4);
     float *dw1 = calloc(nw, 4), *dw2 = calloc(nw, 4);
@@ -293,13 +269,13 @@ static void blocked_case(int n, int ci, int h, int co, int k, int stride, int gr
         if (p == 0) {
             CHECK_OK(iabn_conv_fwd(cache, &g, x, w, NULL, o1, sc1, s1, &e));
             CHECK_OK(iabn_conv_fwd(cache, &gb, xb, w, NULL, ob, sc2, s2, &e));
-            to_blocked(n, co, hwo, ob, o2, 1);
+            t_nchw16c(n, co, hwo, ob, o2, 1);
             CHECK_MSG(memcmp(o1, o2, ny * 4) == 0, "fwd %d->%d k%d g%d: blocked differs", ci, co,
                       k, groups);
         } else if (p == 1) {
             CHECK_OK(iabn_conv_bwd_data(cache, &g, dy, w, o1, sc1, s1, &e));
             CHECK_OK(iabn_conv_bwd_data(cache, &gb, dyb, w, ob, sc2, s2, &e));
-            to_blocked(n, ci, hwi, ob, o2, 1);
+            t_nchw16c(n, ci, hwi, ob, o2, 1);
             CHECK_MSG(memcmp(o1, o2, nx * 4) == 0, "bwd-data %d->%d: blocked differs", ci, co);
         } else {
             CHECK_OK(iabn_conv_bwd_filter(cache, &g, x, dy, dw1, NULL, sc1, s1, &e));

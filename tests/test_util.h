@@ -127,4 +127,30 @@ static inline int t_cpu_avx512_core(void)
 #endif
 }
 
+/* max |a - b| / max |b| (a NaN in a counts as the largest difference) */
+static inline double t_rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)a[i] - b[i]);
+        if (!(x <= d)) d = x;
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return d / m;
+}
+
+/* NCHW x -> nChw16c y (back 0), or nChw16c x -> NCHW y (back 1); c a
+ * multiple of 16, hw values per plane */
+static inline void t_nchw16c(int n, int c, int hw, const float *x, float *y, int back)
+{
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < c; k++)
+            for (int s = 0; s < hw; s++) {
+                size_t pl = ((size_t)i * c + k) * hw + s;
+                size_t bl = (((size_t)i * (c / 16) + k / 16) * hw + s) * 16 + k % 16;
+                if (back) y[pl] = x[bl];
+                else y[bl] = x[pl];
+            }
+}
+
 #endif

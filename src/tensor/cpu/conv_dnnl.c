@@ -582,13 +582,40 @@ static int max_threads(void)
 #endif
 }
 
-int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
-                           size_t *bytes, const char **impl, iabn_err *e)
+/* Builds the descriptors of g's plan for a pass (no primitives) on an
+ * engine of its own, passes the plan to look() when that worked, and frees
+ * it all: the sizing and the questions asked before any cache exists.
+ * Returns plan_build's status. */
+static int probe(const iabn_conv_geom *g, int pass, int bias,
+                 void (*look)(const op_plan *p, void *arg), void *arg, iabn_err *e)
 {
     dnnl_engine_t eng;
     dnnl_stream_t stream;
     int rc = engine_new(&eng, &stream, e);
     if (rc) return rc;
+    op_plan p;
+    memset(&p, 0, sizeof p);
+    p.g = *g;
+    p.pass = pass;
+    rc = plan_build(eng, &p, bias, 0, e);
+    if (!rc) look(&p, arg);
+    plan_destroy(&p);
+    dnnl_stream_destroy(stream);
+    dnnl_engine_destroy(eng);
+    return rc;
+}
+
+typedef struct sizing { size_t bytes; const char *impl; } sizing;
+static void look_size(const op_plan *p, void *arg)
+{
+    sizing *s = arg;
+    s->bytes = p->total;
+    s->impl = p->impl; /* a static string of the library */
+}
+
+int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
+                           size_t *bytes, const char **impl, iabn_err *e)
+{
     /* oneDNN sizes its scratchpad for omp_get_max_threads() threads */
     int keep = max_threads();
 #ifdef _OPENMP
@@ -596,66 +623,49 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
 #else
     (void)threads;
 #endif
-    op_plan p;
-    memset(&p, 0, sizeof p);
-    p.g = *g;
-    p.pass = pass;
-    rc = plan_build(eng, &p, bias, 0, e);
-    if (!rc) {
-        *bytes = p.total;
-        if (impl) *impl = p.impl; /* a static string of the library */
-    }
+    sizing s = {0, NULL};
+    int rc = probe(g, pass, bias, look_size, &s, e);
+    if (!rc) *bytes = s.bytes;
+    if (!rc && impl) *impl = s.impl;
 #ifdef _OPENMP
     if (threads > 0 && threads != keep) omp_set_num_threads(keep);
 #endif
-    plan_destroy(&p);
-    dnnl_stream_destroy(stream);
-    dnnl_engine_destroy(eng);
     return rc;
+}
+
+/* The layout the forward primitive works in on one side. */
+typedef struct side_kind { int y_side, kind; } side_kind;
+static void look_layout(const op_plan *p, void *arg)
+{
+    side_kind *sk = arg;
+    const iabn_conv_geom *g = &p->g;
+    int y = sk->y_side;
+    const dnnl_memory_desc_t *md =
+        dnnl_primitive_desc_query_md(p->pd, y ? dnnl_query_dst_md : dnnl_query_src_md, 0);
+    dnnl_memory_desc_t b, c;
+    dnnl_dims_t d = {g->n, y ? g->c_out : g->c_in, y ? g->h_out : g->h_in,
+                     y ? g->w_out : g->w_in};
+    if (md && dnnl_memory_desc_init_by_tag(&b, 4, d, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&c, 4, d, dnnl_f32, dnnl_nchw) == dnnl_success)
+        sk->kind = dnnl_memory_desc_equal(md, &b) ? 1 : dnnl_memory_desc_equal(md, &c) ? 0 : 2;
 }
 
 int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side)
 {
-    dnnl_engine_t eng;
-    dnnl_stream_t stream;
+    side_kind sk = {y_side, 0};
     iabn_err e = {0};
-    if (engine_new(&eng, &stream, &e)) return 0;
-    op_plan p;
-    memset(&p, 0, sizeof p);
-    p.g = *g;
-    p.pass = IABN_CONV_FWD;
-    int kind = 0;
-    if (!plan_build(eng, &p, 0, 0, &e)) {
-        const dnnl_memory_desc_t *md =
-            dnnl_primitive_desc_query_md(p.pd, y_side ? dnnl_query_dst_md : dnnl_query_src_md, 0);
-        dnnl_memory_desc_t b, c;
-        dnnl_dims_t d = {g->n, y_side ? g->c_out : g->c_in, y_side ? g->h_out : g->h_in,
-                         y_side ? g->w_out : g->w_in};
-        if (md && dnnl_memory_desc_init_by_tag(&b, 4, d, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
-            dnnl_memory_desc_init_by_tag(&c, 4, d, dnnl_f32, dnnl_nchw) == dnnl_success)
-            kind = dnnl_memory_desc_equal(md, &b) ? 1 : dnnl_memory_desc_equal(md, &c) ? 0 : 2;
-    }
-    plan_destroy(&p);
-    dnnl_stream_destroy(stream);
-    dnnl_engine_destroy(eng);
-    return kind;
+    probe(g, IABN_CONV_FWD, 0, look_layout, &sk, &e);
+    return sk.kind;
 }
+
+static void look_wino(const op_plan *p, void *arg) { *(int *)arg = p->wino; }
 
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (!wino_geometry(g) || !iabn_conv_use_dnnl(g, pass)) return 0;
-    dnnl_engine_t eng;
-    dnnl_stream_t stream;
+    int wino = 0;
     iabn_err e = {0};
-    if (engine_new(&eng, &stream, &e)) return 0;
-    op_plan p;
-    memset(&p, 0, sizeof p);
-    p.g = *g;
-    p.pass = pass;
-    int wino = !plan_build(eng, &p, 0, 0, &e) && p.wino;
-    plan_destroy(&p);
-    dnnl_stream_destroy(stream);
-    dnnl_engine_destroy(eng);
+    probe(g, pass, 0, look_wino, &wino, &e);
     return wino;
 }
 
