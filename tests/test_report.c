@@ -365,7 +365,7 @@ static void test_model_summary(void)
 
 /* the convolution throughput bench (tensor/cpu/conv_bench.h): one case, its
  * three passes measured on the path the library chooses; an unknown case
- * names the valid ones */
+ * names the valid ones; the cases without a target */
 static void test_conv_bench(void)
 {
     iabn_convbench_row rows[8];
@@ -384,7 +384,10 @@ static void test_conv_bench(void)
           strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[5] && !names[6]); /* six cases */
+    CHECK(names[0] && names[8] && !names[9]); /* nine cases */
+    /* a 7x7 map: no target, and --winograd's rule leaves it direct */
+    CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
+    for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);
     CHECK(iabn_cpu_peak_gflops(1) > 0);
 }
 

@@ -28,6 +28,11 @@ static const bench_case cases[] = {
     {"conv1x1_56", "1x1 256->128 56x56 b4", 4, 256, 56, 56, 128, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
      {0.85, 0.85, 0.85}},
+    /* no target (0): where --winograd pays (its wino column) and where its
+     * rule leaves the direct kernel (7x7), docs/CPU.md */
+    {"dense3x3_112", "3x3 64->64 112x112 b4", 4, 64, 112, 112, 64, 3, 1, 1, 1, 1, {0, 0, 0}},
+    {"dense3x3_28", "3x3 512->512 28x28 b4", 4, 512, 28, 28, 512, 3, 1, 1, 1, 1, {0, 0, 0}},
+    {"dense3x3_7", "3x3 512->512 7x7 b4", 4, 512, 7, 7, 512, 3, 1, 1, 1, 1, {0, 0, 0}},
 };
 
 static const char *const pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};

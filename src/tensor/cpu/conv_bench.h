@@ -31,13 +31,14 @@ typedef struct iabn_convbench_row {
     int wino;                             /* and with the winograd flag, where it  */
     double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
     double gflops, peak_fraction, target; /* of the chosen path (oneDNN: blocked   */
+                                          /* where it votes so); target 0: none    */
                                           /* where it votes so, as the graph runs) */
     int ok;                               /* at or over the target                 */
 } iabn_convbench_row;
 
 /* Rows enough for every case (3 passes each): conv_bench.c checks it at
  * compile time, so a new case cannot outgrow a caller's array. */
-#define IABN_CONVBENCH_ROWS 24
+#define IABN_CONVBENCH_ROWS 30
 
 /* The case names, NULL-terminated. */
 const char *const *iabn_convbench_cases(void);
