@@ -17,6 +17,9 @@
  * which add_scratch sizes after this pass); no reorder tensor is added.
  * Blocked layouts need C % 16 == 0 and change no tensor's size, so the
  * arena is planned exactly as before; only scratch sizes move.
+ *
+ * The graph's winograd flag (graph.h) lives here too: like the layouts, it
+ * is a convolution setting that the scratch sizes depend on.
  */
 #include "graph/graph_internal.h"
 

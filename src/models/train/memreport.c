@@ -245,8 +245,9 @@ char *iabn_memreport_table(const iabn_memreport *rep)
     const iabn_memreport_col *r = rep->col;
     int n = rep->ncols, cuda = a->backend->kind == IABN_DEV_CUDA;
     char cn[40];
-    fprintf(f, "%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend\n",
-            a->model, a->batch, a->height, a->width, a->backend->name);
+    fprintf(f, "%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend%s\n",
+            a->model, a->batch, a->height, a->width, a->backend->name,
+            a->winograd ? ", Winograd convs (--winograd)" : "");
     if (a->world > 1)
         fprintf(f, "per rank of %d: global batch %d split %d per rank (the largest share)\n",
                 a->world, rep->global_batch, a->batch);
@@ -362,6 +363,7 @@ char *iabn_memreport_json(const iabn_memreport *rep)
             cJSON_AddBoolToObject(o, "paper_policy", r->paper);
         }
         cJSON_AddNumberToObject(o, "batch", a->batch);
+        cJSON_AddBoolToObject(o, "winograd", a->winograd);
         if (a->world > 1) {
             static const char *const nw[] = {"world", "global_batch", "allreduce_buckets",
                                              "bucket_bytes"};

@@ -1,7 +1,9 @@
 /* cpu/conv_dnnl.c: the oneDNN path of the CPU convolution (dense convs,
  * cpu/conv_impl.h says which): oneDNN 2.x's C API, primitives that choose
- * their own blocked layouts (format_tag_any), and reorders between those and
- * the tensors the graph keeps: OIHW weights, activations in the layouts of
+ * their own blocked layouts (format_tag_any; direct, or Winograd where the
+ * geometry's flag asks, wino_geometry() agrees and the CPU has the kernel),
+ * and reorders between those and the tensors the graph keeps: OIHW
+ * weights, activations in the layouts of
  * the geometry (NCHW, or nChw16c where the graph's layout pass blocked them,
  * and then no reorder when the primitive chose nChw16c too); 1x1 convs on
  * large maps read and write NCHW directly (iabn_conv_dnnl_plain).
