@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -389,6 +390,13 @@ static void test_conv_bench(void)
     CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);
     CHECK(iabn_cpu_peak_gflops(1) > 0);
+    /* the BLAS kernels the native columns ran on: OPENBLAS_CORETYPE's when it
+     * names one of the two docs/CPU.md measured (OpenBLAS ignores names it
+     * does not know) */
+    const char *core = iabn_blas_core(), *want = getenv("OPENBLAS_CORETYPE");
+    CHECK(core && *core && strcmp(core, "unknown"));
+    if (want && (!strcasecmp(want, "Haswell") || !strcasecmp(want, "SkylakeX")))
+        CHECK_MSG(!strcasecmp(core, want), "OpenBLAS runs %s, %s asked", core, want);
 }
 
 static void test_allreduce_bench(void)

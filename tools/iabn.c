@@ -6,6 +6,7 @@
  * Each command lives in its own file (cmd_*.c, bench_*.c) and returns a
  * process exit status; only this program (never the library) exits. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "iabn.h"
@@ -79,6 +80,10 @@ static int cmd_version(int argc, char **argv)
     (void)argv;
     printf("iabn %s (%d threads%s)\n", IABN_VERSION, iabn_num_threads(),
            IABN_HAVE_MPI ? ", mpi" : "");
+    /* the native conv paths' speed depends on it (docs/CPU.md) */
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("  blas  OpenBLAS, %s kernels%s%s%s\n", iabn_blas_core(),
+           ct ? " (set by OPENBLAS_CORETYPE=" : "", ct ? ct : "", ct ? ")" : "");
     for (int k = 0; iabn_device_kind_name(k); k++) {
         iabn_err why = {0};
         if (iabn_backend_available((iabn_device_kind)k, &why))

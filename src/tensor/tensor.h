@@ -134,6 +134,13 @@ void iabn_set_num_threads(int n);
 /* Seconds on the monotonic clock (profiles, progress, benchmarks). */
 double iabn_now(void);
 
+/* ---- BLAS (cpu/blas.c) ------------------------------------------------------ */
+
+/* OpenBLAS's name for the kernels it runs ("SkylakeX", "Cooperlake",
+ * "Haswell", ...): chosen when it is loaded, from the CPU or from the
+ * OPENBLAS_CORETYPE environment variable (docs/CPU.md). */
+const char *iabn_blas_core(void);
+
 #ifdef __cplusplus
 }
 #endif
