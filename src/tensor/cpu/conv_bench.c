@@ -204,32 +204,29 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     iabn_conv_geom gw = gb;
     gw.winograd = 1;
     int has_wino = has_dn && iabn_conv_winograd(&gw, IABN_CONV_FWD);
+    /* the runs, in this order: native, oneDNN on NCHW operands, on nChw16c
+     * where it votes so (ib), with Winograd where it runs it (iw); -1: not run */
+    const iabn_conv_geom *run[4] = {&g};
+    int nrun = 1, ib = -1, iw = -1;
+    if (has_dn) run[nrun++] = &g;
+    if (has_blk) run[ib = nrun++] = &gb;
+    if (has_wino) run[iw = nrun++] = &gw;
     iabn_conv_plan nat[3], dn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, threads, &nat[p]);
         if (nat[p].total * sizeof(float) > sb) sb = nat[p].total * sizeof(float);
-        if (!has_dn) continue;
-        size_t b = 0;
-        int rc = iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, threads, &b, &impl[p], e);
-        if (rc) return rc;
-        if (has_blk) {
-            size_t bb = 0;
-            if ((rc = iabn_conv_dnnl_scratch(&gb, (iabn_conv_pass)p, 0, threads, &bb, NULL, e)))
-                return rc;
-            if (bb > b) b = bb;
-        }
-        if (has_wino) {
-            size_t bw = 0;
-            if ((rc = iabn_conv_dnnl_scratch(&gw, (iabn_conv_pass)p, 0, threads, &bw, NULL, e)))
-                return rc;
-            if (bw > b) b = bw;
-        }
         memset(&dn[p], 0, sizeof dn[p]);
         dn[p].path = IABN_CONV_PATH_DNNL;
         dn[p].threads = threads;
-        if (b > sb) sb = b;
+        for (int k = 1; k < nrun; k++) { /* the oneDNN runs: their largest plan */
+            size_t b = 0;
+            int rc = iabn_conv_dnnl_scratch(run[k], (iabn_conv_pass)p, 0, threads, &b,
+                                            k == 1 ? &impl[p] : NULL, e);
+            if (rc) return rc;
+            if (b > sb) sb = b;
+        }
     }
     iabn_conv_cache *cache = NULL;
     int rc = has_dn ? iabn_conv_cache_new(&cache, e) : 0;
@@ -247,15 +244,10 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
-        /* the runs: native, oneDNN on NCHW, then on nChw16c where it votes
-         * so, then with Winograd where it runs it */
         const iabn_conv_plan *plans[4] = {&nat[pass], &dn[pass], &dn[pass], &dn[pass]};
-        const iabn_conv_geom *geoms[4] = {&g, &g, &gb, &gw};
-        int wi = has_blk ? 3 : 2;
-        if (!has_blk) geoms[2] = &gw;
         double t[4] = {0, 0, 0, 0};
-        if ((rc = time_pass(cache, has_dn ? 2 + has_blk + has_wino : 1, plans, geoms, pass,
-                            repeat, x, w, y, dx, dw, scr, sb, t, e)))
+        if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
+                            e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
         iabn_convbench_row *r = &rows[pass];
@@ -269,9 +261,9 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->native_gflops = flops / t[0] * 1e-9;
         r->onednn_gflops = has_dn ? flops / t[1] * 1e-9 : 0;
         r->blocked = has_blk;
-        r->blocked_gflops = has_blk ? flops / t[2] * 1e-9 : 0;
+        r->blocked_gflops = has_blk ? flops / t[ib] * 1e-9 : 0;
         r->wino = has_wino;
-        r->wino_gflops = has_wino ? flops / t[wi] * 1e-9 : 0;
+        r->wino_gflops = has_wino ? flops / t[iw] * 1e-9 : 0;
         r->gflops = !chose_dnnl ? r->native_gflops
                     : has_blk   ? r->blocked_gflops
                                 : r->onednn_gflops;
