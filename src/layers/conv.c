@@ -19,13 +19,20 @@ static int side_of(iabn_conv_pass pass, int out, int k)
     }
 }
 
-/* The node's geometry with the layouts of its activation tensors and the
- * graph's winograd flag. */
-static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
+/* The node's geometry as the graph sets it: its shape, NCHW layouts and the
+ * graph's winograd flag (what the layout votes ask about). */
+static iabn_conv_geom base_geom(const iabn_graph *g, const iabn_node *n)
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = P.geom;
     geo.winograd = iabn_graph_winograd(g);
+    return geo;
+}
+
+/* The node's geometry with the layouts of its activation tensors. */
+static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
+{
+    iabn_conv_geom geo = base_geom(g, n);
     for (int s = 0; s < n->nin + n->nout; s++) {
         int out = s >= n->nin, k = out ? s - n->nin : s;
         int side = side_of(pass, out, k), t = out ? n->out[k] : n->in[k];
@@ -39,9 +46,7 @@ static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv
 static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out, int k,
                 iabn_conv_pass pass)
 {
-    IABN_PARAMS(conv_p, n);
-    iabn_conv_geom geo = P.geom; /* NCHW layouts: what the vote asks about */
-    geo.winograd = iabn_graph_winograd(g);
+    iabn_conv_geom geo = base_geom(g, n);
     int side = side_of(pass, out, k);
     return side < 0 ? -1 : be->k->conv_layout_vote(&geo, pass, side);
 }
