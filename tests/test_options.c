@@ -277,8 +277,8 @@ static void test_flags_to_config(void)
     static iabn_args a;
     const char *args[] = {"--lr", "0.5", "--epochs", "3", "--wd", "0", "--lr-scheduler", "cosine",
                           "--model", "resnext_tiny", "--bn", "inplace_abn_ii", "-b", "64",
-                          "--crop", "96", "--label-smoothing", "0.1", "--winograd"};
-    CHECK(parse(&a, IABN_C_TRAIN, 19, args) == IABN_ARGS_OK);
+                          "--crop", "96", "--label-smoothing", "0.1", "--winograd", "on"};
+    CHECK(parse(&a, IABN_C_TRAIN, 20, args) == IABN_ARGS_OK);
     iabn_config c;
     iabn_config_reference(&c, 0);
     iabn_err e = {0};
@@ -293,7 +293,7 @@ static void test_flags_to_config(void)
     CHECK_CLOSE(iabn_schedule_factor(&c.schedule, 5, 10), 0.5, 1e-12, 0);
     CHECK_CLOSE(iabn_schedule_factor(&c.schedule, 10, 10), 0.0, 1e-12, 0);
     CHECK_CLOSE(c.label_smoothing, 0.1, 1e-7, 0);
-    CHECK(c.winograd);
+    CHECK(c.winograd == IABN_WINOGRAD_ON);
     /* without a config: the reference recipe */
     iabn_config_reference(&c, 0);
     CHECK(c.schedule.epochs == 90 && c.schedule.step_size == 30 && c.batch_size == 256);

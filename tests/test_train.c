@@ -100,15 +100,30 @@ static void test_configs_parse(void)
     CHECK(j1 && j2 && !strcmp(j1, j2));
     free(j1);
     free(j2);
-    /* the winograd flag: written when set, read back */
+    /* the Winograd mode: auto by default and then not written; the others
+     * written and read back; true and false (what configs said before the
+     * modes) read as on and off */
     iabn_config_defaults(&c);
-    CHECK(!c.winograd);
-    CHECK(iabn_config_parse(&c, "{\"network\": {\"winograd\": true}}", "t", &e) == 0 && c.winograd);
+    CHECK(c.winograd == IABN_WINOGRAD_AUTO);
     j1 = iabn_config_to_json(&c);
-    iabn_config_defaults(&c2);
-    CHECK(j1 && strstr(j1, "\"winograd\"") && iabn_config_parse(&c2, j1, "round trip", &e) == 0 &&
-          c2.winograd);
+    CHECK(j1 && !strstr(j1, "\"winograd\""));
     free(j1);
+    static const struct { const char *json; iabn_winograd_mode m; } wj[] = {
+        {"{\"network\": {\"winograd\": true}}", IABN_WINOGRAD_ON},
+        {"{\"network\": {\"winograd\": false}}", IABN_WINOGRAD_OFF},
+        {"{\"network\": {\"winograd\": \"off\"}}", IABN_WINOGRAD_OFF},
+        {"{\"network\": {\"winograd\": \"on\"}}", IABN_WINOGRAD_ON},
+        {"{\"network\": {\"winograd\": \"auto\"}}", IABN_WINOGRAD_AUTO},
+    };
+    for (size_t i = 0; i < sizeof wj / sizeof wj[0]; i++) {
+        iabn_config_defaults(&c);
+        CHECK_MSG(iabn_config_parse(&c, wj[i].json, "t", &e) == 0 && c.winograd == wj[i].m,
+                  "case %zu: %s", i, e.msg);
+        j1 = iabn_config_to_json(&c);
+        iabn_config_defaults(&c2);
+        CHECK(j1 && iabn_config_parse(&c2, j1, "round trip", &e) == 0 && c2.winograd == wj[i].m);
+        free(j1);
+    }
 }
 
 static void test_schedules(void)

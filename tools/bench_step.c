@@ -28,7 +28,10 @@ static int setup(const iabn_args *a, iabn_stepbench_opts *o, iabn_model_cfg *mc)
     if (v[IABN_O_BUDGET].set) o->budget = (size_t)v[IABN_O_BUDGET].f;
     if (v[IABN_O_LOOKAHEAD].set) o->lookahead = (int)v[IABN_O_LOOKAHEAD].i;
     o->host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
-    o->winograd = v[IABN_O_WINOGRAD].set;
+    if (v[IABN_O_WINOGRAD].set && iabn_winograd_mode_parse(v[IABN_O_WINOGRAD].s, &o->winograd, &e)) {
+        fprintf(stderr, "iabn bench step: %s\n", e.msg);
+        return 2;
+    }
     if (v[IABN_O_LAYOUT].set && iabn_layout_mode_parse(v[IABN_O_LAYOUT].s, &o->layout_mode, &e)) {
         fprintf(stderr, "iabn bench step: %s\n", e.msg);
         return 2;

@@ -10,7 +10,7 @@
 # best and the median of each column: on a shared host, single runs of the
 # same step vary by 15% and more.
 # IABN_FLAGS="..." adds flags to this build's two columns (not BEFORE's), e.g.
-# IABN_FLAGS=--winograd.
+# IABN_FLAGS="--winograd on".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 iabn=${IABN:-build/tools/iabn}

@@ -37,7 +37,10 @@ static int setup(const iabn_args *a, iabn_memreport_opts *o, iabn_memreport_col 
     if (v[IABN_O_WORLD].set) o->world = (int)v[IABN_O_WORLD].i;
     if (v[IABN_O_LOOKAHEAD].set) o->strategy.lookahead = (int)v[IABN_O_LOOKAHEAD].i;
     o->strategy.host_bf16 = v[IABN_O_OFFLOAD_BF16].set;
-    o->winograd = v[IABN_O_WINOGRAD].set;
+    if (v[IABN_O_WINOGRAD].set && iabn_winograd_mode_parse(v[IABN_O_WINOGRAD].s, &o->winograd, &e)) {
+        fprintf(stderr, "iabn mem: %s\n", e.msg);
+        return 2;
+    }
     if (v[IABN_O_LAYOUT].set && iabn_layout_mode_parse(v[IABN_O_LAYOUT].s, &o->layout_mode, &e)) {
         fprintf(stderr, "iabn mem: %s\n", e.msg);
         return 2;

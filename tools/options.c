@@ -32,6 +32,8 @@ LIB_CHOICES(act_choice, IABN_ACT_COUNT, iabn_act_name, iabn_act_kind)
 LIB_CHOICES(sched_choice, IABN_SCHED_COSINE + 1, iabn_sched_name, iabn_sched_kind)
 LIB_CHOICES(strategy_choice, IABN_STORAGE_NMODES, iabn_storage_name, iabn_storage)
 LIB_CHOICES(layout_choice, IABN_LAYOUT_MODE_COUNT, iabn_layout_mode_name, iabn_layout_mode)
+LIB_CHOICES(winograd_choice, IABN_WINOGRAD_MODE_COUNT, iabn_winograd_mode_name,
+            iabn_winograd_mode)
 LIB_CHOICES(dataset_choice, IABN_DATASET_VISTAS + 1, iabn_dataset_kind_name, iabn_dataset_kind)
 CHOICES(nonfinite_choice, "stop", "skip")
 CHOICES(cost_choice, "calibrate", "gpu")
@@ -247,10 +249,11 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_LAYOUT] = {"layout", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, layout_choice, "L",
         "network.layout", TRAINS | ME | BS, "activation layouts: auto (nChw16c between the CPU's "
         "oneDNN convolutions) or nchw"},
-    [IABN_O_WINOGRAD] = {"winograd", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
+    [IABN_O_WINOGRAD] = {"winograd", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, winograd_choice, "W",
         "network.winograd", TRAINS | ME | BS,
         "CPU: dense 3x3 stride-1 convs on 14x14 maps and larger with oneDNN's Winograd "
-        "kernels (1.2x-2.6x faster, more scratch; AVX-512 CPUs)"},
+        "kernels (1.2x-2.6x faster, more scratch; AVX-512 CPUs): auto (where the planned "
+        "arena stays as it is), off or on"},
     [IABN_O_OFFLOAD_BF16] = {"offload-bf16", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL,
         "network.offload_bf16", TRAINS | ME | BS,
         "offloaded copies in bfloat16: half the host memory and copy traffic; the backward "

@@ -13,9 +13,12 @@
  *     producer, a prefetch before the first backward reader;
  *  3. copies before MUST in-place nodes whose input is still needed later (a
  *     residual shortcut) or is persistent: the copy is what gets overwritten;
- *  4. the layout pass (layout.c): which activations stay blocked;
+ *  4. the Winograd mode on's flags (winograd.c), then the layout pass
+ *     (layout.c): which activations stay blocked;
  *  5. per-node scratch tensors (im2col buffers, workspaces), sized for those
- *     layouts.
+ *     layouts;
+ *  6. the Winograd mode auto's choice (winograd.c), which plans the graph
+ *     and resizes the scratch of the nodes it gives the flag.
  */
 #include "graph/graph_internal.h"
 
@@ -314,26 +317,42 @@ static int insert_copies(iabn_graph *g, iabn_err *e)
     return 0;
 }
 
+int iabn_graph_size_scratch(iabn_graph *g, int id, size_t bytes, iabn_err *e)
+{
+    iabn_node *n = &g->n[id];
+    if (bytes == 0) {
+        if (n->scratch >= 0) g->t[n->scratch].nbytes = 0; /* planned as nothing */
+        return 0;
+    }
+    /* whole KiB, as a 2-d U8 tensor (its shape says the size in a dump) */
+    int shape[2] = {(int)((bytes + 1023) / 1024), 1024};
+    if (n->scratch >= 0) {
+        iabn_tensor *t = &g->t[n->scratch];
+        t->shape[0] = shape[0];
+        t->nbytes = (size_t)shape[0] * 1024;
+        return 0;
+    }
+    char name[IABN_NAME_LEN];
+    snprintf(name, sizeof name, "%.80s.scratch", n->name);
+    int t = iabn_graph_tensor(g, name, IABN_U8, 2, shape);
+    if (t < 0) {
+        *e = g->err;
+        return e->code;
+    }
+    g->t[t].scratch = 1;
+    g->t[t].producer = id;
+    g->t[t].block = g->n[id].block;
+    g->n[id].scratch = t;
+    return 0;
+}
+
 static int add_scratch(iabn_graph *g, iabn_err *e)
 {
     const iabn_backend *be = iabn_store_backend(g->store);
-    int nn = g->nn;
-    for (int id = 0; id < nn; id++) {
+    for (int id = 0; id < g->nn; id++) {
         if (!g->n[id].op->scratch_bytes) continue;
-        size_t b = g->n[id].op->scratch_bytes(g, &g->n[id], be);
-        if (b == 0) continue;
-        char name[IABN_NAME_LEN];
-        snprintf(name, sizeof name, "%.80s.scratch", g->n[id].name);
-        int shape[2] = {(int)((b + 1023) / 1024), 1024};
-        int t = iabn_graph_tensor(g, name, IABN_U8, 2, shape);
-        if (t < 0) {
-            *e = g->err;
-            return e->code;
-        }
-        g->t[t].scratch = 1;
-        g->t[t].producer = id;
-        g->t[t].block = g->n[id].block;
-        g->n[id].scratch = t;
+        int rc = iabn_graph_size_scratch(g, id, g->n[id].op->scratch_bytes(g, &g->n[id], be), e);
+        if (rc) return rc;
     }
     return 0;
 }
@@ -348,6 +367,7 @@ int iabn_graph_finalize(iabn_graph *g, iabn_err *e)
     int rc = apply_recompute(g, e);
     if (!rc) rc = iabn_graph_apply_offload(g, e);
     if (!rc) rc = insert_copies(g, e);
+    if (!rc) iabn_graph_winograd_all(g);
     if (!rc) rc = iabn_graph_apply_layouts(g, e);
     if (!rc) rc = add_scratch(g, e);
     if (!rc && g->err.code) {
@@ -355,5 +375,8 @@ int iabn_graph_finalize(iabn_graph *g, iabn_err *e)
         rc = e->code;
     }
     if (!rc) g->finalized = 1;
+    /* the auto mode plans the graph to choose, so it comes last */
+    if (!rc) rc = iabn_graph_winograd_choose(g, e);
+    if (rc) g->finalized = 0;
     return rc;
 }

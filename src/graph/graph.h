@@ -156,6 +156,9 @@ typedef struct iabn_op_def {
      * iabn_conv_layout_vote). */
     int (*layout_vote)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
                        int k);
+    /* Whether the node runs Winograd kernels on be when its winograd flag is
+     * set (winograd.c).  Optional: NULL never. */
+    int (*winograd)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);
 } iabn_op_def;
 
 struct iabn_node {
@@ -170,6 +173,7 @@ struct iabn_node {
     iabn_phase phase;
     int fwd;             /* forward node this backward / recompute node serves */
     int scratch;         /* scratch tensor id or -1                             */
+    int winograd;        /* runs with the Winograd flag (winograd.c)            */
     int block;
     char name[IABN_NAME_LEN];
     IABN_ALIGNAS8 unsigned char params[IABN_PARAMS_BYTES];
@@ -322,14 +326,33 @@ int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e);
 /* Before finalize (default auto). */
 void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m);
 
-/* Winograd convolutions: on sets the geometry's winograd flag (cpu/conv.h)
- * of every convolution, so that the CPU's oneDNN path runs dense 3x3
+/* Winograd convolutions (winograd.c).  A node's winograd flag sets its
+ * geometry's (cpu/conv.h), so that the CPU's oneDNN path runs dense 3x3
  * stride-1 convs on maps of 14x14 and more with its Winograd kernels where
- * the CPU has them: 1.2x-2.6x faster, at the price of a larger scratch
- * (docs/CPU.md).  Off by default.  Before finalize (the scratch is sized
- * with it). */
-void iabn_graph_set_winograd(iabn_graph *g, int on);
-int iabn_graph_winograd(const iabn_graph *g);
+ * the CPU has them: 1.2x-2.6x faster, with a larger scratch (docs/CPU.md).
+ * Which nodes get the flag, per mode: off none; on every one; auto those
+ * whose larger scratch fits under the most bytes live at any step of the
+ * plan without any (its lower bound), with the arena at most 0.1% larger
+ * than off's.  One row per mode: enum, name.  The default is auto. */
+#define IABN_WINOGRAD_MODES(X)          \
+    X(IABN_WINOGRAD_AUTO, "auto")       \
+    X(IABN_WINOGRAD_OFF, "off")         \
+    X(IABN_WINOGRAD_ON, "on")
+typedef enum iabn_winograd_mode {
+#define IABN_WINOGRAD_ENUM(id, name) id,
+    IABN_WINOGRAD_MODES(IABN_WINOGRAD_ENUM)
+#undef IABN_WINOGRAD_ENUM
+    IABN_WINOGRAD_MODE_COUNT
+} iabn_winograd_mode;
+const char *iabn_winograd_mode_name(iabn_winograd_mode m);
+/* Parses a mode name; an unknown one is IABN_EINVAL naming the valid ones. */
+int iabn_winograd_mode_parse(const char *s, iabn_winograd_mode *out, iabn_err *e);
+/* Before finalize (the scratch is sized with it). */
+void iabn_graph_set_winograd(iabn_graph *g, iabn_winograd_mode m);
+iabn_winograd_mode iabn_graph_winograd(const iabn_graph *g);
+/* After finalize: how many nodes run Winograd kernels, and how many could
+ * (those the on mode gives them). */
+void iabn_graph_winograd_count(const iabn_graph *g, int *running, int *possible);
 
 /* What the layout pass chose: activations kept blocked and their bytes, and
  * the convolution passes that still reorder an operand in their scratch

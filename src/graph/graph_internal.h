@@ -36,12 +36,21 @@ struct iabn_graph {
     int *bucket_members;
     int grad_sync_off;
     iabn_layout_mode layout_mode;
-    int winograd;                /* the convs' winograd flag (graph.h) */
+    iabn_winograd_mode winograd; /* which convs run Winograd (winograd.c) */
     int conv_reorders;           /* layout.c: see iabn_layout_stats */
 };
 
 /* finalize's layout pass (layout.c), before the scratch is sized. */
 int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e);
+
+/* finalize's Winograd steps (winograd.c): the on mode's flags, before the
+ * layout pass; the auto mode's choice, after the scratch is sized. */
+void iabn_graph_winograd_all(iabn_graph *g);
+int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e);
+
+/* Gives node id a scratch tensor of bytes (autograd.c; 0: none), or resizes
+ * the one it has. */
+int iabn_graph_size_scratch(iabn_graph *g, int id, size_t bytes, iabn_err *e);
 
 /* finalize's OFFLOAD step (offload.c). */
 int iabn_graph_apply_offload(iabn_graph *g, iabn_err *e);

@@ -17,9 +17,6 @@
  * which add_scratch sizes after this pass); no reorder tensor is added.
  * Blocked layouts need C % 16 == 0 and change no tensor's size, so the
  * arena is planned exactly as before; only scratch sizes move.
- *
- * The graph's winograd flag (graph.h) lives here too: like the layouts, it
- * is a convolution setting that the scratch sizes depend on.
  */
 #include "graph/graph_internal.h"
 
@@ -50,8 +47,6 @@ int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e)
 
 void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m) { g->layout_mode = m; }
 
-void iabn_graph_set_winograd(iabn_graph *g, int on) { g->winograd = on != 0; }
-int iabn_graph_winograd(const iabn_graph *g) { return g->winograd; }
 
 void iabn_graph_layout_stats(const iabn_graph *g, iabn_layout_stats *out)
 {

@@ -20,19 +20,19 @@ static int side_of(iabn_conv_pass pass, int out, int k)
 }
 
 /* The node's geometry as the graph sets it: its shape, NCHW layouts and the
- * graph's winograd flag (what the layout votes ask about). */
-static iabn_conv_geom base_geom(const iabn_graph *g, const iabn_node *n)
+ * node's winograd flag (what the layout votes ask about). */
+static iabn_conv_geom base_geom(const iabn_node *n)
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = P.geom;
-    geo.winograd = iabn_graph_winograd(g);
+    geo.winograd = n->winograd;
     return geo;
 }
 
 /* The node's geometry with the layouts of its activation tensors. */
 static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
 {
-    iabn_conv_geom geo = base_geom(g, n);
+    iabn_conv_geom geo = base_geom(n);
     for (int s = 0; s < n->nin + n->nout; s++) {
         int out = s >= n->nin, k = out ? s - n->nin : s;
         int side = side_of(pass, out, k), t = out ? n->out[k] : n->in[k];
@@ -46,7 +46,7 @@ static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv
 static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out, int k,
                 iabn_conv_pass pass)
 {
-    iabn_conv_geom geo = base_geom(g, n);
+    iabn_conv_geom geo = base_geom(n);
     int side = side_of(pass, out, k);
     return side < 0 ? -1 : be->k->conv_layout_vote(&geo, pass, side);
 }
@@ -114,13 +114,36 @@ static int bwd_filter_run(const iabn_graph *g, const iabn_node *n, const iabn_bi
     return 0;
 }
 
+/* Whether the pass runs Winograd kernels with its flag (graph.h). */
+static int winograd_for(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
+                        iabn_conv_pass pass)
+{
+    if (!be->k->conv_winograd) return 0;
+    iabn_conv_geom geo = geom_of(g, n, pass);
+    return be->k->conv_winograd(&geo, pass);
+}
+static int fwd_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
+{
+    return winograd_for(g, n, be, IABN_CONV_FWD);
+}
+static int bwd_data_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
+{
+    return winograd_for(g, n, be, IABN_CONV_BWD_DATA);
+}
+static int bwd_filter_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
+{
+    return winograd_for(g, n, be, IABN_CONV_BWD_FILTER);
+}
+
 static const iabn_op_def op_bwd_data = {
     .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
     .run = bwd_data_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_data_vote,
+    .winograd = bwd_data_winograd,
 };
 static const iabn_op_def op_bwd_filter = {
     .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch,
     .run = bwd_filter_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_filter_vote,
+    .winograd = bwd_filter_winograd,
 };
 
 static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -147,6 +170,7 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 static const iabn_op_def op_conv = {
     .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch,
     .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
+    .winograd = fwd_winograd,
 };
 
 int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,

@@ -51,6 +51,9 @@ typedef struct iabn_kernels {
      * (cpu/conv.h iabn_conv_layout_vote), for the graph's layout pass.
      * Optional: NULL keeps every activation NCHW on that backend. */
     int (*conv_layout_vote)(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
+    /* conv: whether a pass runs Winograd kernels with the geometry's
+     * winograd flag (cpu/conv.h iabn_conv_winograd).  Optional: NULL never. */
+    int (*conv_winograd)(const iabn_conv_geom *g, iabn_conv_pass pass);
     /* norm_act */
     int (*bn_stats)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
                     float *mean, float *var, iabn_err *e);

@@ -288,7 +288,7 @@ char *iabn_stepbench_json(const iabn_stepbench_opts *o, const iabn_stepbench_res
     cJSON_AddBoolToObject(j, "profiled", r->profiled);
     cJSON_AddStringToObject(j, "strategy", iabn_storage_name(o->storage));
     cJSON_AddStringToObject(j, "layout", iabn_layout_mode_name(o->layout_mode));
-    cJSON_AddBoolToObject(j, "winograd", o->winograd);
+    cJSON_AddStringToObject(j, "winograd", iabn_winograd_mode_name(o->winograd));
     cJSON_AddNumberToObject(j, "host_bytes", (double)r->host_bytes);
     cJSON_AddNumberToObject(j, "offloaded_bytes_per_step", (double)r->offload_bytes);
     cJSON_AddNumberToObject(j, "offloaded_tensors", r->n_offload);

@@ -46,7 +46,7 @@ typedef struct iabn_stepbench_opts {
     double copy_bytes_per_s;     /* the simulated device's copies                 */
     iabn_comm *comm;             /* several ranks: gradient all-reduce buckets   */
     iabn_layout_mode layout_mode; /* activation layouts (auto)                  */
-    int winograd;                /* Winograd dense 3x3 convs (graph.h)           */
+    iabn_winograd_mode winograd; /* Winograd dense 3x3 convs (graph.h): auto    */
 } iabn_stepbench_opts;
 
 typedef struct iabn_stepbench_op {

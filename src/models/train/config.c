@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_STRAT, K_LAYOUT, K_F3, K_INTLIST,
+typedef enum ktype { K_BOOL, K_INT, K_POSINT, K_FLOAT, K_STR, K_ACT, K_BN, K_STRAT, K_LAYOUT, K_WINO, K_F3, K_INTLIST,
                      K_SCHED, K_MODE, K_OPT, K_PAIR_I, K_PAIR_F, K_SECTION } ktype;
 
 typedef struct key {
@@ -50,7 +50,7 @@ static const key k_network[] = {
     {"strategy", K_STRAT, F(strategy), NULL},
     {"offload_bf16", K_BOOL, F(offload_bf16), NULL},
     {"layout", K_LAYOUT, F(layout), NULL},
-    {"winograd", K_BOOL, F(winograd), NULL},
+    {"winograd", K_WINO, F(winograd), NULL},
     {"classes", K_POSINT, F(classes), NULL},
     {"dilation", K_POSINT, F(dilation), NULL},
     {"weight_init", K_STR, F(weight_init), NULL},
@@ -232,6 +232,17 @@ static int set_key(iabn_config *c, const key *k, const cJSON *v, const char *pat
     case K_LAYOUT:
         if (!cJSON_IsString(v)) return iabn_err_set(e, IABN_EINVAL, "%s must be a string", path);
         if (iabn_layout_mode_parse(v->valuestring, (iabn_layout_mode *)base, e))
+            return iabn_err_prefix(e, "%s: ", path);
+        return 0;
+    case K_WINO:
+        /* true and false: what configs said before the modes */
+        if (cJSON_IsBool(v)) {
+            *(iabn_winograd_mode *)base = cJSON_IsTrue(v) ? IABN_WINOGRAD_ON : IABN_WINOGRAD_OFF;
+            return 0;
+        }
+        if (!cJSON_IsString(v))
+            return iabn_err_set(e, IABN_EINVAL, "%s must be auto, off or on", path);
+        if (iabn_winograd_mode_parse(v->valuestring, (iabn_winograd_mode *)base, e))
             return iabn_err_prefix(e, "%s: ", path);
         return 0;
     case K_F3:
@@ -473,7 +484,8 @@ char *iabn_config_to_json(const iabn_config *c)
     if (c->offload_bf16) cJSON_AddBoolToObject(n, "offload_bf16", 1);
     if (c->layout != IABN_LAYOUT_MODE_AUTO)
         cJSON_AddStringToObject(n, "layout", iabn_layout_mode_name(c->layout));
-    if (c->winograd) cJSON_AddBoolToObject(n, "winograd", 1);
+    if (c->winograd != IABN_WINOGRAD_AUTO)
+        cJSON_AddStringToObject(n, "winograd", iabn_winograd_mode_name(c->winograd));
     /* 0: taken from the data set, which is how the key's absence reads back */
     if (c->classes > 0) cJSON_AddNumberToObject(n, "classes", c->classes);
     cJSON_AddNumberToObject(n, "dilation", c->dilation);

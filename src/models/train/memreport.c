@@ -245,9 +245,10 @@ char *iabn_memreport_table(const iabn_memreport *rep)
     const iabn_memreport_col *r = rep->col;
     int n = rep->ncols, cuda = a->backend->kind == IABN_DEV_CUDA;
     char cn[40];
-    fprintf(f, "%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend%s\n",
+    fprintf(f, "%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend, "
+            "Winograd %s\n",
             a->model, a->batch, a->height, a->width, a->backend->name,
-            a->winograd ? ", Winograd convs (--winograd)" : "");
+            iabn_winograd_mode_name(a->winograd));
     if (a->world > 1)
         fprintf(f, "per rank of %d: global batch %d split %d per rank (the largest share)\n",
                 a->world, rep->global_batch, a->batch);
@@ -278,6 +279,8 @@ char *iabn_memreport_table(const iabn_memreport *rep)
     LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
     LINE("blocked (nChw16c) activations MiB", mib(r[i].m.layouts.blocked_bytes), "%16.1f");
     LINE("  conv passes still reordering", (double)r[i].m.layouts.conv_reorders, "%16.0f");
+    LINE("conv passes on Winograd", (double)r[i].m.winograd, "%16.0f");
+    LINE("  of those that could (--winograd on)", (double)r[i].m.winograd_possible, "%16.0f");
     if (a->world > 1) {
         LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, "%16.0f");
         LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), "%16.1f");
@@ -363,7 +366,7 @@ char *iabn_memreport_json(const iabn_memreport *rep)
             cJSON_AddBoolToObject(o, "paper_policy", r->paper);
         }
         cJSON_AddNumberToObject(o, "batch", a->batch);
-        cJSON_AddBoolToObject(o, "winograd", a->winograd);
+        cJSON_AddStringToObject(o, "winograd", iabn_winograd_mode_name(a->winograd));
         if (a->world > 1) {
             static const char *const nw[] = {"world", "global_batch", "allreduce_buckets",
                                              "bucket_bytes"};
@@ -380,12 +383,13 @@ char *iabn_memreport_json(const iabn_memreport *rep)
         static const char *const n3[] = {"staging_bytes", "workspace_max_bytes",
                                          "workspace_sum_bytes", "arena_bytes", "lower_bound_bytes",
                                          "saved_activation_bytes", "copies", "total_bytes",
-                                         "blocked_tensors", "blocked_bytes", "conv_reorders"};
+                                         "blocked_tensors", "blocked_bytes", "conv_reorders",
+                                         "winograd_passes", "winograd_possible"};
         double v3[] = {(double)m->staging, (double)m->scratch_max, (double)m->scratch_sum,
                        (double)m->arena, (double)m->lower_bound, (double)m->saved, m->copies,
                        (double)m->total, m->layouts.blocked, (double)m->layouts.blocked_bytes,
-                       m->layouts.conv_reorders};
-        add_numbers(o, n3, v3, 11);
+                       m->layouts.conv_reorders, m->winograd, m->winograd_possible};
+        add_numbers(o, n3, v3, 13);
         if (a->budget > 0) {
             static const char *const nb[] = {"budget_bytes", "max_batch", "max_crop"};
             double vb[] = {(double)a->budget, (double)r->max_batch, (double)r->max_crop};

@@ -70,7 +70,7 @@ typedef struct iabn_memreport_opts {
                                  /* split, the largest share), gradient buckets  */
     FILE *schedule;              /* non-NULL: each column's schedule dumped here */
     iabn_layout_mode layout_mode; /* activation layouts (auto)                  */
-    int winograd;                /* Winograd dense 3x3 convs (graph.h)           */
+    iabn_winograd_mode winograd; /* Winograd dense 3x3 convs (graph.h): auto    */
 } iabn_memreport_opts;
 
 typedef struct iabn_memreport {

@@ -49,6 +49,7 @@ static void measure(iabn_session *s)
     m->naive = p->naive_bytes;
     m->copies = iabn_graph_copies(g);
     iabn_graph_layout_stats(g, &m->layouts);
+    iabn_graph_winograd_count(g, &m->winograd, &m->winograd_possible);
     for (int k = 0; k < iabn_graph_nnodes(g); k++) {
         int sc = iabn_graph_n(g, k)->scratch;
         if (sc < 0) continue;

@@ -102,8 +102,9 @@ typedef struct iabn_session_cfg {
      * convolutions of a CPU backend that has them; nchw everywhere */
     iabn_layout_mode layout_mode;
     /* Winograd convolutions (graph.h, iabn_graph_set_winograd): faster dense
-     * 3x3 convs on the CPU, a larger scratch; 0 by default */
-    int winograd;
+     * 3x3 convs on the CPU with a larger scratch; auto (the default) where
+     * that scratch leaves the planned arena as it is */
+    iabn_winograd_mode winograd;
 } iabn_session_cfg;
 
 /* What the step needs, in bytes (counts for params). */
@@ -116,6 +117,8 @@ typedef struct iabn_session_mem {
     size_t total;                /* arena + io + staging + the store's bytes      */
     size_t host;                 /* host pool of offloaded activations            */
     iabn_layout_stats layouts;   /* activations kept blocked, conv reorders left   */
+    int winograd, winograd_possible; /* conv passes running Winograd, and that
+                                        could (iabn_graph_winograd_count)      */
     int buckets;                 /* gradient all-reduce buckets (in the arena)     */
     size_t bucket_bytes;
 } iabn_session_mem;
