@@ -332,7 +332,7 @@ void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m);
  * the CPU has them: 1.2x-2.6x faster, with a larger scratch (docs/CPU.md).
  * Which nodes get the flag, per mode: off none; on every one; auto those
  * whose larger scratch fits under the most bytes live at any step of the
- * plan without any (its lower bound), with the arena at most 0.1% larger
+ * plan without any (its lower bound), with the arena at most 0.25% larger
  * than off's.  One row per mode: enum, name.  The default is auto. */
 #define IABN_WINOGRAD_MODES(X)          \
     X(IABN_WINOGRAD_AUTO, "auto")       \

@@ -10,7 +10,8 @@
  *     reader step (scratch: its node's step only);
  *  3. placement, greedy by size with best fit (TFLite's arena planner):
  *     largest groups first, each at the smallest aligned gap between already
- *     placed groups whose lifetimes intersect, else on top;
+ *     placed groups whose lifetimes intersect, else on top (one or two other
+ *     orders are tried too, the smallest arena kept: see place's caller);
  *  4. the lower bound: max over steps of the live bytes.
  * Host copies of offloaded tensors go to the host pool, placed the same way
  * over their own lifetimes (copy out .. copy back), so one pinned pool sized
@@ -64,6 +65,7 @@ typedef struct place_item {
     int root;
     size_t size;
     int first, last;
+    int scratch;         /* a node's scratch: lives during one step */
 } place_item;
 
 static int cmp_place(const void *a, const void *b)
@@ -92,6 +94,15 @@ static int add_note(iabn_plan *p, int *cap, int node, int out, int in, int grant
     n->must = must;
     snprintf(n->why, sizeof n->why, "%s", why);
     return 0;
+}
+
+/* By size, the nodes' scratch after all the rest (they fill the gaps left
+ * at their step). */
+static int cmp_scratch_last(const void *a, const void *b)
+{
+    const place_item *x = a, *y = b;
+    if (x->scratch != y->scratch) return x->scratch - y->scratch;
+    return cmp_place(a, b);
 }
 
 static int cmp_first(const void *a, const void *b)
@@ -270,6 +281,7 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
             items[nitems].size = p->gsize[t];
             items[nitems].first = p->first[t];
             items[nitems].last = p->last[t];
+            items[nitems].scratch = g->t[t].scratch;
             p->naive_bytes += p->gsize[t];
             nitems++;
         }
@@ -284,19 +296,26 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
     } else {
         /* Greedy by size (TFLite) is the main strategy; greedy in order of
          * first use (ggml / tinygrad) sometimes packs small graphs tighter.
-         * Both are cheap: run both, keep the smaller arena. */
+         * Where the Winograd choice gave nodes a larger scratch, by size
+         * with the nodes' scratch last too: large short-lived buffers then
+         * fill the gaps at their step instead of scattering the long-lived
+         * tensors (winograd.c).  All are cheap: run each, keep the first
+         * smallest arena. */
+        static int (*const order[])(const void *, const void *) = {cmp_place, cmp_first,
+                                                                   cmp_scratch_last};
         size_t *alt = malloc((size_t)nt * sizeof *alt);
-        qsort(items, (size_t)nitems, sizeof *items, cmp_place);
+        size_t norders = g->scratch_last ? 3 : 2;
+        qsort(items, (size_t)nitems, sizeof *items, order[0]);
         p->arena_bytes = place(items, nitems, align, p->offset);
-        if (alt) {
-            qsort(items, (size_t)nitems, sizeof *items, cmp_first);
+        for (size_t k = 1; alt && k < norders; k++) {
+            qsort(items, (size_t)nitems, sizeof *items, order[k]);
             size_t b = place(items, nitems, align, alt);
             if (b < p->arena_bytes) {
                 p->arena_bytes = b;
                 for (int i = 0; i < nitems; i++) p->offset[items[i].root] = alt[items[i].root];
             }
-            free(alt);
         }
+        free(alt);
     }
     for (int t = 0; t < nt; t++)
         if (p->group[t] >= 0) p->offset[t] = p->offset[p->group[t]];
@@ -331,7 +350,7 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
         p->last[t] = l;
         p->gsize[t] = align_up(g->t[t].nbytes, align);
         p->offload_bytes += g->t[t].nbytes;
-        items[nitems++] = (place_item){t, p->gsize[t], f, l};
+        items[nitems++] = (place_item){t, p->gsize[t], f, l, 0};
     }
     qsort(items, (size_t)nitems, sizeof *items, cmp_place);
     p->host_bytes = place(items, nitems, align, p->host_offset);

@@ -10,11 +10,13 @@
  * old scratch, plus the new, at most the plan's lower bound (the most bytes
  * live at any step).  A scratch lives only during its node, so these checks
  * do not interact, and the lower bound stays what it was.  The placement is
- * greedy by size, and larger scratch buffers reorder it: on ResNeXt-101 and
- * WideResNet-38 at batch 4 the arena moved by 0.02-0.06% with the lower
- * bound unchanged (docs/CPU.md).  So the arena may grow by 0.1% at most;
- * where it grew more, the nodes with the least room lose the flag first, one
- * at a time and then half of the rest, until it is within that.
+ * greedy, and larger scratch buffers reorder it, so the planner is told to
+ * try one more order, the nodes' scratch last (graph_internal.h
+ * scratch_last).  Even so the arena moves a little: by -0.03% to +0.12% on
+ * ResNeXt-101 and WideResNet-38 at batch 4 (docs/CPU.md).  So it may grow by
+ * 0.25% at most; where it grew more, the nodes with the least room lose the
+ * flag first, one at a time and then half of the rest, until it is within
+ * that.
  */
 #include "graph/graph_internal.h"
 
@@ -108,7 +110,7 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
     if (rc) return rc;
     /* the bound the live bytes keep, and the arena's allowance for the
      * greedy placement's noise (see the top of the file) */
-    size_t bound = p->lower_bound, arena = p->arena_bytes + p->arena_bytes / 1000;
+    size_t bound = p->lower_bound, arena = p->arena_bytes + p->arena_bytes / 400;
     size_t align = p->opts.align ? p->opts.align : be->align;
     cand *c = malloc(sizeof *c * (size_t)g->ns);
     if (!c) {
@@ -131,6 +133,7 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
         c[nc++] = (cand){id, old, nb, need};
         rc = iabn_graph_size_scratch(g, id, nb, e);
     }
+    g->scratch_last = nc > 0;
     iabn_plan_free(p);
     p = NULL;
     /* the greedy placement may still grow past the allowance: take the flag
@@ -150,6 +153,7 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
             memmove(c, c + 1, sizeof *c * (size_t)--nc);
         }
     }
+    g->scratch_last = nc > 0;
     iabn_plan_free(p);
     free(c);
     return rc;

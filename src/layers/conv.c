@@ -50,21 +50,6 @@ static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
     int side = side_of(pass, out, k);
     return side < 0 ? -1 : be->k->conv_layout_vote(&geo, pass, side);
 }
-static int fwd_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
-                    int k)
-{
-    return vote(g, n, be, out, k, IABN_CONV_FWD);
-}
-static int bwd_data_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
-                         int out, int k)
-{
-    return vote(g, n, be, out, k, IABN_CONV_BWD_DATA);
-}
-static int bwd_filter_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
-                           int out, int k)
-{
-    return vote(g, n, be, out, k, IABN_CONV_BWD_FILTER);
-}
 
 /* The backend's own scratch (CPU: im2col columns or oneDNN's reorder copies
  * and scratchpad; CUDA: cuDNN's workspace budget), a function of the shape
@@ -74,19 +59,6 @@ static size_t scratch_for(const iabn_graph *g, const iabn_node *n, iabn_conv_pas
 {
     iabn_conv_geom geo = geom_of(g, n, pass);
     return be->k->conv_scratch(&geo, pass);
-}
-
-static size_t fwd_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return scratch_for(g, n, IABN_CONV_FWD, be);
-}
-static size_t bwd_data_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return scratch_for(g, n, IABN_CONV_BWD_DATA, be);
-}
-static size_t bwd_filter_scratch(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return scratch_for(g, n, IABN_CONV_BWD_FILTER, be);
 }
 
 static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
@@ -122,18 +94,28 @@ static int winograd_for(const iabn_graph *g, const iabn_node *n, const iabn_back
     iabn_conv_geom geo = geom_of(g, n, pass);
     return be->k->conv_winograd(&geo, pass);
 }
-static int fwd_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return winograd_for(g, n, be, IABN_CONV_FWD);
-}
-static int bwd_data_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return winograd_for(g, n, be, IABN_CONV_BWD_DATA);
-}
-static int bwd_filter_winograd(const iabn_graph *g, const iabn_node *n, const iabn_backend *be)
-{
-    return winograd_for(g, n, be, IABN_CONV_BWD_FILTER);
-}
+
+/* Each pass's entries of its op: its votes, its scratch, its Winograd. */
+#define PASS_HOOKS(pre, pass)                                                              \
+    static int pre##_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, \
+                          int out, int k)                                                  \
+    {                                                                                      \
+        return vote(g, n, be, out, k, pass);                                               \
+    }                                                                                      \
+    static size_t pre##_scratch(const iabn_graph *g, const iabn_node *n,                   \
+                                const iabn_backend *be)                                    \
+    {                                                                                      \
+        return scratch_for(g, n, pass, be);                                                \
+    }                                                                                      \
+    static int pre##_winograd(const iabn_graph *g, const iabn_node *n,                     \
+                              const iabn_backend *be)                                      \
+    {                                                                                      \
+        return winograd_for(g, n, be, pass);                                               \
+    }
+PASS_HOOKS(fwd, IABN_CONV_FWD)
+PASS_HOOKS(bwd_data, IABN_CONV_BWD_DATA)
+PASS_HOOKS(bwd_filter, IABN_CONV_BWD_FILTER)
+#undef PASS_HOOKS
 
 static const iabn_op_def op_bwd_data = {
     .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
