@@ -80,8 +80,9 @@ int iabn_bench_conv(int argc, char **argv)
         print_json(rows, n);
     } else {
         printf("conv bench: %d threads, peak %.1f GFLOP/s, best of %d (GFLOP/s and %% of peak); "
-               "OpenBLAS runs its %s kernels\n",
-               threads, peak, repeat, iabn_blas_core());
+               "native GEMMs on %s (OpenBLAS runs its %s kernels)\n",
+               threads, peak, repeat, iabn_gemm_engine_name(iabn_gemm_engine()),
+               iabn_blas_core());
         printf("%-28s %-11s %-11s %7s %6s %7s %6s %7s %6s %7s %6s  %-20s %-7s %5s\n", "case",
                "pass", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "nChw16c", "%peak",
                "wino", "%peak", "oneDNN impl", "chosen", "target");

@@ -82,8 +82,9 @@ static int cmd_version(int argc, char **argv)
            IABN_HAVE_MPI ? ", mpi" : "");
     /* the native conv paths' speed depends on it (docs/CPU.md) */
     const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("  blas  OpenBLAS, %s kernels%s%s%s\n", iabn_blas_core(),
-           ct ? " (set by OPENBLAS_CORETYPE=" : "", ct ? ct : "", ct ? ")" : "");
+    printf("  blas  OpenBLAS, %s kernels%s%s%s; native GEMMs on %s\n", iabn_blas_core(),
+           ct ? " (set by OPENBLAS_CORETYPE=" : "", ct ? ct : "", ct ? ")" : "",
+           iabn_gemm_engine_name(iabn_gemm_engine()));
     for (int k = 0; iabn_device_kind_name(k); k++) {
         iabn_err why = {0};
         if (iabn_backend_available((iabn_device_kind)k, &why))

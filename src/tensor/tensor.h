@@ -141,6 +141,14 @@ double iabn_now(void);
  * OPENBLAS_CORETYPE environment variable (docs/CPU.md). */
 const char *iabn_blas_core(void);
 
+/* Which library computes the native paths' GEMMs (im2col and per-tap convs,
+ * linear layers): oneDNN's sgemm where the build has oneDNN and OpenBLAS
+ * runs narrower kernels than the CPU has (AVX2 ones on an AVX-512 CPU, as
+ * OPENBLAS_CORETYPE=Haswell asks), else OpenBLAS (docs/CPU.md). */
+typedef enum iabn_gemm_engine_kind { IABN_GEMM_OPENBLAS = 0, IABN_GEMM_ONEDNN } iabn_gemm_engine_kind;
+iabn_gemm_engine_kind iabn_gemm_engine(void);
+const char *iabn_gemm_engine_name(iabn_gemm_engine_kind k);
+
 #ifdef __cplusplus
 }
 #endif

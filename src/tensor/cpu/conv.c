@@ -5,15 +5,15 @@
  *
  * Threading: a call runs in the caller's thread and opens its own OpenMP
  * regions.  Either the (image, group) items are spread over the threads, each
- * with its own column buffer and a single-threaded sgemm (OpenBLAS's OpenMP
- * build runs sequentially inside a parallel region), or the items run one
- * after another with a threaded im2col and a threaded sgemm.  Every region
- * uses a static schedule and a fixed reduction order, so results depend only
- * on the thread count.
+ * with its own column buffer and a single-threaded sgemm (cpu/blas.h: both
+ * OpenBLAS's OpenMP build and oneDNN run sequentially inside a parallel
+ * region), or the items run one after another with a threaded im2col and a
+ * threaded sgemm.  Every region uses a static schedule and a fixed reduction
+ * order, so results depend only on the thread count.
  */
+#include "tensor/cpu/blas.h"
 #include "tensor/cpu/conv_impl.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* Largest per-thread dw partial (floats) before bwd-filter falls back to a
@@ -336,8 +336,8 @@ static void fwd_item(const iabn_conv_gd *c, int no_col, int it, const float *x,
         im2col(c, xin, c->cin, col, par);
         b = col;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->cout, (int)hwo, k, 1.0f,
-                w + (size_t)g0 * c->cout * k, k, b, (int)hwo, 0.0f, yout, (int)hwo);
+    iabn_sgemm(0, 0, c->cout, (int)hwo, k, 1.0f, w + (size_t)g0 * c->cout * k, k, b, (int)hwo, 0.0f,
+               yout, (int)hwo);
     if (bias) add_bias(yout, bias + (size_t)g0 * c->cout, c->cout, hwo, par);
 }
 
@@ -366,12 +366,11 @@ static void bwd_data_item(const iabn_conv_gd *c, int no_col, int it, const float
     float *dxp = dx + ((size_t)n * c->G + g0) * c->cin * hwi;
     const float *wg = w + (size_t)g0 * c->cout * k;
     if (no_col) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->cin, (int)hwo, c->cout, 1.0f,
-                    wg, k, dyp, (int)hwo, 0.0f, dxp, (int)hwo);
+        iabn_sgemm(1, 0, c->cin, (int)hwo, c->cout, 1.0f, wg, k, dyp, (int)hwo, 0.0f, dxp,
+                   (int)hwo);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, (int)hwo, c->cout, 1.0f, wg, k,
-                dyp, (int)hwo, 0.0f, col, (int)hwo);
+    iabn_sgemm(1, 0, k, (int)hwo, c->cout, 1.0f, wg, k, dyp, (int)hwo, 0.0f, col, (int)hwo);
     col2im(c, col, c->cin, dxp, par);
 }
 
@@ -433,8 +432,7 @@ static void bwd_filter_item(const iabn_conv_gd *c, int no_col, int n, int g0, co
         im2col(c, xin, c->cin, col, par);
         b = col;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->cout, k, (int)hwo, 1.0f, dyp,
-                (int)hwo, b, (int)hwo, 1.0f, dwg, k);
+    iabn_sgemm(0, 1, c->cout, k, (int)hwo, 1.0f, dyp, (int)hwo, b, (int)hwo, 1.0f, dwg, k);
 }
 
 static void im2col_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,

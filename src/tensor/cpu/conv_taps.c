@@ -10,9 +10,9 @@
  * the GEMM reads x and writes y in place; otherwise the window is gathered.
  * The sgemm calls run threaded; gathers and scatters use OpenMP over channels.
  */
+#include "tensor/cpu/blas.h"
 #include "tensor/cpu/conv_impl.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* wt[g][co][t][ci] = w[g*cout + co][ci][t]: a tap's weights become a plain
@@ -149,16 +149,14 @@ void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const fl
                 win vx = make_win(c, &tw, nbb, 0), vy = make_win(c, &tw, nbb, 1);
                 if (tw.rowcopy) {
                     for (int i = 0; i < nbb; i++)
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->cout,
-                                    vy.rows * c->wo, c->cin, 1.0f, a, lda,
-                                    xg + i * vx.img + vx.y0 * c->wi, (int)hwi, 1.0f,
-                                    yg + i * vy.img + vy.y0 * c->wo, (int)hwo);
+                        iabn_sgemm(0, 0, c->cout, vy.rows * c->wo, c->cin, 1.0f, a, lda,
+                                   xg + i * vx.img + vx.y0 * c->wi, (int)hwi, 1.0f,
+                                   yg + i * vy.img + vy.y0 * c->wo, (int)hwo);
                     continue;
                 }
                 int ntot = nbb * vy.rows * vy.cols;
                 win_gather(xg, &vx, c->cin, xb, nt_);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->cout, ntot, c->cin,
-                            1.0f, a, lda, xb, ntot, 0.0f, cb, ntot);
+                iabn_sgemm(0, 0, c->cout, ntot, c->cin, 1.0f, a, lda, xb, ntot, 0.0f, cb, ntot);
                 win_add(yg, &vy, c->cout, cb, nt_);
             }
         }
@@ -187,16 +185,14 @@ void iabn_conv_taps_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, con
                 win vx = make_win(c, &tw, nbb, 0), vy = make_win(c, &tw, nbb, 1);
                 if (tw.rowcopy) {
                     for (int i = 0; i < nbb; i++)
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->cin,
-                                    vy.rows * c->wo, c->cout, 1.0f, a, lda,
-                                    dyg + i * vy.img + vy.y0 * c->wo, (int)hwo, 1.0f,
-                                    dxg + i * vx.img + vx.y0 * c->wi, (int)hwi);
+                        iabn_sgemm(1, 0, c->cin, vy.rows * c->wo, c->cout, 1.0f, a, lda,
+                                   dyg + i * vy.img + vy.y0 * c->wo, (int)hwo, 1.0f,
+                                   dxg + i * vx.img + vx.y0 * c->wi, (int)hwi);
                     continue;
                 }
                 int ntot = nbb * vy.rows * vy.cols;
                 win_gather(dyg, &vy, c->cout, cb, nt_);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c->cin, ntot, c->cout, 1.0f,
-                            a, lda, cb, ntot, 0.0f, xb, ntot);
+                iabn_sgemm(1, 0, c->cin, ntot, c->cout, 1.0f, a, lda, cb, ntot, 0.0f, xb, ntot);
                 win_add(dxg, &vx, c->cin, xb, nt_);
             }
         }
@@ -224,17 +220,15 @@ void iabn_conv_taps_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, c
                 win vx = make_win(c, &tw, nbb, 0), vy = make_win(c, &tw, nbb, 1);
                 if (tw.rowcopy) {
                     for (int i = 0; i < nbb; i++)
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->cout, c->cin,
-                                    vy.rows * c->wo, 1.0f, dyg + i * vy.img + vy.y0 * c->wo,
-                                    (int)hwo, xg + i * vx.img + vx.y0 * c->wi, (int)hwi, 1.0f,
-                                    cw, ldc);
+                        iabn_sgemm(0, 1, c->cout, c->cin, vy.rows * c->wo, 1.0f,
+                                   dyg + i * vy.img + vy.y0 * c->wo, (int)hwo,
+                                   xg + i * vx.img + vx.y0 * c->wi, (int)hwi, 1.0f, cw, ldc);
                     continue;
                 }
                 int ntot = nbb * vy.rows * vy.cols;
                 win_gather(dyg, &vy, c->cout, cb, nt_);
                 win_gather(xg, &vx, c->cin, xb, nt_);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->cout, c->cin, ntot, 1.0f,
-                            cb, ntot, xb, ntot, 1.0f, cw, ldc);
+                iabn_sgemm(0, 1, c->cout, c->cin, ntot, 1.0f, cb, ntot, xb, ntot, 1.0f, cw, ldc);
             }
         }
     }

@@ -1,12 +1,11 @@
-/* cpu/linear.c: the fully connected layer y = x w^T + b on OpenBLAS (the
- * OpenMP build, which shares libgomp's threads with our own loops).
- * Row-major throughout: x N x I, w O x I, y N x O.  OpenBLAS splits its work
- * over the output, never over the reduction, so a fixed thread count gives
- * fixed bits.
+/* cpu/linear.c: the fully connected layer y = x w^T + b on the native GEMM
+ * (cpu/blas.h: OpenBLAS's OpenMP build or oneDNN, both on libgomp's threads
+ * like our own loops).  Row-major throughout: x N x I, w O x I, y N x O.  A
+ * fixed thread count gives fixed bits (test_blas).
  */
+#include "tensor/cpu/blas.h"
 #include "tensor/tensor.h"
 
-#include <cblas.h>
 
 void iabn_linear_fwd(int n, int in, int out, const float *x, const float *w,
                      const float *b, float *y)
@@ -24,8 +23,7 @@ void iabn_linear_fwd(int n, int in, int out, const float *x, const float *w,
         if (!b) iabn_fill((size_t)n * out, 0.f, y);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.f, x, in, w, in, beta,
-                y, out);
+    iabn_sgemm(0, 1, n, out, in, 1.f, x, in, w, in, beta, y, out);
 }
 
 void iabn_linear_bwd_data(int n, int in, int out, const float *dy, const float *w, float *dx)
@@ -35,8 +33,7 @@ void iabn_linear_bwd_data(int n, int in, int out, const float *dy, const float *
         iabn_fill((size_t)n * in, 0.f, dx);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.f, dy, out, w, in,
-                0.f, dx, in);
+    iabn_sgemm(0, 0, n, in, out, 1.f, dy, out, w, in, 0.f, dx, in);
 }
 
 void iabn_linear_bwd_weight(int n, int in, int out, const float *x, const float *dy,
@@ -44,8 +41,7 @@ void iabn_linear_bwd_weight(int n, int in, int out, const float *x, const float 
 {
     if (n <= 0 || out <= 0) return;
     if (dw && in > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.f, dy, out, x, in,
-                    1.f, dw, in);
+        iabn_sgemm(1, 0, out, in, n, 1.f, dy, out, x, in, 1.f, dw, in);
     if (db) {
 #pragma omp parallel for schedule(static) if ((long)n * out >= 16384)
         for (int o = 0; o < out; o++) {
