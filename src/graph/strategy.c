@@ -268,6 +268,9 @@ static int plan_clone(const iabn_graph *g, const cand *cs, int nc, int paper, ia
     if (!*gc) return iabn_err_set(e, IABN_ENOMEM, "out of memory cloning the graph");
     for (int i = 0; i < nc; i++) (*gc)->t[cs[i].t].policy = cs[i].chosen;
     if (paper) iabn_graph_offload_conv_inputs(*gc);
+    /* the live bytes the greedy works on, without Winograd's larger scratch:
+     * auto fits those under the final plan's own lower bound (winograd.c) */
+    if ((*gc)->winograd == IABN_WINOGRAD_AUTO) (*gc)->winograd = IABN_WINOGRAD_OFF;
     iabn_plan_opts o;
     iabn_plan_opts_default(&o);
     o.mode = IABN_PLAN_FULL;

@@ -16,7 +16,9 @@
  * ResNeXt-101 and WideResNet-38 at batch 4 (docs/CPU.md).  So it may grow by
  * 0.25% at most; where it grew more, the nodes with the least room lose the
  * flag first, one at a time and then half of the rest, until it is within
- * that.
+ * that.  The storage strategy plans its candidates with off (strategy.c),
+ * and a session over its budget with auto's choice is built again with off
+ * (session.c).
  */
 #include "graph/graph_internal.h"
 

@@ -254,8 +254,19 @@ int iabn_session_build(const iabn_session_cfg *c, iabn_session *s, iabn_err *e)
         s->mem.buckets = iabn_graph_nbuckets(g);
         for (int k = 0; k < s->mem.buckets; k++)
             s->mem.bucket_bytes += iabn_graph_bucket_bytes(g, k);
-        /* refused here, before the executor allocates anything */
-        if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes) rc = over_budget(c, s, e);
+        /* refused here, before the executor allocates anything; Winograd's
+         * auto mode may move the arena by a fraction of a per cent
+         * (graph.h), so over the budget the session is built again without
+         * it first */
+        if (c->budget_bytes > 0 && s->mem.total > c->budget_bytes) {
+            if (c->winograd == IABN_WINOGRAD_AUTO && s->mem.winograd > 0) {
+                iabn_session_cfg q = *c;
+                q.winograd = IABN_WINOGRAD_OFF;
+                iabn_session_free(s);
+                return iabn_session_build(&q, s, e);
+            }
+            rc = over_budget(c, s, e);
+        }
         size_t host = host_limit(c);
         if (!rc && c->bind && !c->plan_only && s->mem.host > host)
             rc = iabn_err_set(e, IABN_ENOMEM,
