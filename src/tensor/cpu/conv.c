@@ -13,6 +13,7 @@
  */
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/conv_impl.h"
+#include "tensor/cpu/ops.h"
 
 #include <string.h>
 
@@ -132,19 +133,62 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 #endif
 }
 
+/* Whether g's activations had better be nChw16c for the blocked direct
+ * kernels (cpu/conv_blocked.c): grouped convs with up to 4 channels per
+ * group, and 8 on maps larger than 14x14 (smaller ones run faster on
+ * oneDNN, pairs of groups merged), on a CPU with AVX-512 (elsewhere they
+ * run the portable build, for tests only).  docs/CPU.md has the figures. */
+static int blocked_fast(const iabn_conv_geom *g)
+{
+    int cpg = g->c_in / g->groups;
+    return iabn_conv_blocked_takes(g) && iabn_conv_direct_avx512() &&
+           (cpg <= 4 || (cpg == 8 && (long)g->h_out * g->w_out > 14 * 14));
+}
+
+/* The path of a pass whose activations are laid out as g says. */
+static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
+    if (blocked && blocked_fast(g)) return IABN_CONV_PATH_BLOCKED;
+    if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
+    if (blocked && iabn_conv_blocked_takes(g)) return IABN_CONV_PATH_BLOCKED;
+    return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
+}
+
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side)
 {
     iabn_conv_geom p = *g;
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
+    if (blocked_fast(&p)) return 1;
     if (!iabn_conv_use_dnnl(&p, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % 16 || iabn_conv_dnnl_plain(&p)) return 0;
     return iabn_conv_dnnl_blocked(&p, y_side);
 }
 
+/* Floats of the blocked copies of g's NCHW operands (the blocked path
+ * reorders them into its scratch, after the kernels' own part). */
+static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
+{
+    size_t x = g->x_layout == IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_in * g->h_in * g->w_in : 0;
+    size_t y = g->y_layout == IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_out * g->h_out * g->w_out : 0;
+    *xc = iabn_conv_round16(x);
+    return *xc + iabn_conv_round16(y);
+}
+
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                          iabn_conv_plan *p)
 {
-    if (iabn_conv_use_dnnl(g, pass)) {
+    iabn_conv_path path = choose_path(g, pass);
+    if (path == IABN_CONV_PATH_BLOCKED) {
+        memset(p, 0, sizeof *p);
+        p->path = path;
+        p->threads = threads < 1 ? 1 : threads;
+        size_t xc;
+        p->col = iabn_conv_blocked_scratch(g, pass, p->threads);
+        p->total = iabn_conv_round16(p->col) + blocked_copies(g, &xc);
+        return;
+    }
+    if (path == IABN_CONV_PATH_DNNL) {
         memset(p, 0, sizeof *p);
         p->threads = threads < 1 ? 1 : threads;
         /* the layer's scratch is a function of the geometry: the larger of
@@ -507,11 +551,59 @@ void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
     }
 }
 
+static int too_little_scratch(const iabn_conv_plan *p, const iabn_conv_geom *g,
+                              iabn_conv_pass pass, size_t scratch_bytes, iabn_err *e)
+{
+    return iabn_err_set(e, IABN_EINVAL,
+                        "conv %dx%dx%dx%d -> %d (pass %d): %zu bytes of scratch given, %zu "
+                        "needed (was it planned with another thread count?)",
+                        g->n, g->c_in, g->h_in, g->w_in, g->c_out, (int)pass, scratch_bytes,
+                        p->total * sizeof(float));
+}
+
+/* The blocked path: NCHW operands go through blocked copies in the scratch
+ * (after the kernels' part, p->col floats). */
+static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_conv_pass pass,
+                       const float *a, const float *b, const float *bias, float *out,
+                       float *dbias, void *scratch, size_t scratch_bytes, iabn_err *e)
+{
+    if (scratch_bytes < p->total * sizeof(float) || !scratch)
+        return too_little_scratch(p, g, pass, scratch_bytes, e);
+    float *scr = scratch, *xcopy = scr + iabn_conv_round16(p->col);
+    size_t xc;
+    blocked_copies(g, &xc);
+    float *ycopy = xcopy + xc;
+    int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
+    int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
+    const iabn_layout B = IABN_LAYOUT_NCHW16C, N = IABN_LAYOUT_NCHW;
+    switch (pass) {
+    case IABN_CONV_FWD:
+        if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;
+        iabn_conv_blocked_fwd(g, p->threads, xn ? xcopy : a, b, bias, yn ? ycopy : out, scr);
+        if (yn) rc = iabn_reorder(g->n, g->c_out, hwo, B, N, ycopy, out, e);
+        break;
+    case IABN_CONV_BWD_DATA:
+        if (yn && (rc = iabn_reorder(g->n, g->c_out, hwo, N, B, a, ycopy, e))) return rc;
+        iabn_conv_blocked_bwd_data(g, p->threads, yn ? ycopy : a, b, xn ? xcopy : out, scr);
+        if (xn) rc = iabn_reorder(g->n, g->c_in, hwi, B, N, xcopy, out, e);
+        break;
+    default:
+        if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;
+        if (yn && (rc = iabn_reorder(g->n, g->c_out, hwo, N, B, b, ycopy, e))) return rc;
+        iabn_conv_blocked_bwd_filter(g, p->threads, xn ? xcopy : a, yn ? ycopy : b, out, dbias,
+                                     scr);
+        break;
+    }
+    return rc;
+}
+
 int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
                        iabn_conv_pass pass, const float *a, const float *b, const float *bias,
                        float *out, float *dbias, void *scratch, size_t scratch_bytes,
                        iabn_err *e)
 {
+    if (p->path == IABN_CONV_PATH_BLOCKED)
+        return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
     if (p->path == IABN_CONV_PATH_DNNL) {
         switch (pass) {
         case IABN_CONV_FWD:
@@ -523,11 +615,7 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
         }
     }
     if (scratch_bytes < p->total * sizeof(float))
-        return iabn_err_set(e, IABN_EINVAL,
-                            "conv %dx%dx%dx%d -> %d (pass %d): %zu bytes of scratch given, %zu "
-                            "needed (was it planned with another thread count?)",
-                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, (int)pass, scratch_bytes,
-                            p->total * sizeof(float));
+        return too_little_scratch(p, g, pass, scratch_bytes, e);
     iabn_conv_gd cd;
     gd_from_geom(g, &cd);
     float none[16]; /* stands in for a NULL scratch when none is needed */
@@ -560,13 +648,17 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
                     void *scratch, size_t scratch_bytes, iabn_err *e)
 {
     iabn_conv_plan p;
-    if (iabn_conv_use_dnnl(g, pass)) {
+    iabn_conv_path path = choose_path(g, pass);
+    if (path == IABN_CONV_PATH_DNNL) {
         memset(&p, 0, sizeof p);
         p.path = IABN_CONV_PATH_DNNL;
+    } else if (path == IABN_CONV_PATH_BLOCKED) {
+        iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: %s / %s activations need the "
-                            "oneDNN path, which this conv does not take",
+                            "oneDNN path or the blocked grouped kernels, which this conv does not "
+                            "take",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups,
                             iabn_layout_name(g->x_layout), iabn_layout_name(g->y_layout));
     } else {

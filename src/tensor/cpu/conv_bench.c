@@ -195,23 +195,22 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
      * it where its neighbours agree) */
     int has_dn = iabn_conv_have_dnnl();
     iabn_conv_geom gb = g;
-    if (has_dn && iabn_conv_use_dnnl(&g, IABN_CONV_FWD)) {
-        if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1) gb.x_layout = IABN_LAYOUT_NCHW16C;
-        if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = IABN_LAYOUT_NCHW16C;
-    }
+    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1) gb.x_layout = IABN_LAYOUT_NCHW16C;
+    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = IABN_LAYOUT_NCHW16C;
     int has_blk = gb.x_layout != g.x_layout || gb.y_layout != g.y_layout;
     /* gw: gb with the winograd flag (iabn --winograd), where it runs Winograd */
     iabn_conv_geom gw = gb;
     gw.winograd = 1;
     int has_wino = has_dn && iabn_conv_winograd(&gw, IABN_CONV_FWD);
     /* the runs, in this order: native, oneDNN on NCHW operands, on nChw16c
-     * where it votes so (ib), with Winograd where it runs it (iw); -1: not run */
+     * where it votes so (ib: oneDNN's, or the blocked grouped kernels),
+     * with Winograd where it runs it (iw); -1: not run */
     const iabn_conv_geom *run[4] = {&g};
     int nrun = 1, ib = -1, iw = -1;
     if (has_dn) run[nrun++] = &g;
     if (has_blk) run[ib = nrun++] = &gb;
     if (has_wino) run[iw = nrun++] = &gw;
-    iabn_conv_plan nat[3], dn[3];
+    iabn_conv_plan nat[3], dn[3], blk[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
     for (int p = 0; p < 3; p++) {
@@ -220,7 +219,12 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         memset(&dn[p], 0, sizeof dn[p]);
         dn[p].path = IABN_CONV_PATH_DNNL;
         dn[p].threads = threads;
+        /* the blocked run's plan: oneDNN's, or the blocked kernels' */
+        iabn_conv_plan_make(&gb, (iabn_conv_pass)p, threads, &blk[p]);
+        if (blk[p].path != IABN_CONV_PATH_DNNL && blk[p].total * sizeof(float) > sb)
+            sb = blk[p].total * sizeof(float);
         for (int k = 1; k < nrun; k++) { /* the oneDNN runs: their largest plan */
+            if (k == ib && blk[p].path != IABN_CONV_PATH_DNNL) continue;
             size_t b = 0;
             int rc = iabn_conv_dnnl_scratch(run[k], (iabn_conv_pass)p, 0, threads, &b,
                                             k == 1 ? &impl[p] : NULL, e);
@@ -245,17 +249,19 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
                    g.kh * g.kw;
     for (int pass = 0; pass < 3 && !rc; pass++) {
         const iabn_conv_plan *plans[4] = {&nat[pass], &dn[pass], &dn[pass], &dn[pass]};
+        if (ib >= 0) plans[ib] = &blk[pass];
         double t[4] = {0, 0, 0, 0};
         if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
                             e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
+        int chose_blk = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED;
         iabn_convbench_row *r = &rows[pass];
         r->case_name = bc->name;
         r->desc = bc->desc;
         r->pass = pass_names[pass];
         r->native_path = path_label(&nat[pass]);
-        r->path = chose_dnnl ? "onednn" : r->native_path;
+        r->path = chose_blk ? "blocked" : chose_dnnl ? "onednn" : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";
         r->onednn = has_dn;
         r->native_gflops = flops / t[0] * 1e-9;
@@ -264,9 +270,10 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->blocked_gflops = has_blk ? flops / t[ib] * 1e-9 : 0;
         r->wino = has_wino;
         r->wino_gflops = has_wino ? flops / t[iw] * 1e-9 : 0;
-        r->gflops = !chose_dnnl ? r->native_gflops
-                    : has_blk   ? r->blocked_gflops
-                                : r->onednn_gflops;
+        r->gflops = chose_blk    ? r->blocked_gflops
+                    : !chose_dnnl ? r->native_gflops
+                    : has_blk     ? r->blocked_gflops
+                                  : r->onednn_gflops;
         r->peak_fraction = r->gflops / peak;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;

@@ -27,9 +27,10 @@ typedef enum iabn_conv_path {
     IABN_CONV_PATH_IM2COL = 0, /* im2col (or none for 1x1) + one GEMM per item  */
     IABN_CONV_PATH_TAPS = 1,   /* one GEMM per kernel tap over its valid window */
     IABN_CONV_PATH_DIRECT = 2, /* hand-written grouped kernels                  */
-    IABN_CONV_PATH_DNNL = 3    /* oneDNN primitives, blocked layouts, reorders  */
+    IABN_CONV_PATH_DNNL = 3,   /* oneDNN primitives, blocked layouts, reorders  */
+    IABN_CONV_PATH_BLOCKED = 4 /* hand-written grouped kernels on nChw16c       */
 } iabn_conv_path;
-#define IABN_CONV_NPATHS 4
+#define IABN_CONV_NPATHS 5
 
 /* Scratch layout, in floats, each part rounded to 64 bytes:
  *   im2col: [wbuf][col x ncol][part x threads]
@@ -118,6 +119,31 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
                                const float *w, float *dx, float *scratch);
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                  const float *dy, float *dw, float *scratch);
+
+/* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
+ * power-of-two channels per group in and out (up to 16), channels a
+ * multiple of 16, stride 1 or 2, on nChw16c activations (x / dx and y / dy
+ * all blocked).  _takes: whether the kernels take g (any layouts);
+ * _scratch: floats for `threads`, the same in both builds.  The unsuffixed
+ * entry points run the AVX-512 build where iabn_conv_direct_avx512() says
+ * the CPU has it (same bits as the portable one); bwd-filter accumulates
+ * into dw and, when dbias is not NULL, dy's sums into dbias. */
+int iabn_conv_blocked_takes(const iabn_conv_geom *g);
+size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+#define IABN_BLOCKED_DECL(sfx)                                                                  \
+    void iabn_conv_blocked_fwd##sfx(const iabn_conv_geom *g, int threads, const float *x,     \
+                                    const float *w, const float *bias, float *y,              \
+                                    float *scratch);                                          \
+    void iabn_conv_blocked_bwd_data##sfx(const iabn_conv_geom *g, int threads,                \
+                                         const float *dy, const float *w, float *dx,          \
+                                         float *scratch);                                     \
+    void iabn_conv_blocked_bwd_filter##sfx(const iabn_conv_geom *g, int threads,              \
+                                           const float *x, const float *dy, float *dw,        \
+                                           float *dbias, float *scratch);
+IABN_BLOCKED_DECL()
+IABN_BLOCKED_DECL(_portable)
+IABN_BLOCKED_DECL(_avx512)
+#undef IABN_BLOCKED_DECL
 
 /* A convolution per group, as the GEMM paths see it: cin/cout are per group,
  * and the top/left paddings may differ (and be negative) so that bwd-data can

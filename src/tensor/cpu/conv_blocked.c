@@ -1,0 +1,628 @@
+/* cpu/conv_blocked.c: direct kernels for grouped convolutions with few
+ * channels per group (ResNeXt's 3x3 with 4 or 8 per group) on nChw16c
+ * activations, all three passes.
+ *
+ * In nChw16c one 16-float vector holds one pixel of 16 channels, i.e. of
+ * 16/cpg whole groups (cpg = channels per group, a power of two up to 16,
+ * the same in and out).  An output lane l sums over the cpg input channels
+ * of its own group; rotating the input vector by j within each group of cpg
+ * lanes (lane l takes lane base(l) + (l + j) % cpg) lines input channel
+ * (l + j) % cpg of the group up with output lane l, so
+ *     y[l] = sum over taps t, j < cpg of W[t][j][l] * rot_j(x at tap t)[l]
+ * with W[t][j][l] = w[oc = l][ic = (l + j) % cpg][t]: every FMA does 16
+ * useful multiply-adds, whatever cpg, every load is one aligned pixel, and
+ * no lane is wasted on a row's end (the NCHW kernels of cpu/conv_direct.c
+ * vectorise along rows, 56 = 3.5 vectors).
+ *
+ * The rotations are done once per source row: a ring of the rows a band of
+ * output rows reads, each stored as cpg rotated copies with its zero column
+ * padding ([slot][j][column][16]); a tap's FMAs then read the ring with the
+ * weights in a register, one load per FMA.
+ *   fwd:        tiles of up to 28 output pixels along a row (28 accumulators),
+ *               summed over (row tap, column tap, j) in that order, from the
+ *               bias.
+ *   bwd-data:   the same kernel on dy with W[t][j][l] = w[oc = (l + j) %
+ *               cpg][ic = l][t] and the taps' offsets mirrored; with stride S
+ *               the dx columns of one phase (iw % S) form a row of outputs
+ *               whose taps are those of matching parity.
+ *   bwd-filter: dW[t][j][l] += dy[l] * rot_j(x at tap t)[l], summed over a
+ *               row in 16 accumulators (cpg x 16/cpg pixels), then over rows
+ *               and images in order into a per-block buffer, finally added
+ *               to dw (and dy's sum to dbias).
+ * Threads: fwd / bwd-data over (image, channel block, row band); bwd-filter
+ * over channel blocks, each owning its slice of dw: results do not depend on
+ * the thread count.
+ *
+ * Builds twice like conv_direct.c: portable (16-float structs, fmaf; the
+ * entry points without suffix, which run the AVX-512 build where the CPU has
+ * it) and with IABN_DIRECT_AVX512 (*_avx512).  Both sum in the same order
+ * with fused multiply-adds, so they give the same bits.
+ */
+#include "tensor/cpu/conv_impl.h"
+
+#include "iabn_config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BLK 16
+#define PMAX 28 /* accumulators of a forward tile: 28 + a weight of 32 zmm */
+#define PF_ROWS 2 /* source rows fetched ahead */
+/* Outputs at least this large bypass the cache (as in conv_direct.c). */
+#ifndef IABN_CONV_STREAM_BYTES
+#define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
+#endif
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+typedef __m512 v16;
+typedef __m512i vidx;
+static inline v16 vzero(void) { return _mm512_setzero_ps(); }
+static inline v16 vld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vst(float *p, v16 a) { _mm512_storeu_ps(p, a); }
+static inline v16 vfma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c); }
+static inline v16 vadd(v16 a, v16 b) { return _mm512_add_ps(a, b); }
+static inline vidx vidx_make(const int *lanes) { return _mm512_loadu_si512(lanes); }
+static inline v16 vperm(vidx i, v16 a) { return _mm512_permutexvar_ps(i, a); }
+/* Non-temporal where aligned: outputs larger than the cache would only
+ * evict the inputs still to be read (and skip the read-for-ownership). */
+static inline void vst_nt(float *p, v16 a)
+{
+    if (((uintptr_t)p & 63) == 0)
+        _mm512_stream_ps(p, a);
+    else
+        _mm512_storeu_ps(p, a);
+}
+static inline void vfence(void) { _mm_sfence(); }
+#else
+typedef struct v16 { float f[BLK]; } v16;
+typedef struct vidx { int i[BLK]; } vidx;
+static inline v16 vzero(void) { v16 r; memset(&r, 0, sizeof r); return r; }
+static inline v16 vld(const float *p) { v16 r; memcpy(r.f, p, sizeof r.f); return r; }
+static inline void vst(float *p, v16 a) { memcpy(p, a.f, sizeof a.f); }
+static inline v16 vfma(v16 a, v16 b, v16 c)
+{
+    for (int l = 0; l < BLK; l++) c.f[l] = fmaf(a.f[l], b.f[l], c.f[l]);
+    return c;
+}
+static inline v16 vadd(v16 a, v16 b)
+{
+    for (int l = 0; l < BLK; l++) a.f[l] += b.f[l];
+    return a;
+}
+static inline vidx vidx_make(const int *lanes) { vidx r; memcpy(r.i, lanes, sizeof r.i); return r; }
+static inline v16 vperm(vidx i, v16 a)
+{
+    v16 r;
+    for (int l = 0; l < BLK; l++) r.f[l] = a.f[i.i[l]];
+    return r;
+}
+static inline void vst_nt(float *p, v16 a) { vst(p, a); }
+static inline void vfence(void) {}
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* The lane a rotation by j within groups of cpg lanes reads for lane l. */
+static inline int rot_lane(int l, int j, int cpg) { return (l & ~(cpg - 1)) | ((l + j) & (cpg - 1)); }
+
+/* One pass as the kernels run it: outputs (ho x wo) from a source (hs x ws)
+ * (x for fwd and bwd-filter, dy for bwd-data). */
+typedef struct bplan {
+    int bwd;          /* bwd-data: taps of matching parity, mirrored          */
+    int cpg, nb;      /* channels per group, channel blocks                   */
+    int hs, ws, ho, wo;
+    int kh, kw, s, d, p;
+    int ss;           /* source columns between consecutive outputs           */
+    int nph;          /* column phases (bwd-data: stride; else 1)             */
+    int pl, wp;       /* ring rows: left zero columns, columns in all         */
+    int rs;           /* ring slots                                           */
+    int planes;       /* copies of a row in a slot: rotations 0 .. planes-1   */
+    size_t slot;      /* floats of a slot                                     */
+} bplan;
+
+/* Output columns of phase ph: ph + q*nph, q < count. */
+static int phase_count(const bplan *b, int ph) { return (b->wo - ph + b->nph - 1) / b->nph; }
+
+/* Column tap s of phase ph: whether it contributes, and the source column
+ * of output q = 0 (relative; q adds q*ss). */
+static int col_tap(const bplan *b, int ph, int s, int *off)
+{
+    if (!b->bwd) {
+        *off = s * b->d - b->p;
+        return 1;
+    }
+    int num = ph + b->p - s * b->d;
+    if (((num % b->s) + b->s) % b->s) return 0;
+    *off = num / b->s; /* exact */
+    return 1;
+}
+
+/* Row tap r of output row i: its source row, or -1. */
+static int row_tap(const bplan *b, int i, int r)
+{
+    int sr;
+    if (!b->bwd) {
+        sr = i * b->s - b->p + r * b->d;
+    } else {
+        int num = i + b->p - r * b->d;
+        if (num < 0 || num % b->s) return -1;
+        sr = num / b->s;
+    }
+    return sr >= 0 && sr < b->hs ? sr : -1;
+}
+
+static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
+{
+    memset(b, 0, sizeof *b);
+    b->bwd = pass == IABN_CONV_BWD_DATA;
+    b->planes = pass == IABN_CONV_BWD_FILTER ? g->c_in / g->groups : 1;
+    b->cpg = g->c_in / g->groups;
+    b->nb = g->c_in / BLK;
+    b->kh = g->kh; b->kw = g->kw; b->s = g->stride; b->d = g->dil; b->p = g->pad;
+    if (b->bwd) {
+        b->hs = g->h_out; b->ws = g->w_out; b->ho = g->h_in; b->wo = g->w_in;
+        b->ss = 1; b->nph = g->stride;
+        b->rs = (g->kh - 1) * g->dil / g->stride + 1;
+    } else {
+        b->hs = g->h_in; b->ws = g->w_in; b->ho = g->h_out; b->wo = g->w_out;
+        b->ss = g->stride; b->nph = 1;
+        b->rs = (g->kh - 1) * g->dil + 1;
+    }
+    int lo = 0, hi = b->ws - 1;
+    for (int ph = 0; ph < b->nph; ph++) {
+        int nq = phase_count(b, ph);
+        for (int s = 0; s < b->kw && nq > 0; s++) {
+            int off;
+            if (!col_tap(b, ph, s, &off)) continue;
+            if (off < lo) lo = off;
+            if ((nq - 1) * b->ss + off > hi) hi = (nq - 1) * b->ss + off;
+        }
+    }
+    b->pl = -lo;
+    b->wp = hi - lo + 1;
+    b->slot = (size_t)b->planes * b->wp * BLK;
+}
+
+static size_t weight_floats(const iabn_conv_geom *g)
+{
+    return iabn_conv_round16((size_t)g->c_in * (g->c_in / g->groups) * g->kh * g->kw);
+}
+
+static size_t ring_floats(const bplan *b) { return iabn_conv_round16((size_t)b->rs * b->slot); }
+
+/* ---- the ring of rotated source rows ------------------------------------- */
+
+typedef struct ring {
+    const bplan *b;
+    float *buf;
+    const float *src; /* this (image, block)'s source plane, hs x ws x 16 */
+    int tag[IABN_CONV_DIRECT_MAX_TAPS];
+    vidx rot[BLK];
+} ring;
+
+static void ring_init(ring *r, const bplan *b, float *buf)
+{
+    r->b = b;
+    r->buf = buf;
+    for (int j = 0; j < b->cpg; j++) {
+        int lanes[BLK];
+        for (int l = 0; l < BLK; l++) lanes[l] = rot_lane(l, j, b->cpg);
+        r->rot[j] = vidx_make(lanes);
+    }
+}
+
+static void ring_reset(ring *r, const float *src)
+{
+    r->src = src;
+    for (int k = 0; k < r->b->rs; k++) r->tag[k] = -1;
+}
+
+/* Slot holding source row sr (rotated into it if it is not there yet). */
+static const float *ring_row(ring *r, int sr)
+{
+    const bplan *b = r->b;
+    int k = sr % b->rs;
+    float *slot = r->buf + (size_t)k * b->slot;
+    if (r->tag[k] == sr) return slot;
+    r->tag[k] = sr;
+    const float *row = r->src + (size_t)sr * b->ws * BLK;
+    size_t jst = (size_t)b->wp * BLK;
+    /* the rows after this one, towards L1 while this one's tiles compute
+     * (the source is read once, mostly from memory) */
+    if (sr + PF_ROWS < b->hs)
+        for (int c = 0; c < b->ws; c++)
+            __builtin_prefetch(row + ((size_t)PF_ROWS * b->ws + c) * BLK, 0, 3);
+    for (int c = 0; c < b->wp; c++) {
+        int sc = c - b->pl;
+        v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
+        float *dst = slot + (size_t)c * BLK;
+        vst(dst, v);
+        for (int j = 1; j < b->planes; j++) vst(dst + j * jst, vperm(r->rot[j], v));
+    }
+    return slot;
+}
+
+/* ---- forward and bwd-data ------------------------------------------------ */
+
+/* Pixels per tile by channels per group: CPG x P accumulators (24, 16
+ * with 8 weights) */
+#define P1 24
+#define P2 12
+#define P4 6
+#define P8 2
+#define P16 1
+#define ACC_MAX 24
+
+/* P outputs (os vectors apart) of one row: tap k reads the source at
+ * src[k] + q*xs floats (q < P) with the weights wt[k]: CPG vectors V[j],
+ * A_j[q] += V[j] * x, and then y[q] = sum over j of rot_j(A_j[q]) (the
+ * bias in A_0).  CPG x P accumulators and CPG weights stay in registers. */
+ALWAYS_INLINE void tile(const float *const *src, const float *const *wt, int nt, size_t xs,
+                        const vidx *rot, const float *bias, float *out, int os, int stream,
+                        const int CPG, const int P)
+{
+    /* flat, fixed-size arrays (a VLA would live on the stack) */
+    v16 acc[ACC_MAX];
+    v16 b0 = bias ? vld(bias) : vzero();
+#pragma GCC unroll 24
+    for (int q = 0; q < P; q++) {
+        acc[q] = b0;
+#pragma GCC unroll 16
+        for (int j = 1; j < CPG; j++) acc[j * P + q] = vzero();
+    }
+    for (int k = 0; k < nt; k++) {
+        const float *sp = src[k], *wp = wt[k];
+        v16 wv[BLK];
+#pragma GCC unroll 16
+        for (int j = 0; j < CPG; j++) wv[j] = vld(wp + j * BLK);
+#pragma GCC unroll 24
+        for (int q = 0; q < P; q++) {
+            v16 xv = vld(sp + q * xs);
+#pragma GCC unroll 16
+            for (int j = 0; j < CPG; j++) acc[j * P + q] = vfma(wv[j], xv, acc[j * P + q]);
+        }
+    }
+#pragma GCC unroll 24
+    for (int q = 0; q < P; q++) {
+        v16 y = acc[q];
+#pragma GCC unroll 16
+        for (int j = 1; j < CPG; j++) y = vadd(y, vperm(rot[j], acc[j * P + q]));
+        if (stream) vst_nt(out + (size_t)q * os * BLK, y);
+        else vst(out + (size_t)q * os * BLK, y);
+    }
+}
+
+typedef void (*tile_fn)(const float *const *, const float *const *, int, size_t, const vidx *,
+                        const float *, float *, int, int);
+
+#define TILE_FN(C, P)                                                                           \
+    static void tile_##C##_##P(const float *const *src, const float *const *wt, int nt,        \
+                               size_t xs, const vidx *rot, const float *bias, float *out,      \
+                               int os, int stream)                                             \
+    {                                                                                           \
+        tile(src, wt, nt, xs, rot, bias, out, os, stream, C, P);                                \
+    }
+TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 3) TILE_FN(1, 4) TILE_FN(1, 5) TILE_FN(1, 6)
+TILE_FN(1, 7) TILE_FN(1, 8) TILE_FN(1, 9) TILE_FN(1, 10) TILE_FN(1, 11) TILE_FN(1, 12)
+TILE_FN(1, 13) TILE_FN(1, 14) TILE_FN(1, 15) TILE_FN(1, 16) TILE_FN(1, 17) TILE_FN(1, 18)
+TILE_FN(1, 19) TILE_FN(1, 20) TILE_FN(1, 21) TILE_FN(1, 22) TILE_FN(1, 23) TILE_FN(1, 24)
+TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 3) TILE_FN(2, 4) TILE_FN(2, 5) TILE_FN(2, 6)
+TILE_FN(2, 7) TILE_FN(2, 8) TILE_FN(2, 9) TILE_FN(2, 10) TILE_FN(2, 11) TILE_FN(2, 12)
+TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 3) TILE_FN(4, 4) TILE_FN(4, 5) TILE_FN(4, 6)
+TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(16, 1)
+static const tile_fn tiles1[P1] = {
+    tile_1_1, tile_1_2, tile_1_3, tile_1_4, tile_1_5, tile_1_6, tile_1_7, tile_1_8,
+    tile_1_9, tile_1_10, tile_1_11, tile_1_12, tile_1_13, tile_1_14, tile_1_15, tile_1_16,
+    tile_1_17, tile_1_18, tile_1_19, tile_1_20, tile_1_21, tile_1_22, tile_1_23, tile_1_24};
+static const tile_fn tiles2[P2] = {tile_2_1, tile_2_2, tile_2_3, tile_2_4, tile_2_5, tile_2_6,
+                                   tile_2_7, tile_2_8, tile_2_9, tile_2_10, tile_2_11, tile_2_12};
+static const tile_fn tiles4[P4] = {tile_4_1, tile_4_2, tile_4_3, tile_4_4, tile_4_5, tile_4_6};
+static const tile_fn tiles8[P8] = {tile_8_1, tile_8_2};
+static const tile_fn tiles16[P16] = {tile_16_1};
+#undef TILE_FN
+
+/* The widest tile of a channels-per-group (its functions in *fns). */
+static int tile_width(int cpg, const tile_fn **fns)
+{
+    switch (cpg) {
+    case 1: *fns = tiles1; return P1;
+    case 2: *fns = tiles2; return P2;
+    case 4: *fns = tiles4; return P4;
+    case 8: *fns = tiles8; return P8;
+    default: *fns = tiles16; return P16;
+    }
+}
+
+/* Weights for block bk as [t][j][16], in the input lanes m of A_j:
+ * fwd V[t][j][m] = w[oc = rot(m, -j)][ic = m % cpg][t], bwd-data
+ * w[oc = m][ic = rot(m, -j) % cpg][t] (rot(m, -j) = rot(m, cpg - j)). */
+static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float *wp,
+                         int threads)
+{
+    int cpg = g->c_in / g->groups, T = g->kh * g->kw, nb = g->c_in / BLK;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int bk = 0; bk < nb; bk++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < cpg; j++)
+                for (int m = 0; m < BLK; m++) {
+                    int c = bk * BLK + m, back = bk * BLK + rot_lane(m, cpg - j, cpg);
+                    int oc = bwd ? c : back, ic = (bwd ? back : c) % cpg;
+                    wp[(((size_t)bk * T + t) * cpg + j) * BLK + m] =
+                        w[((size_t)oc * cpg + ic) * T + t];
+                }
+}
+
+/* Output rows [i0, i1) of one (image, block). */
+static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *bias, float *dst,
+                     int i0, int i1, int stream)
+{
+    const float *src[IABN_CONV_DIRECT_MAX_TAPS];
+    const float *wt[IABN_CONV_DIRECT_MAX_TAPS];
+    const float *rows[IABN_CONV_DIRECT_MAX_TAPS];
+    int rtap[IABN_CONV_DIRECT_MAX_TAPS];
+    size_t tsz = (size_t)b->cpg * BLK, xs = (size_t)b->ss * BLK;
+    const tile_fn *fns;
+    int pw = tile_width(b->cpg, &fns);
+    for (int i = i0; i < i1; i++) {
+        int nr = 0;
+        for (int r = 0; r < b->kh; r++) {
+            int sr = row_tap(b, i, r);
+            if (sr < 0) continue;
+            rows[nr] = ring_row(rg, sr);
+            rtap[nr++] = r;
+        }
+        float *orow = dst + (size_t)i * b->wo * BLK;
+        for (int ph = 0; ph < b->nph; ph++) {
+            int nq = phase_count(b, ph), nt = 0;
+            if (nq <= 0) continue;
+            int coff[IABN_CONV_DIRECT_MAX_TAPS], ctap[IABN_CONV_DIRECT_MAX_TAPS], nc = 0;
+            for (int s = 0; s < b->kw; s++)
+                if (col_tap(b, ph, s, &coff[nc])) ctap[nc++] = s;
+            for (int a = 0; a < nr; a++)
+                for (int c = 0; c < nc; c++, nt++) {
+                    src[nt] = rows[a] + (size_t)(coff[c] + b->pl) * BLK;
+                    wt[nt] = wblk + (size_t)(rtap[a] * b->kw + ctap[c]) * tsz;
+                }
+            /* tiles of pw outputs, the last one ending at the row's end
+             * (overlapping the one before: it computes the same values) */
+            int P = nq < pw ? nq : pw;
+            for (int q0 = 0; q0 < nq; q0 += P) {
+                int q = q0 + P > nq ? nq - P : q0;
+                const float *sq[IABN_CONV_DIRECT_MAX_TAPS];
+                for (int t = 0; t < nt; t++) sq[t] = src[t] + (size_t)q * xs;
+                fns[P - 1](sq, wt, nt, xs, rg->rot, bias, orow + (size_t)(ph + q * b->nph) * BLK,
+                           b->nph, stream);
+            }
+        }
+    }
+}
+
+/* Row bands per (image, block), so that a small batch still gives every
+ * thread work. */
+static int row_bands(const bplan *b, int n, int threads)
+{
+    long items = (long)n * b->nb, want = 4L * threads;
+    int k = items >= want ? 1 : (int)((want + items - 1) / items);
+    return k < b->ho ? k : b->ho;
+}
+
+static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                     const float *src, const float *w, const float *bias, float *dst,
+                     float *scratch)
+{
+    bplan b;
+    bplan_make(g, pass, &b);
+    float *wp = scratch;
+    pack_weights(g, b.bwd, w, wp, threads);
+    size_t per = ring_floats(&b), wsz = weight_floats(g), T = (size_t)g->kh * g->kw;
+    size_t splane = (size_t)b.hs * b.ws * BLK, dplane = (size_t)b.ho * b.wo * BLK;
+    int nbands = row_bands(&b, g->n, threads);
+    long items = (long)g->n * b.nb * nbands;
+    int stream = (size_t)g->n * b.nb * dplane * sizeof(float) >= IABN_CONV_STREAM_BYTES;
+#pragma omp parallel num_threads(threads)
+    {
+        ring rg;
+        ring_init(&rg, &b, scratch + wsz + per * (size_t)iabn_conv_tid());
+#pragma omp for schedule(static)
+        for (long it = 0; it < items; it++) {
+            long plane = it / nbands;
+            int band = (int)(it % nbands), bk = (int)(plane % b.nb);
+            int i0 = (int)((long)b.ho * band / nbands), i1 = (int)((long)b.ho * (band + 1) / nbands);
+            ring_reset(&rg, src + (size_t)plane * splane);
+            run_rows(&b, &rg, wp + (size_t)bk * T * b.cpg * BLK, bias ? bias + bk * BLK : NULL,
+                     dst + (size_t)plane * dplane, i0, i1, stream);
+        }
+        vfence();
+    }
+}
+
+#if defined(IABN_DIRECT_AVX512)
+#define ISA(name) name##_avx512
+#else
+#define ISA(name) name##_portable
+#endif
+
+void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,
+                                const float *w, const float *bias, float *y, float *scratch)
+{
+    run_pass(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+}
+
+void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const float *dy,
+                                     const float *w, float *dx, float *scratch)
+{
+    run_pass(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+}
+
+/* ---- bwd-filter ----------------------------------------------------------- */
+
+/* acc over one output row of tap (r, s) for every j: U pixels at a time,
+ * CPG x U accumulators, summed over the pixels at the end into dwt[j]. */
+ALWAYS_INLINE void filter_row(const float *dyr, const float *srow, size_t jst, int wo, int ss,
+                              float *dwt, const int CPG, const int U)
+{
+    v16 acc[16];
+#pragma GCC unroll 16
+    for (int a = 0; a < CPG * U; a++) acc[a] = vzero();
+    int q = 0;
+    for (; q + U <= wo; q += U) {
+        v16 dv[8];
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) dv[u] = vld(dyr + (size_t)(q + u) * BLK);
+#pragma GCC unroll 16
+        for (int j = 0; j < CPG; j++)
+#pragma GCC unroll 8
+            for (int u = 0; u < U; u++)
+                acc[j * U + u] = vfma(dv[u], vld(srow + j * jst + (size_t)(q + u) * ss * BLK),
+                                      acc[j * U + u]);
+    }
+    for (; q < wo; q++) {
+        v16 dv = vld(dyr + (size_t)q * BLK);
+#pragma GCC unroll 16
+        for (int j = 0; j < CPG; j++)
+            acc[j * U] = vfma(dv, vld(srow + j * jst + (size_t)q * ss * BLK), acc[j * U]);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < CPG; j++) {
+        v16 s = acc[j * U];
+#pragma GCC unroll 8
+        for (int u = 1; u < U; u++) s = vadd(s, acc[j * U + u]);
+        vst(dwt + j * BLK, vadd(vld(dwt + j * BLK), s));
+    }
+}
+
+static void filter_row_any(const float *dyr, const float *srow, size_t jst, int wo, int ss,
+                           float *dwt, int cpg)
+{
+    switch (cpg) {
+    case 1: filter_row(dyr, srow, jst, wo, ss, dwt, 1, 8); break;
+    case 2: filter_row(dyr, srow, jst, wo, ss, dwt, 2, 8); break;
+    case 4: filter_row(dyr, srow, jst, wo, ss, dwt, 4, 4); break;
+    case 8: filter_row(dyr, srow, jst, wo, ss, dwt, 8, 2); break;
+    default: filter_row(dyr, srow, jst, wo, ss, dwt, 16, 1); break;
+    }
+}
+
+void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, const float *x,
+                                       const float *dy, float *dw, float *dbias,
+                                       float *scratch)
+{
+    bplan b;
+    bplan_make(g, IABN_CONV_BWD_FILTER, &b);
+    int T = g->kh * g->kw, cpg = b.cpg;
+    size_t per = ring_floats(&b) + iabn_conv_round16((size_t)T * cpg * BLK + BLK);
+    size_t xplane = (size_t)b.hs * b.ws * BLK, yplane = (size_t)b.ho * b.wo * BLK;
+    size_t jst = (size_t)b.wp * BLK;
+#pragma omp parallel num_threads(threads)
+    {
+        float *buf = scratch + per * (size_t)iabn_conv_tid();
+        float *dwb = buf + ring_floats(&b), *db = dwb + (size_t)T * cpg * BLK;
+        ring rg;
+        ring_init(&rg, &b, buf);
+#pragma omp for schedule(static)
+        for (int bk = 0; bk < b.nb; bk++) {
+            memset(dwb, 0, sizeof(float) * ((size_t)T * cpg * BLK + BLK));
+            double bsum[BLK] = {0};
+            for (int n = 0; n < g->n; n++) {
+                size_t plane = (size_t)n * b.nb + bk;
+                const float *dyp = dy + plane * yplane;
+                ring_reset(&rg, x + plane * xplane);
+                for (int i = 0; i < b.ho; i++) {
+                    const float *dyr = dyp + (size_t)i * b.wo * BLK;
+                    for (int r = 0; r < b.kh; r++) {
+                        int sr = row_tap(&b, i, r);
+                        if (sr < 0) continue;
+                        const float *row = ring_row(&rg, sr);
+                        for (int s = 0; s < b.kw; s++)
+                            filter_row_any(dyr, row + (size_t)(s * b.d - b.p + b.pl) * BLK, jst,
+                                           b.wo, b.ss, dwb + (size_t)(r * b.kw + s) * cpg * BLK,
+                                           cpg);
+                    }
+                }
+                if (dbias) { /* per image in float, over images in double */
+                    v16 s = vzero();
+                    for (size_t k = 0; k < (size_t)b.ho * b.wo; k++) s = vadd(s, vld(dyp + k * BLK));
+                    vst(db, s);
+                    for (int l = 0; l < BLK; l++) bsum[l] += db[l];
+                }
+            }
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < cpg; j++)
+                    for (int l = 0; l < BLK; l++) {
+                        int oc = bk * BLK + l, ic = rot_lane(l, j, cpg) % cpg;
+                        dw[((size_t)oc * cpg + ic) * T + t] += dwb[((size_t)t * cpg + j) * BLK + l];
+                    }
+            if (dbias)
+                for (int l = 0; l < BLK; l++) dbias[bk * BLK + l] += (float)bsum[l];
+        }
+    }
+}
+
+#if !defined(IABN_DIRECT_AVX512) /* the rest: the portable build only */
+
+int iabn_conv_blocked_takes(const iabn_conv_geom *g)
+{
+    int G = g->groups;
+    if (G < 2 || g->c_in != g->c_out || g->c_in % BLK) return 0;
+    int cpg = g->c_in / G;
+    return (cpg & (cpg - 1)) == 0 && cpg <= BLK && (g->stride == 1 || g->stride == 2) &&
+           g->kh * g->kw <= IABN_CONV_DIRECT_MAX_TAPS &&
+           (g->kh - 1) * g->dil + 1 <= IABN_CONV_DIRECT_MAX_TAPS;
+}
+
+size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+{
+    bplan b;
+    if (threads < 1) threads = 1;
+    bplan_make(g, pass, &b);
+    if (pass == IABN_CONV_BWD_FILTER)
+        return (ring_floats(&b) +
+                iabn_conv_round16((size_t)g->kh * g->kw * b.cpg * BLK + BLK)) *
+               (size_t)threads;
+    return weight_floats(g) + ring_floats(&b) * (size_t)threads;
+}
+
+#if IABN_HAVE_DIRECT_AVX512
+#define BLOCKED_AVX512 iabn_conv_direct_avx512()
+#else
+#define BLOCKED_AVX512 0
+#endif
+
+void iabn_conv_blocked_fwd(const iabn_conv_geom *g, int threads, const float *x, const float *w,
+                           const float *bias, float *y, float *scratch)
+{
+#if IABN_HAVE_DIRECT_AVX512
+    if (BLOCKED_AVX512) {
+        iabn_conv_blocked_fwd_avx512(g, threads, x, w, bias, y, scratch);
+        return;
+    }
+#endif
+    iabn_conv_blocked_fwd_portable(g, threads, x, w, bias, y, scratch);
+}
+
+void iabn_conv_blocked_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
+                                const float *w, float *dx, float *scratch)
+{
+#if IABN_HAVE_DIRECT_AVX512
+    if (BLOCKED_AVX512) {
+        iabn_conv_blocked_bwd_data_avx512(g, threads, dy, w, dx, scratch);
+        return;
+    }
+#endif
+    iabn_conv_blocked_bwd_data_portable(g, threads, dy, w, dx, scratch);
+}
+
+void iabn_conv_blocked_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                                  const float *dy, float *dw, float *dbias, float *scratch)
+{
+#if IABN_HAVE_DIRECT_AVX512
+    if (BLOCKED_AVX512) {
+        iabn_conv_blocked_bwd_filter_avx512(g, threads, x, dy, dw, dbias, scratch);
+        return;
+    }
+#endif
+    iabn_conv_blocked_bwd_filter_portable(g, threads, x, dy, dw, dbias, scratch);
+}
+#endif
