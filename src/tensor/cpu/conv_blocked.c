@@ -4,31 +4,32 @@
  *
  * In nChw16c one 16-float vector holds one pixel of 16 channels, i.e. of
  * 16/cpg whole groups (cpg = channels per group, a power of two up to 16,
- * the same in and out).  An output lane l sums over the cpg input channels
- * of its own group; rotating the input vector by j within each group of cpg
- * lanes (lane l takes lane base(l) + (l + j) % cpg) lines input channel
- * (l + j) % cpg of the group up with output lane l, so
- *     y[l] = sum over taps t, j < cpg of W[t][j][l] * rot_j(x at tap t)[l]
- * with W[t][j][l] = w[oc = l][ic = (l + j) % cpg][t]: every FMA does 16
- * useful multiply-adds, whatever cpg, every load is one aligned pixel, and
- * no lane is wasted on a row's end (the NCHW kernels of cpu/conv_direct.c
- * vectorise along rows, 56 = 3.5 vectors).
+ * the same in and out).  Output lane l sums over the cpg input channels of
+ * its own group.  With rot_j the rotation by j within each group of cpg
+ * lanes (lane l takes lane base(l) + (l + j) % cpg):
+ *     y = sum over j < cpg of rot_j(A_j),
+ *     A_j = sum over taps t of V[t][j] * x(at tap t)   (lane by lane)
+ * where V[t][j][m] = w[oc = rot_{-j}(m)][ic = m % cpg][t]: input lane m's
+ * product for the output lane that will read it after the rotation.  So a
+ * pixel loaded once feeds cpg FMAs of 16 useful multiply-adds each, every
+ * load is one aligned pixel, no lane is wasted at a row's end (the NCHW
+ * kernels of cpu/conv_direct.c vectorise along rows: 56 = 3.5 vectors), and
+ * the cpg - 1 rotations are paid once per output pixel, not per tap.
  *
- * The rotations are done once per source row: a ring of the rows a band of
- * output rows reads, each stored as cpg rotated copies with its zero column
- * padding ([slot][j][column][16]); a tap's FMAs then read the ring with the
- * weights in a register, one load per FMA.
- *   fwd:        tiles of up to 28 output pixels along a row (28 accumulators),
- *               summed over (row tap, column tap, j) in that order, from the
- *               bias.
- *   bwd-data:   the same kernel on dy with W[t][j][l] = w[oc = (l + j) %
- *               cpg][ic = l][t] and the taps' offsets mirrored; with stride S
- *               the dx columns of one phase (iw % S) form a row of outputs
+ * Source rows go through a ring of zero-padded copies (the rows a band of
+ * output rows reads; the next rows are prefetched while one is copied).
+ *   fwd:        tiles of P pixels along a row (cpg x P accumulators: 24 for
+ *               cpg 1 to 4, 16 for 8) with the tap's cpg weight vectors in
+ *               registers; the bias starts A_0.
+ *   bwd-data:   the same kernel on dy, V[t][j][m] = w[oc = m][ic =
+ *               rot_{-j}(m) % cpg][t], the taps' offsets mirrored; with stride
+ *               S the dx columns of one phase (iw % S) form a row of outputs
  *               whose taps are those of matching parity.
- *   bwd-filter: dW[t][j][l] += dy[l] * rot_j(x at tap t)[l], summed over a
- *               row in 16 accumulators (cpg x 16/cpg pixels), then over rows
- *               and images in order into a per-block buffer, finally added
- *               to dw (and dy's sum to dbias).
+ *   bwd-filter: the ring holds cpg rotated copies of each x row ([slot][j]
+ *               [column][16]); dW[t][j][l] += dy[l] * rot_j(x at tap t)[l]
+ *               over a row in 16 accumulators (cpg x 16/cpg pixels), then
+ *               over rows and images in order into a per-block buffer, added
+ *               to dw at the end (and dy's sums to dbias).
  * Threads: fwd / bwd-data over (image, channel block, row band); bwd-filter
  * over channel blocks, each owning its slice of dw: results do not depend on
  * the thread count.
@@ -75,6 +76,9 @@ static inline void vst_nt(float *p, v16 a)
         _mm512_storeu_ps(p, a);
 }
 static inline void vfence(void) { _mm_sfence(); }
+/* Keeps a loaded vector in its register: without it GCC folds the load
+ * into each FMA that reads it, and the loop runs out of load ports. */
+#define VKEEP(v) __asm__("" : "+v"(v))
 #else
 typedef struct v16 { float f[BLK]; } v16;
 typedef struct vidx { int i[BLK]; } vidx;
@@ -100,6 +104,7 @@ static inline v16 vperm(vidx i, v16 a)
 }
 static inline void vst_nt(float *p, v16 a) { vst(p, a); }
 static inline void vfence(void) {}
+#define VKEEP(v) ((void)0)
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -118,7 +123,6 @@ typedef struct bplan {
     int nph;          /* column phases (bwd-data: stride; else 1)             */
     int pl, wp;       /* ring rows: left zero columns, columns in all         */
     int rs;           /* ring slots                                           */
-    int planes;       /* copies of a row in a slot: rotations 0 .. planes-1   */
     size_t slot;      /* floats of a slot                                     */
 } bplan;
 
@@ -157,7 +161,6 @@ static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
 {
     memset(b, 0, sizeof *b);
     b->bwd = pass == IABN_CONV_BWD_DATA;
-    b->planes = pass == IABN_CONV_BWD_FILTER ? g->c_in / g->groups : 1;
     b->cpg = g->c_in / g->groups;
     b->nb = g->c_in / BLK;
     b->kh = g->kh; b->kw = g->kw; b->s = g->stride; b->d = g->dil; b->p = g->pad;
@@ -182,7 +185,7 @@ static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
     }
     b->pl = -lo;
     b->wp = hi - lo + 1;
-    b->slot = (size_t)b->planes * b->wp * BLK;
+    b->slot = (size_t)b->wp * BLK;
 }
 
 static size_t weight_floats(const iabn_conv_geom *g)
@@ -192,7 +195,7 @@ static size_t weight_floats(const iabn_conv_geom *g)
 
 static size_t ring_floats(const bplan *b) { return iabn_conv_round16((size_t)b->rs * b->slot); }
 
-/* ---- the ring of rotated source rows ------------------------------------- */
+/* ---- the ring of zero-padded source rows --------------------------------- */
 
 typedef struct ring {
     const bplan *b;
@@ -219,7 +222,7 @@ static void ring_reset(ring *r, const float *src)
     for (int k = 0; k < r->b->rs; k++) r->tag[k] = -1;
 }
 
-/* Slot holding source row sr (rotated into it if it is not there yet). */
+/* Slot holding source row sr (copied into it if it is not there yet). */
 static const float *ring_row(ring *r, int sr)
 {
     const bplan *b = r->b;
@@ -228,7 +231,6 @@ static const float *ring_row(ring *r, int sr)
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
     const float *row = r->src + (size_t)sr * b->ws * BLK;
-    size_t jst = (size_t)b->wp * BLK;
     /* the rows after this one, towards L1 while this one's tiles compute
      * (the source is read once, mostly from memory) */
     if (sr + PF_ROWS < b->hs)
@@ -237,9 +239,7 @@ static const float *ring_row(ring *r, int sr)
     for (int c = 0; c < b->wp; c++) {
         int sc = c - b->pl;
         v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
-        float *dst = slot + (size_t)c * BLK;
-        vst(dst, v);
-        for (int j = 1; j < b->planes; j++) vst(dst + j * jst, vperm(r->rot[j], v));
+        vst(slot + (size_t)c * BLK, v);
     }
     return slot;
 }
@@ -458,53 +458,69 @@ void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const
 
 /* ---- bwd-filter ----------------------------------------------------------- */
 
-/* acc over one output row of tap (r, s) for every j: U pixels at a time,
- * CPG x U accumulators, summed over the pixels at the end into dwt[j]. */
-ALWAYS_INLINE void filter_row(const float *dyr, const float *srow, size_t jst, int wo, int ss,
-                              float *dwt, const int CPG, const int U)
+/* One output row's share of KC consecutive column taps of one row tap:
+ * B[k][j] += dyrot_j * x(at tap k), summed over the row in KC x CPG
+ * accumulators, added to dwt ([k][j][16]).  dyrot: cpg planes (jst apart)
+ * of the row's rotated dy; xk[k]: tap k's source column for output 0. */
+ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *const *xk, int wo,
+                               size_t xs, float *dwt, const int KC, const int CPG)
 {
-    v16 acc[16];
+    v16 acc[ACC_MAX];
+#pragma GCC unroll 24
+    for (int a = 0; a < KC * CPG; a++) acc[a] = vzero();
+    for (int q = 0; q < wo; q++) {
+        v16 xv[3];
+#pragma GCC unroll 3
+        for (int k = 0; k < KC; k++) xv[k] = vld(xk[k] + q * xs);
 #pragma GCC unroll 16
-    for (int a = 0; a < CPG * U; a++) acc[a] = vzero();
-    int q = 0;
-    for (; q + U <= wo; q += U) {
-        v16 dv[8];
-#pragma GCC unroll 8
-        for (int u = 0; u < U; u++) dv[u] = vld(dyr + (size_t)(q + u) * BLK);
-#pragma GCC unroll 16
-        for (int j = 0; j < CPG; j++)
-#pragma GCC unroll 8
-            for (int u = 0; u < U; u++)
-                acc[j * U + u] = vfma(dv[u], vld(srow + j * jst + (size_t)(q + u) * ss * BLK),
-                                      acc[j * U + u]);
+        for (int j = 0; j < CPG; j++) {
+            v16 dv = vld(dyrot + j * jst + (size_t)q * BLK);
+            VKEEP(dv);
+#pragma GCC unroll 3
+            for (int k = 0; k < KC; k++) acc[k * CPG + j] = vfma(dv, xv[k], acc[k * CPG + j]);
+        }
     }
-    for (; q < wo; q++) {
-        v16 dv = vld(dyr + (size_t)q * BLK);
-#pragma GCC unroll 16
-        for (int j = 0; j < CPG; j++)
-            acc[j * U] = vfma(dv, vld(srow + j * jst + (size_t)q * ss * BLK), acc[j * U]);
-    }
-#pragma GCC unroll 16
-    for (int j = 0; j < CPG; j++) {
-        v16 s = acc[j * U];
-#pragma GCC unroll 8
-        for (int u = 1; u < U; u++) s = vadd(s, acc[j * U + u]);
-        vst(dwt + j * BLK, vadd(vld(dwt + j * BLK), s));
+#pragma GCC unroll 24
+    for (int a = 0; a < KC * CPG; a++) vst(dwt + a * BLK, vadd(vld(dwt + a * BLK), acc[a]));
+}
+
+/* Column taps s of row tap r (dW at dwr, [s][j][16]), three at a time
+ * where 3 x cpg accumulators fit, else one. */
+static void filter_row(const bplan *b, const float *dyrot, const float *xrow, float *dwr)
+{
+    size_t jst = (size_t)b->wo * BLK, xs = (size_t)b->ss * BLK;
+    int kc = b->cpg <= 8 ? 3 : 1;
+    for (int s0 = 0; s0 < b->kw;) {
+        int n = b->kw - s0 < kc ? 1 : kc;
+        const float *xk[3];
+        for (int k = 0; k < n; k++)
+            xk[k] = xrow + (size_t)((s0 + k) * b->d - b->p + b->pl) * BLK;
+        float *dwt = dwr + (size_t)s0 * b->cpg * BLK;
+#define FT(KC, C) filter_taps(dyrot, jst, xk, b->wo, xs, dwt, KC, C)
+        if (n == 3) {
+            switch (b->cpg) {
+            case 1: FT(3, 1); break;
+            case 2: FT(3, 2); break;
+            case 4: FT(3, 4); break;
+            default: FT(3, 8); break;
+            }
+        } else {
+            switch (b->cpg) {
+            case 1: FT(1, 1); break;
+            case 2: FT(1, 2); break;
+            case 4: FT(1, 4); break;
+            case 8: FT(1, 8); break;
+            default: FT(1, 16); break;
+            }
+        }
+#undef FT
+        s0 += n;
     }
 }
 
-static void filter_row_any(const float *dyr, const float *srow, size_t jst, int wo, int ss,
-                           float *dwt, int cpg)
-{
-    switch (cpg) {
-    case 1: filter_row(dyr, srow, jst, wo, ss, dwt, 1, 8); break;
-    case 2: filter_row(dyr, srow, jst, wo, ss, dwt, 2, 8); break;
-    case 4: filter_row(dyr, srow, jst, wo, ss, dwt, 4, 4); break;
-    case 8: filter_row(dyr, srow, jst, wo, ss, dwt, 8, 2); break;
-    default: filter_row(dyr, srow, jst, wo, ss, dwt, 16, 1); break;
-    }
-}
-
+/* dW in input lanes: B[t][j][m] = sum of rot_{-j}(dy)[m] * x(at tap t)[m]
+ * (the output lane rot_{-j}(m) against input channel m), so the x rows are
+ * read as they are and each dy pixel is rotated once for all taps. */
 void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, const float *x,
                                        const float *dy, float *dw, float *dbias,
                                        float *scratch)
@@ -512,13 +528,14 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
     bplan b;
     bplan_make(g, IABN_CONV_BWD_FILTER, &b);
     int T = g->kh * g->kw, cpg = b.cpg;
-    size_t per = ring_floats(&b) + iabn_conv_round16((size_t)T * cpg * BLK + BLK);
+    size_t dyr = iabn_conv_round16((size_t)cpg * b.wo * BLK);
+    size_t per = ring_floats(&b) + dyr + iabn_conv_round16((size_t)T * cpg * BLK + BLK);
     size_t xplane = (size_t)b.hs * b.ws * BLK, yplane = (size_t)b.ho * b.wo * BLK;
-    size_t jst = (size_t)b.wp * BLK;
 #pragma omp parallel num_threads(threads)
     {
         float *buf = scratch + per * (size_t)iabn_conv_tid();
-        float *dwb = buf + ring_floats(&b), *db = dwb + (size_t)T * cpg * BLK;
+        float *dyrot = buf + ring_floats(&b), *dwb = dyrot + dyr;
+        float *db = dwb + (size_t)T * cpg * BLK;
         ring rg;
         ring_init(&rg, &b, buf);
 #pragma omp for schedule(static)
@@ -529,30 +546,33 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                 size_t plane = (size_t)n * b.nb + bk;
                 const float *dyp = dy + plane * yplane;
                 ring_reset(&rg, x + plane * xplane);
+                v16 bs = vzero();
                 for (int i = 0; i < b.ho; i++) {
-                    const float *dyr = dyp + (size_t)i * b.wo * BLK;
+                    const float *dr = dyp + (size_t)i * b.wo * BLK;
+                    for (int q = 0; q < b.wo; q++) {
+                        v16 v = vld(dr + (size_t)q * BLK);
+                        bs = vadd(bs, v);
+                        vst(dyrot + (size_t)q * BLK, v);
+                        for (int j = 1; j < cpg; j++)
+                            vst(dyrot + ((size_t)j * b.wo + q) * BLK, vperm(rg.rot[cpg - j], v));
+                    }
                     for (int r = 0; r < b.kh; r++) {
                         int sr = row_tap(&b, i, r);
-                        if (sr < 0) continue;
-                        const float *row = ring_row(&rg, sr);
-                        for (int s = 0; s < b.kw; s++)
-                            filter_row_any(dyr, row + (size_t)(s * b.d - b.p + b.pl) * BLK, jst,
-                                           b.wo, b.ss, dwb + (size_t)(r * b.kw + s) * cpg * BLK,
-                                           cpg);
+                        if (sr >= 0)
+                            filter_row(&b, dyrot, ring_row(&rg, sr),
+                                       dwb + (size_t)r * b.kw * cpg * BLK);
                     }
                 }
                 if (dbias) { /* per image in float, over images in double */
-                    v16 s = vzero();
-                    for (size_t k = 0; k < (size_t)b.ho * b.wo; k++) s = vadd(s, vld(dyp + k * BLK));
-                    vst(db, s);
+                    vst(db, bs);
                     for (int l = 0; l < BLK; l++) bsum[l] += db[l];
                 }
             }
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < cpg; j++)
-                    for (int l = 0; l < BLK; l++) {
-                        int oc = bk * BLK + l, ic = rot_lane(l, j, cpg) % cpg;
-                        dw[((size_t)oc * cpg + ic) * T + t] += dwb[((size_t)t * cpg + j) * BLK + l];
+                    for (int m = 0; m < BLK; m++) {
+                        int oc = bk * BLK + rot_lane(m, cpg - j, cpg), ic = m % cpg;
+                        dw[((size_t)oc * cpg + ic) * T + t] += dwb[((size_t)t * cpg + j) * BLK + m];
                     }
             if (dbias)
                 for (int l = 0; l < BLK; l++) dbias[bk * BLK + l] += (float)bsum[l];
@@ -578,7 +598,7 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
     if (threads < 1) threads = 1;
     bplan_make(g, pass, &b);
     if (pass == IABN_CONV_BWD_FILTER)
-        return (ring_floats(&b) +
+        return (ring_floats(&b) + iabn_conv_round16((size_t)b.cpg * b.wo * BLK) +
                 iabn_conv_round16((size_t)g->kh * g->kw * b.cpg * BLK + BLK)) *
                (size_t)threads;
     return weight_floats(g) + ring_floats(&b) * (size_t)threads;
