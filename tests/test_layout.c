@@ -332,11 +332,11 @@ static void test_winograd_auto(void)
             CHECK(au.winograd <= on.winograd);
             /* what each shows here: on WideResNet-38 in standard BN, 65 of
              * 84 passes, the rest would raise the peak (on's arena is 24%
-             * larger); ResNeXt-101's six stem passes all fit */
+             * larger); ResNeXt-101's six stem passes all fit (its arena
+             * moves by under 0.1% either way) */
             if (wino_cpu() && mode == IABN_BN_STANDARD) {
                 CHECK_MSG(au.winograd > 0, "%s: no Winograd pass chosen", models[k]);
-                CHECK(on.arena > off.arena);
-                if (k == 1) CHECK(au.winograd < on.winograd);
+                if (k == 1) CHECK(on.arena > off.arena && au.winograd < on.winograd);
             }
         }
 }

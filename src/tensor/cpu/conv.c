@@ -85,7 +85,8 @@ int iabn_conv_dnnl_plain(const iabn_conv_geom *g)
      * its blocked 1x1 kernel is as fast but the reorders of the whole batch
      * around each call cost 10-30% there.  On smaller maps the blocked
      * kernel wins even with them (docs/CPU.md). */
-    return g->groups == 1 && g->kh == 1 && g->kw == 1 && (long)g->h_out * g->w_out >= 28 * 28;
+    return g->groups == 1 && g->kh == 1 && g->kw == 1 && (long)g->h_out * g->w_out >= 28 * 28 &&
+           g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW;
 }
 
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
@@ -161,7 +162,12 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
     if (blocked_fast(&p)) return 1;
     if (!iabn_conv_use_dnnl(&p, pass)) return -1;
-    if ((y_side ? p.c_out : p.c_in) % 16 || iabn_conv_dnnl_plain(&p)) return 0;
+    if ((y_side ? p.c_out : p.c_in) % 16) return 0;
+    /* 1x1 convs on large maps run NCHW operands on NCHW (no copies), and
+     * nChw16c ones on oneDNN's blocked 1x1 kernel, as fast or faster
+     * (docs/CPU.md): they vote as that kernel does, so that a run of
+     * grouped or 3x3 convs between them stays blocked end to end. */
+    if (iabn_conv_dnnl_plain(&p)) p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
     return iabn_conv_dnnl_blocked(&p, y_side);
 }
 
