@@ -1,6 +1,8 @@
 /* bench_conv.c: `iabn bench conv`, the CPU convolution throughput of the four
- * layers docs/TARGETS.md names, per pass, on the native and the oneDNN path,
- * against the targets there (measured by the library: tensor/cpu/conv_bench.h).
+ * layers docs/TARGETS.md names, per pass, on the native path (NCHW), oneDNN
+ * on NCHW operands, and the path nChw16c operands take where the conv votes
+ * for them (oneDNN's, or the blocked grouped kernels), against the targets
+ * there (measured by the library: tensor/cpu/conv_bench.h).
  * The wino column times the conv with --winograd's flag where that runs
  * oneDNN's Winograd kernels, counting the direct convolution's FLOPs (so it
  * can pass 100% of peak); the chosen path stays the default's.
@@ -33,7 +35,7 @@ static void print_json(const iabn_convbench_row *rows, int n)
             cJSON_AddNumberToObject(o, "onednn_gflops", r->onednn_gflops);
             cJSON_AddStringToObject(o, "onednn_impl", r->onednn_impl);
         }
-        if (r->blocked) cJSON_AddNumberToObject(o, "onednn_nchw16c_gflops", r->blocked_gflops);
+        if (r->blocked) cJSON_AddNumberToObject(o, "nchw16c_gflops", r->blocked_gflops);
         if (r->wino) cJSON_AddNumberToObject(o, "winograd_gflops", r->wino_gflops);
         cJSON_AddNumberToObject(o, "gflops", r->gflops);
         cJSON_AddNumberToObject(o, "peak_fraction", r->peak_fraction);

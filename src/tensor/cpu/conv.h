@@ -1,5 +1,6 @@
-/* cpu/conv.h: 2-D convolution on the CPU, NCHW float32, raw pointers
- * (PyTorch conv2d semantics: zero padding, dilation, groups).
+/* cpu/conv.h: 2-D convolution on the CPU, float32 activations in NCHW or
+ * nChw16c, raw pointers (PyTorch conv2d semantics: zero padding, dilation,
+ * groups).
  *
  * Paths, chosen per geometry and pass (same choice in scratch_bytes and the
  * kernels; docs/CPU.md gives the measurements behind the rule):
@@ -7,7 +8,9 @@
  *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
  *     reorders from and to the NCHW tensors, all three passes;
  *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
- *     passes, for grouped convs with <= 16 channels per group;
+ *     passes, for grouped convs with <= 16 channels per group: on nChw16c
+ *     activations (cpu/conv_blocked.c) where they have 1 to 8 per group,
+ *     else on NCHW (cpu/conv_direct.c);
  *   - one sgemm per kernel tap over the window where that tap reads the
  *     image, for wide dilated convs on small maps (ASPP): taps lying in the
  *     padding cost nothing, so d=12/24/36 on 33x33 do only the useful work;
@@ -57,8 +60,8 @@ typedef struct iabn_conv_geom {
     int groups;                  /* c_in and c_out divisible by groups      */
     /* Layouts of the activations: x_layout for x and dx, y_layout for y
      * and dy (iabn_conv_geom_init: NCHW).  A blocked one needs the oneDNN
-     * path (iabn_conv_layout_vote says which convs take it); the others
-     * refuse it. */
+     * path or the blocked grouped kernels (iabn_conv_layout_vote says which
+     * convs take it); the others refuse it. */
     iabn_layout x_layout, y_layout;
     /* 1: the oneDNN path runs this conv with Winograd F(4x4, 3x3) where
      * iabn_conv_winograd() says it can (dense 3x3, stride 1, channels in

@@ -27,12 +27,13 @@ typedef struct iabn_convbench_row {
     int onednn;                           /* oneDNN measured too                   */
     int blocked;                          /* and on nChw16c operands (its votes)   */
     double native_gflops, onednn_gflops;  /* onednn: NCHW operands, reordered      */
-    double blocked_gflops;                /* oneDNN on the operands it votes for   */
+    double blocked_gflops;                /* the path those operands take (oneDNN,  */
+                                          /* or the blocked grouped kernels)       */
     int wino;                             /* and with the winograd flag, where it  */
     double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
-    double gflops, peak_fraction, target; /* of the chosen path (oneDNN: blocked   */
-                                          /* where it votes so); target 0: none    */
-                                          /* where it votes so, as the graph runs) */
+    double gflops, peak_fraction, target; /* of the chosen path, on nChw16c where  */
+                                          /* it votes so (as the graph runs it);   */
+                                          /* target 0: none                        */
     int ok;                               /* at or over the target                 */
 } iabn_convbench_row;
 

@@ -109,6 +109,19 @@ static inline void vfence(void) {}
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* The AVX-512 build specialises the tiles for each (cpg, pixels) and
+ * unrolls them; the portable one (tests, CPUs the graph does not give these
+ * kernels) runs the same operations in the same order through one generic
+ * function, which compiles in seconds, instrumented or not. */
+#if defined(__AVX512F__)
+#define SPECIALISED 1
+#define DO_PRAGMA(x) _Pragma(#x)
+#define UNROLL(n) DO_PRAGMA(GCC unroll n)
+#else
+#define SPECIALISED 0
+#define UNROLL(n)
+#endif
+
 /* The lane a rotation by j within groups of cpg lanes reads for lane l. */
 static inline int rot_lane(int l, int j, int cpg) { return (l & ~(cpg - 1)) | ((l + j) & (cpg - 1)); }
 
@@ -266,34 +279,41 @@ ALWAYS_INLINE void tile(const float *const *src, const float *const *wt, int nt,
     /* flat, fixed-size arrays (a VLA would live on the stack) */
     v16 acc[ACC_MAX];
     v16 b0 = bias ? vld(bias) : vzero();
-#pragma GCC unroll 24
+    UNROLL(24)
     for (int q = 0; q < P; q++) {
         acc[q] = b0;
-#pragma GCC unroll 16
+        UNROLL(16)
         for (int j = 1; j < CPG; j++) acc[j * P + q] = vzero();
     }
     for (int k = 0; k < nt; k++) {
         const float *sp = src[k], *wp = wt[k];
         v16 wv[BLK];
-#pragma GCC unroll 16
+        UNROLL(16)
         for (int j = 0; j < CPG; j++) wv[j] = vld(wp + j * BLK);
-#pragma GCC unroll 24
+        UNROLL(24)
         for (int q = 0; q < P; q++) {
             v16 xv = vld(sp + q * xs);
-#pragma GCC unroll 16
+            UNROLL(16)
             for (int j = 0; j < CPG; j++) acc[j * P + q] = vfma(wv[j], xv, acc[j * P + q]);
         }
     }
-#pragma GCC unroll 24
+    UNROLL(24)
     for (int q = 0; q < P; q++) {
         v16 y = acc[q];
-#pragma GCC unroll 16
+        UNROLL(16)
         for (int j = 1; j < CPG; j++) y = vadd(y, vperm(rot[j], acc[j * P + q]));
         if (stream) vst_nt(out + (size_t)q * os * BLK, y);
         else vst(out + (size_t)q * os * BLK, y);
     }
 }
 
+/* Pixels per tile for cpg channels per group. */
+static int tile_width(int cpg)
+{
+    return cpg == 1 ? P1 : cpg == 2 ? P2 : cpg == 4 ? P4 : cpg == 8 ? P8 : P16;
+}
+
+#if SPECIALISED
 typedef void (*tile_fn)(const float *const *, const float *const *, int, size_t, const vidx *,
                         const float *, float *, int, int);
 
@@ -312,6 +332,7 @@ TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 3) TILE_FN(2, 4) TILE_FN(2, 5) TILE_FN(2,
 TILE_FN(2, 7) TILE_FN(2, 8) TILE_FN(2, 9) TILE_FN(2, 10) TILE_FN(2, 11) TILE_FN(2, 12)
 TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 3) TILE_FN(4, 4) TILE_FN(4, 5) TILE_FN(4, 6)
 TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(16, 1)
+#undef TILE_FN
 static const tile_fn tiles1[P1] = {
     tile_1_1, tile_1_2, tile_1_3, tile_1_4, tile_1_5, tile_1_6, tile_1_7, tile_1_8,
     tile_1_9, tile_1_10, tile_1_11, tile_1_12, tile_1_13, tile_1_14, tile_1_15, tile_1_16,
@@ -321,18 +342,20 @@ static const tile_fn tiles2[P2] = {tile_2_1, tile_2_2, tile_2_3, tile_2_4, tile_
 static const tile_fn tiles4[P4] = {tile_4_1, tile_4_2, tile_4_3, tile_4_4, tile_4_5, tile_4_6};
 static const tile_fn tiles8[P8] = {tile_8_1, tile_8_2};
 static const tile_fn tiles16[P16] = {tile_16_1};
-#undef TILE_FN
+#endif
 
-/* The widest tile of a channels-per-group (its functions in *fns). */
-static int tile_width(int cpg, const tile_fn **fns)
+/* One tile of P (<= tile_width(cpg)) outputs. */
+static void run_tile(int cpg, int P, const float *const *src, const float *const *wt, int nt,
+                     size_t xs, const vidx *rot, const float *bias, float *out, int os,
+                     int stream)
 {
-    switch (cpg) {
-    case 1: *fns = tiles1; return P1;
-    case 2: *fns = tiles2; return P2;
-    case 4: *fns = tiles4; return P4;
-    case 8: *fns = tiles8; return P8;
-    default: *fns = tiles16; return P16;
-    }
+#if SPECIALISED
+    const tile_fn *fns = cpg == 1 ? tiles1 : cpg == 2 ? tiles2 : cpg == 4 ? tiles4
+                       : cpg == 8 ? tiles8 : tiles16;
+    fns[P - 1](src, wt, nt, xs, rot, bias, out, os, stream);
+#else
+    tile(src, wt, nt, xs, rot, bias, out, os, stream, cpg, P);
+#endif
 }
 
 /* Weights for block bk as [t][j][16], in the input lanes m of A_j:
@@ -363,8 +386,7 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
     const float *rows[IABN_CONV_DIRECT_MAX_TAPS];
     int rtap[IABN_CONV_DIRECT_MAX_TAPS];
     size_t tsz = (size_t)b->cpg * BLK, xs = (size_t)b->ss * BLK;
-    const tile_fn *fns;
-    int pw = tile_width(b->cpg, &fns);
+    int pw = tile_width(b->cpg);
     for (int i = i0; i < i1; i++) {
         int nr = 0;
         for (int r = 0; r < b->kh; r++) {
@@ -392,8 +414,8 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
                 int q = q0 + P > nq ? nq - P : q0;
                 const float *sq[IABN_CONV_DIRECT_MAX_TAPS];
                 for (int t = 0; t < nt; t++) sq[t] = src[t] + (size_t)q * xs;
-                fns[P - 1](sq, wt, nt, xs, rg->rot, bias, orow + (size_t)(ph + q * b->nph) * BLK,
-                           b->nph, stream);
+                run_tile(b->cpg, P, sq, wt, nt, xs, rg->rot, bias,
+                         orow + (size_t)(ph + q * b->nph) * BLK, b->nph, stream);
             }
         }
     }
@@ -466,21 +488,21 @@ ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *cons
                                size_t xs, float *dwt, const int KC, const int CPG)
 {
     v16 acc[ACC_MAX];
-#pragma GCC unroll 24
+    UNROLL(24)
     for (int a = 0; a < KC * CPG; a++) acc[a] = vzero();
     for (int q = 0; q < wo; q++) {
         v16 xv[3];
-#pragma GCC unroll 3
+        UNROLL(3)
         for (int k = 0; k < KC; k++) xv[k] = vld(xk[k] + q * xs);
-#pragma GCC unroll 16
+        UNROLL(16)
         for (int j = 0; j < CPG; j++) {
             v16 dv = vld(dyrot + j * jst + (size_t)q * BLK);
             VKEEP(dv);
-#pragma GCC unroll 3
+            UNROLL(3)
             for (int k = 0; k < KC; k++) acc[k * CPG + j] = vfma(dv, xv[k], acc[k * CPG + j]);
         }
     }
-#pragma GCC unroll 24
+    UNROLL(24)
     for (int a = 0; a < KC * CPG; a++) vst(dwt + a * BLK, vadd(vld(dwt + a * BLK), acc[a]));
 }
 
@@ -497,7 +519,9 @@ static void filter_row(const bplan *b, const float *dyrot, const float *xrow, fl
             xk[k] = xrow + (size_t)((s0 + k) * b->d - b->p + b->pl) * BLK;
         float *dwt = dwr + (size_t)s0 * b->cpg * BLK;
 #define FT(KC, C) filter_taps(dyrot, jst, xk, b->wo, xs, dwt, KC, C)
-        if (n == 3) {
+        if (!SPECIALISED) {
+            FT(n, b->cpg);
+        } else if (n == 3) {
             switch (b->cpg) {
             case 1: FT(3, 1); break;
             case 2: FT(3, 2); break;
