@@ -628,45 +628,28 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
     return weight_floats(g) + ring_floats(&b) * (size_t)threads;
 }
 
+/* The AVX-512 build where the CPU has it, else the portable one. */
 #if IABN_HAVE_DIRECT_AVX512
-#define BLOCKED_AVX512 iabn_conv_direct_avx512()
+#define PICK(name) (iabn_conv_direct_avx512() ? name##_avx512 : name##_portable)
 #else
-#define BLOCKED_AVX512 0
+#define PICK(name) name##_portable
 #endif
 
 void iabn_conv_blocked_fwd(const iabn_conv_geom *g, int threads, const float *x, const float *w,
                            const float *bias, float *y, float *scratch)
 {
-#if IABN_HAVE_DIRECT_AVX512
-    if (BLOCKED_AVX512) {
-        iabn_conv_blocked_fwd_avx512(g, threads, x, w, bias, y, scratch);
-        return;
-    }
-#endif
-    iabn_conv_blocked_fwd_portable(g, threads, x, w, bias, y, scratch);
+    PICK(iabn_conv_blocked_fwd)(g, threads, x, w, bias, y, scratch);
 }
 
 void iabn_conv_blocked_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
                                 const float *w, float *dx, float *scratch)
 {
-#if IABN_HAVE_DIRECT_AVX512
-    if (BLOCKED_AVX512) {
-        iabn_conv_blocked_bwd_data_avx512(g, threads, dy, w, dx, scratch);
-        return;
-    }
-#endif
-    iabn_conv_blocked_bwd_data_portable(g, threads, dy, w, dx, scratch);
+    PICK(iabn_conv_blocked_bwd_data)(g, threads, dy, w, dx, scratch);
 }
 
 void iabn_conv_blocked_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                   const float *dy, float *dw, float *dbias, float *scratch)
 {
-#if IABN_HAVE_DIRECT_AVX512
-    if (BLOCKED_AVX512) {
-        iabn_conv_blocked_bwd_filter_avx512(g, threads, x, dy, dw, dbias, scratch);
-        return;
-    }
-#endif
-    iabn_conv_blocked_bwd_filter_portable(g, threads, x, dy, dw, dbias, scratch);
+    PICK(iabn_conv_blocked_bwd_filter)(g, threads, x, dy, dw, dbias, scratch);
 }
 #endif
