@@ -314,7 +314,7 @@ static void test_blocked(void)
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1 &&
           iabn_conv_layout_vote(&g, IABN_CONV_BWD_DATA, 1) == 1);
     /* 1x1 on 56x56: NCHW operands run on NCHW, but it votes as its blocked
-     * kernel, which runs nChw16c operands as fast (docs/CPU.md) */
+     * kernel, which runs nChw16c operands about as fast (docs/CPU.md) */
     CHECK(iabn_conv_geom_init(&g, 4, 256, 56, 56, 128, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_dnnl_plain(&g));
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1 &&

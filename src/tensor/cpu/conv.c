@@ -164,7 +164,7 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     if (!iabn_conv_use_dnnl(&p, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % 16) return 0;
     /* 1x1 convs on large maps run NCHW operands on NCHW (no copies), and
-     * nChw16c ones on oneDNN's blocked 1x1 kernel, as fast or faster
+     * nChw16c ones on oneDNN's blocked 1x1 kernel, about as fast
      * (docs/CPU.md): they vote as that kernel does, so that a run of
      * grouped or 3x3 convs between them stays blocked end to end. */
     if (iabn_conv_dnnl_plain(&p)) p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
