@@ -84,7 +84,8 @@ int iabn_conv_dnnl_plain(const iabn_conv_geom *g)
      * 90-97% of peak forward and backward-data on maps of 28x28 and more;
      * its blocked 1x1 kernel is as fast but the reorders of the whole batch
      * around each call cost 10-30% there.  On smaller maps the blocked
-     * kernel wins even with them (docs/CPU.md). */
+     * kernel wins even with them (docs/CPU.md).  Operands the graph keeps
+     * in nChw16c need no reorder: those run the blocked kernel. */
     return g->groups == 1 && g->kh == 1 && g->kw == 1 && (long)g->h_out * g->w_out >= 28 * 28 &&
            g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW;
 }

@@ -36,6 +36,8 @@ typedef enum iabn_conv_path {
  *   im2col: [wbuf][col x ncol][part x threads]
  *   taps:   [wbuf][dwbuf][col][col2]
  *   direct: its own layout, `total` floats;
+ *   blocked: [the kernels' own layout, col floats][x copy][y copy], the
+ *           copies (nChw16c) only for operands the geometry has in NCHW;
  *   dnnl:   cpu/conv_dnnl.c's layout, `total` floats (the larger of the
  *           layouts with and without bias). */
 typedef struct iabn_conv_plan {
