@@ -219,12 +219,12 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         memset(&dn[p], 0, sizeof dn[p]);
         dn[p].path = IABN_CONV_PATH_DNNL;
         dn[p].threads = threads;
-        /* the blocked run's plan: oneDNN's, or the blocked kernels' */
+        /* the blocked run's plan (oneDNN's, or the blocked kernels'), which
+         * sizes its own scratch */
         iabn_conv_plan_make(&gb, (iabn_conv_pass)p, threads, &blk[p]);
-        if (blk[p].path != IABN_CONV_PATH_DNNL && blk[p].total * sizeof(float) > sb)
-            sb = blk[p].total * sizeof(float);
-        for (int k = 1; k < nrun; k++) { /* the oneDNN runs: their largest plan */
-            if (k == ib && blk[p].path != IABN_CONV_PATH_DNNL) continue;
+        if (blk[p].total * sizeof(float) > sb) sb = blk[p].total * sizeof(float);
+        for (int k = 1; k < nrun; k++) { /* the other oneDNN runs: their largest plan */
+            if (k == ib) continue;
             size_t b = 0;
             int rc = iabn_conv_dnnl_scratch(run[k], (iabn_conv_pass)p, 0, threads, &b,
                                             k == 1 ? &impl[p] : NULL, e);
@@ -255,13 +255,14 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
                             e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
-        int chose_blk = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED;
         iabn_convbench_row *r = &rows[pass];
         r->case_name = bc->name;
         r->desc = bc->desc;
         r->pass = pass_names[pass];
         r->native_path = path_label(&nat[pass]);
-        r->path = chose_blk ? "blocked" : chose_dnnl ? "onednn" : r->native_path;
+        r->path = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED ? "blocked"
+                  : chose_dnnl                                       ? "onednn"
+                                                                     : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";
         r->onednn = has_dn;
         r->native_gflops = flops / t[0] * 1e-9;
@@ -270,10 +271,8 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->blocked_gflops = has_blk ? flops / t[ib] * 1e-9 : 0;
         r->wino = has_wino;
         r->wino_gflops = has_wino ? flops / t[iw] * 1e-9 : 0;
-        r->gflops = chose_blk    ? r->blocked_gflops
-                    : !chose_dnnl ? r->native_gflops
-                    : has_blk     ? r->blocked_gflops
-                                  : r->onednn_gflops;
+        /* the graph gives a conv that votes nChw16c those operands */
+        r->gflops = has_blk ? r->blocked_gflops : chose_dnnl ? r->onednn_gflops : r->native_gflops;
         r->peak_fraction = r->gflops / peak;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;

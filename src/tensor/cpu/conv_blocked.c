@@ -25,11 +25,12 @@
  *               rot_{-j}(m) % cpg][t], the taps' offsets mirrored; with stride
  *               S the dx columns of one phase (iw % S) form a row of outputs
  *               whose taps are those of matching parity.
- *   bwd-filter: the ring holds cpg rotated copies of each x row ([slot][j]
- *               [column][16]); dW[t][j][l] += dy[l] * rot_j(x at tap t)[l]
- *               over a row in 16 accumulators (cpg x 16/cpg pixels), then
- *               over rows and images in order into a per-block buffer, added
- *               to dw at the end (and dy's sums to dbias).
+ *   bwd-filter: in input lanes, B[t][j][m] += rot_{-j}(dy)[m] * x(at tap
+ *               t)[m]: each dy pixel is rotated once per row into cpg planes,
+ *               x is read from the ring as it is, three column taps x cpg
+ *               accumulators per sweep of a row; summed over rows and images
+ *               in order into a per-block buffer, added to dw at the end (and
+ *               dy's sums to dbias).
  * Threads: fwd / bwd-data over (image, channel block, row band); bwd-filter
  * over channel blocks, each owning its slice of dw: results do not depend on
  * the thread count.
@@ -135,8 +136,7 @@ typedef struct bplan {
     int ss;           /* source columns between consecutive outputs           */
     int nph;          /* column phases (bwd-data: stride; else 1)             */
     int pl, wp;       /* ring rows: left zero columns, columns in all         */
-    int rs;           /* ring slots                                           */
-    size_t slot;      /* floats of a slot                                     */
+    int rs;           /* ring slots, one padded row (wp x 16 floats) each     */
 } bplan;
 
 /* Output columns of phase ph: ph + q*nph, q < count. */
@@ -198,7 +198,6 @@ static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
     }
     b->pl = -lo;
     b->wp = hi - lo + 1;
-    b->slot = (size_t)b->wp * BLK;
 }
 
 static size_t weight_floats(const iabn_conv_geom *g)
@@ -206,7 +205,10 @@ static size_t weight_floats(const iabn_conv_geom *g)
     return iabn_conv_round16((size_t)g->c_in * (g->c_in / g->groups) * g->kh * g->kw);
 }
 
-static size_t ring_floats(const bplan *b) { return iabn_conv_round16((size_t)b->rs * b->slot); }
+static size_t ring_floats(const bplan *b)
+{
+    return iabn_conv_round16((size_t)b->rs * b->wp * BLK);
+}
 
 /* ---- the ring of zero-padded source rows --------------------------------- */
 
@@ -240,7 +242,7 @@ static const float *ring_row(ring *r, int sr)
 {
     const bplan *b = r->b;
     int k = sr % b->rs;
-    float *slot = r->buf + (size_t)k * b->slot;
+    float *slot = r->buf + (size_t)k * b->wp * BLK;
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
     const float *row = r->src + (size_t)sr * b->ws * BLK;
@@ -553,18 +555,17 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
     bplan_make(g, IABN_CONV_BWD_FILTER, &b);
     int T = g->kh * g->kw, cpg = b.cpg;
     size_t dyr = iabn_conv_round16((size_t)cpg * b.wo * BLK);
-    size_t per = ring_floats(&b) + dyr + iabn_conv_round16((size_t)T * cpg * BLK + BLK);
+    size_t per = ring_floats(&b) + dyr + iabn_conv_round16((size_t)T * cpg * BLK);
     size_t xplane = (size_t)b.hs * b.ws * BLK, yplane = (size_t)b.ho * b.wo * BLK;
 #pragma omp parallel num_threads(threads)
     {
         float *buf = scratch + per * (size_t)iabn_conv_tid();
         float *dyrot = buf + ring_floats(&b), *dwb = dyrot + dyr;
-        float *db = dwb + (size_t)T * cpg * BLK;
         ring rg;
         ring_init(&rg, &b, buf);
 #pragma omp for schedule(static)
         for (int bk = 0; bk < b.nb; bk++) {
-            memset(dwb, 0, sizeof(float) * ((size_t)T * cpg * BLK + BLK));
+            memset(dwb, 0, sizeof(float) * (size_t)T * cpg * BLK);
             double bsum[BLK] = {0};
             for (int n = 0; n < g->n; n++) {
                 size_t plane = (size_t)n * b.nb + bk;
@@ -588,8 +589,9 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                     }
                 }
                 if (dbias) { /* per image in float, over images in double */
-                    vst(db, bs);
-                    for (int l = 0; l < BLK; l++) bsum[l] += db[l];
+                    float lanes[BLK];
+                    vst(lanes, bs);
+                    for (int l = 0; l < BLK; l++) bsum[l] += lanes[l];
                 }
             }
             for (int t = 0; t < T; t++)
@@ -623,7 +625,7 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
     bplan_make(g, pass, &b);
     if (pass == IABN_CONV_BWD_FILTER)
         return (ring_floats(&b) + iabn_conv_round16((size_t)b.cpg * b.wo * BLK) +
-                iabn_conv_round16((size_t)g->kh * g->kw * b.cpg * BLK + BLK)) *
+                iabn_conv_round16((size_t)g->kh * g->kw * b.cpg * BLK)) *
                (size_t)threads;
     return weight_floats(g) + ring_floats(&b) * (size_t)threads;
 }
