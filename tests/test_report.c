@@ -376,16 +376,23 @@ static void test_conv_bench(void)
     CHECK(n == 3);
     for (int i = 0; i < n && i < 3; i++) {
         CHECK(!strcmp(rows[i].case_name, "conv1x1") && rows[i].gflops > 0 && rows[i].target > 0);
-        CHECK(rows[i].peak_fraction == rows[i].gflops / 235.0);
+        CHECK(rows[i].peak == 235.0 && rows[i].peak_fraction == rows[i].gflops / 235.0);
         CHECK(!strcmp(rows[i].path, rows[i].native_path) ||
               (rows[i].onednn && !strcmp(rows[i].path, "onednn")));
     }
     CHECK(!strcmp(rows[0].pass, "fwd") && !strcmp(rows[2].pass, "bwd-weights"));
+    /* peak 0: the FMA loop timed beside each pass, each row against its own */
+    CHECK_OK(iabn_convbench_run("conv1x1", 1, 0, 1, rows, 8, &n, &e));
+    for (int i = 0; i < n && i < 3; i++)
+        CHECK(rows[i].peak > 0 && rows[i].peak_fraction == rows[i].gflops / rows[i].peak);
+    /* every valid name listed, the last one too (the list was cut at 128
+     * characters once the cases outgrew it) */
     CHECK(iabn_convbench_run("nope", 1, 235.0, 1, rows, 8, &n, &e) == IABN_EINVAL &&
-          strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3"));
+          strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3") &&
+          strstr(e.msg, "dense3x3_7"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[8] && !names[9]); /* nine cases */
+    CHECK(names[0] && names[10] && !names[11]); /* eleven cases */
     /* a 7x7 map: no target, and --winograd's rule leaves it direct */
     CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);

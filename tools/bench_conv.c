@@ -8,7 +8,8 @@
  * can pass 100% of peak); the chosen path stays the default's.
  * The default peak (235 GFLOP/s) is the FP32 peak of both cores of the
  * reference machine; pass --peak for another, or --peak measure to time an
- * FMA loop on this one. */
+ * FMA loop on this one beside each pass's calls (the peak column: a shared
+ * host's speed drifts between cases). */
 #include "bench.h"
 
 #include <cjson/cJSON.h>
@@ -38,6 +39,7 @@ static void print_json(const iabn_convbench_row *rows, int n)
         if (r->blocked) cJSON_AddNumberToObject(o, "nchw16c_gflops", r->blocked_gflops);
         if (r->wino) cJSON_AddNumberToObject(o, "winograd_gflops", r->wino_gflops);
         cJSON_AddNumberToObject(o, "gflops", r->gflops);
+        cJSON_AddNumberToObject(o, "peak_gflops", r->peak);
         cJSON_AddNumberToObject(o, "peak_fraction", r->peak_fraction);
         cJSON_AddNumberToObject(o, "target", r->target);
         cJSON_AddBoolToObject(o, "ok", r->ok);
@@ -60,7 +62,7 @@ int iabn_bench_conv(int argc, char **argv)
     double peak = 235.0;
     if (a.v[IABN_O_PEAK].set) {
         const char *v = a.v[IABN_O_PEAK].s;
-        if (!strcmp(v, "measure")) peak = -1;
+        if (!strcmp(v, "measure")) peak = 0; /* beside each pass */
         else if (iabn_parse_float(v, &peak) || !(peak > 0)) {
             fprintf(stderr, "iabn bench conv: --peak %s: a positive GFLOP/s figure or measure\n", v);
             return 2;
@@ -68,7 +70,6 @@ int iabn_bench_conv(int argc, char **argv)
     }
     if (threads) iabn_set_num_threads(threads);
     threads = iabn_num_threads();
-    if (peak < 0) peak = iabn_cpu_peak_gflops(threads);
     iabn_convbench_row rows[IABN_CONVBENCH_ROWS];
     int n = 0;
     iabn_err e = {0};
@@ -81,31 +82,35 @@ int iabn_bench_conv(int argc, char **argv)
     if (json) {
         print_json(rows, n);
     } else {
-        printf("conv bench: %d threads, peak %.1f GFLOP/s, best of %d (GFLOP/s and %% of peak); "
+        char pdesc[64];
+        if (peak > 0) snprintf(pdesc, sizeof pdesc, "peak %.1f GFLOP/s", peak);
+        else snprintf(pdesc, sizeof pdesc, "peak measured beside each pass");
+        printf("conv bench: %d threads, %s, best of %d (GFLOP/s and %% of peak); "
                "native GEMMs on %s (OpenBLAS runs its %s kernels)\n",
-               threads, peak, repeat, iabn_gemm_engine_name(iabn_gemm_engine()),
+               threads, pdesc, repeat, iabn_gemm_engine_name(iabn_gemm_engine()),
                iabn_blas_core());
-        printf("%-28s %-11s %-11s %7s %6s %7s %6s %7s %6s %7s %6s  %-20s %-7s %5s\n", "case",
-               "pass", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "nChw16c", "%peak",
-               "wino", "%peak", "oneDNN impl", "chosen", "target");
+        printf("%-28s %-11s %6s %-11s %7s %6s %7s %6s %7s %6s %7s %6s  %-20s %-7s %5s\n", "case",
+               "pass", "peak", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "nChw16c",
+               "%peak", "wino", "%peak", "oneDNN impl", "chosen", "target");
         for (int i = 0; i < n; i++) {
             const iabn_convbench_row *r = &rows[i];
+            double pk = r->peak;
             char dcol[64] = "      -      -", bcol[64] = "      -      -";
             char wcol[64] = "      -      -";
             if (r->onednn)
                 snprintf(dcol, sizeof dcol, "%7.1f %5.1f%%", r->onednn_gflops,
-                         100 * r->onednn_gflops / peak);
+                         100 * r->onednn_gflops / pk);
             if (r->blocked)
                 snprintf(bcol, sizeof bcol, "%7.1f %5.1f%%", r->blocked_gflops,
-                         100 * r->blocked_gflops / peak);
+                         100 * r->blocked_gflops / pk);
             if (r->wino)
                 snprintf(wcol, sizeof wcol, "%7.1f %5.1f%%", r->wino_gflops,
-                         100 * r->wino_gflops / peak);
+                         100 * r->wino_gflops / pk);
             char tcol[16] = "    -";
             if (r->target > 0)
                 snprintf(tcol, sizeof tcol, "%4.0f%% %s", 100 * r->target, r->ok ? "ok" : "MISS");
-            printf("%-28s %-11s %-11s %7.1f %5.1f%% %s %s %s  %-20s %-7s %s\n", r->desc,
-                   r->pass, r->native_path, r->native_gflops, 100 * r->native_gflops / peak, dcol,
+            printf("%-28s %-11s %6.0f %-11s %7.1f %5.1f%% %s %s %s  %-20s %-7s %s\n", r->desc,
+                   r->pass, pk, r->native_path, r->native_gflops, 100 * r->native_gflops / pk, dcol,
                    bcol, wcol, r->onednn ? r->onednn_impl : "-",
                    r->blocked && strcmp(r->path, "onednn") == 0 ? "nChw16c" : r->path, tcol);
         }

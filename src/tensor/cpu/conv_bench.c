@@ -26,6 +26,9 @@ static const bench_case cases[] = {
      {0.55, 0.55, 0.30}},
     {"conv1x1", "1x1 256->1024 14x14 b8", 8, 256, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"conv1x1_56", "1x1 256->128 56x56 b4", 4, 256, 56, 56, 128, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
+    /* ResNeXt-101's mod4 pair (23 blocks): about 45% of its b4 step */
+    {"conv1x1_r101", "1x1 1024->512 14x14 b4", 4, 1024, 14, 14, 512, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
+    {"conv1x1_r101b", "1x1 512->1024 14x14 b4", 4, 512, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
      {0.85, 0.85, 0.85}},
     /* no target (0): where --winograd pays (its wino column) and where its
@@ -52,12 +55,12 @@ const char *const *iabn_convbench_cases(void)
 /* One thread's FP32 FMA rate with 16-wide (AVX-512) FMAs: on cores with
  * full-width AVX-512 units (Zen 5, Xeons with two FMA ports) that is twice
  * the AVX2 rate, and oneDNN's kernels use it. */
-__attribute__((target("avx512f"))) static double peak_avx512(void)
+__attribute__((target("avx512f"))) static double peak_avx512(int windows)
 {
     __m512 acc[12], m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
     for (int c = 0; c < 12; c++) acc[c] = _mm512_set1_ps((float)c);
     double best = 0;
-    for (int w = 0; w < 5; w++) {
+    for (int w = 0; w < windows; w++) {
         long iters = 2000000;
         double t0 = iabn_now();
         for (long k = 0; k < iters; k++)
@@ -74,10 +77,10 @@ __attribute__((target("avx512f"))) static double peak_avx512(void)
 
 /* FP32 FMA throughput of `threads` threads: 12 independent 8-wide (or
  * 16-wide where the CPU has AVX-512) FMA chains per thread (enough to cover
- * the FMA latency), best of several windows.  For machines other than the
- * reference one (iabn bench conv --peak measure).  Without FMA in the build it times mul+add
- * pairs, counted as 2 FLOPs. */
-double iabn_cpu_peak_gflops(int threads)
+ * the FMA latency), best of `windows` windows of about 4 ms.  For machines
+ * other than the reference one (iabn bench conv --peak measure).  Without
+ * FMA in the build it times mul+add pairs, counted as 2 FLOPs. */
+static double peak_windows(int threads, int windows)
 {
     double total = 0;
 #ifdef HAVE_PEAK_AVX512
@@ -88,7 +91,7 @@ double iabn_cpu_peak_gflops(int threads)
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
 #ifdef HAVE_PEAK_AVX512
-        if (wide) total += peak_avx512();
+        if (wide) total += peak_avx512(windows);
 #endif
         if (!wide) {
 #if defined(__AVX2__) && defined(__FMA__)
@@ -103,7 +106,7 @@ double iabn_cpu_peak_gflops(int threads)
 #define PEAK_LANES 1
 #endif
         double best = 0;
-        for (int w = 0; w < 5; w++) {
+        for (int w = 0; w < windows; w++) {
             long iters = 2000000;
             double t0 = iabn_now();
             for (long k = 0; k < iters; k++)
@@ -121,6 +124,8 @@ double iabn_cpu_peak_gflops(int threads)
     }
     return total;
 }
+
+double iabn_cpu_peak_gflops(int threads) { return peak_windows(threads, 5); }
 
 static void fill(float *p, size_t n, unsigned seed)
 {
@@ -157,25 +162,33 @@ static const char *path_label(const iabn_conv_plan *p)
  * oneDNN one on the layouts the graph's layout pass would give them, and
  * with the winograd flag), after
  * a warm-up of each; the runs alternate call by call, so that a load from
- * elsewhere on the machine hits them alike.  Returns 0, or the failing
- * call's status. */
+ * elsewhere on the machine hits them alike.  With `peak` not NULL, one
+ * window of the FMA loop runs after each round of calls too, and *peak is
+ * its best: on a host whose speed drifts (a shared VM: the same call runs
+ * at 0.78x for minutes at a time), a peak timed once at the start makes the
+ * same kernel read 72% or 92%; timed beside the calls, it drifts with them.
+ * Returns 0, or the failing call's status. */
 static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *plan,
                      const iabn_conv_geom *const *g, int pass, int repeat, float *x, float *w,
                      float *y, float *dx, float *dw, void *scr, size_t sb, double *t,
-                     iabn_err *e)
+                     double *peak, iabn_err *e)
 {
     int rc = 0;
     for (int k = 0; k < nrun && !rc; k++) {
         t[k] = 1e30;
         rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
     }
-    for (int r = 0; r < repeat && !rc; r++)
+    if (peak) *peak = 0;
+    for (int r = 0; r < repeat && !rc; r++) {
         for (int k = 0; k < nrun && !rc; k++) {
             double t0 = iabn_now();
             rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
             double dt = iabn_now() - t0;
             if (dt < t[k]) t[k] = dt;
         }
+        double pk = peak && !rc ? peak_windows(plan[0]->threads, 1) : 0;
+        if (peak && pk > *peak) *peak = pk;
+    }
     return rc;
 }
 
@@ -250,9 +263,9 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     for (int pass = 0; pass < 3 && !rc; pass++) {
         const iabn_conv_plan *plans[4] = {&nat[pass], &dn[pass], &dn[pass], &dn[pass]};
         if (ib >= 0) plans[ib] = &blk[pass];
-        double t[4] = {0, 0, 0, 0};
+        double t[4] = {0, 0, 0, 0}, pk = peak;
         if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
-                            e)))
+                            peak > 0 ? NULL : &pk, e)))
             break;
         int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
         iabn_convbench_row *r = &rows[pass];
@@ -273,7 +286,8 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->wino_gflops = has_wino ? flops / t[iw] * 1e-9 : 0;
         /* the graph gives a conv that votes nChw16c those operands */
         r->gflops = has_blk ? r->blocked_gflops : chose_dnnl ? r->onednn_gflops : r->native_gflops;
-        r->peak_fraction = r->gflops / peak;
+        r->peak = pk;
+        r->peak_fraction = r->gflops / pk;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;
     }
@@ -291,7 +305,7 @@ int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
     int found = !only;
     for (int i = 0; i < NCASES; i++) found |= only && !strcmp(only, cases[i].name);
     if (!found) {
-        char names[128] = "";
+        char names[256] = "";
         for (int i = 0; i < NCASES; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      cases[i].name);

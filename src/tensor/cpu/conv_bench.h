@@ -31,6 +31,7 @@ typedef struct iabn_convbench_row {
                                           /* or the blocked grouped kernels)       */
     int wino;                             /* and with the winograd flag, where it  */
     double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
+    double peak;                          /* the peak %peak is of (GFLOP/s)         */
     double gflops, peak_fraction, target; /* of the chosen path, on nChw16c where  */
                                           /* it votes so (as the graph runs it);   */
                                           /* target 0: none                        */
@@ -39,7 +40,7 @@ typedef struct iabn_convbench_row {
 
 /* Rows enough for every case (3 passes each): conv_bench.c checks it at
  * compile time, so a new case cannot outgrow a caller's array. */
-#define IABN_CONVBENCH_ROWS 30
+#define IABN_CONVBENCH_ROWS 36
 
 /* The case names, NULL-terminated. */
 const char *const *iabn_convbench_cases(void);
@@ -47,8 +48,10 @@ const char *const *iabn_convbench_cases(void);
  * the CPU has AVX-512, else 8-wide, else mul+add), best of several windows. */
 double iabn_cpu_peak_gflops(int threads);
 /* Measures every case (or only `only`; an unknown name is IABN_EINVAL naming
- * the valid ones) at `threads` threads against `peak` GFLOP/s: 3 rows per
- * case into rows[max], their count in *n. */
+ * the valid ones) at `threads` threads against `peak` GFLOP/s, or, with
+ * peak <= 0, against the FMA loop timed beside each pass's calls (one window
+ * per round, best of them): 3 rows per case into rows[max], their count in
+ * *n. */
 int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
                        iabn_convbench_row *rows, int max, int *n, iabn_err *e);
 
