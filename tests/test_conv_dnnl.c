@@ -475,6 +475,72 @@ static void test_device(void)
     free(x); free(w); free(y1); free(y2); free(scr);
 }
 
+/* An accumulating forward (y += conv: the residual add fused into the
+ * convolution) against the conv and then the add, on the layouts and paths
+ * it takes: nChw16c operands (the sum post-op), NCHW ones the primitive
+ * reorders (a scratch copy added to y), 1x1 on a large NCHW map (the GEMM
+ * kernel's sum post-op), bias, Winograd; the geometries it refuses.  The
+ * same bits (exact), or float32 noise where oneDNN adds y (or the bias)
+ * at another point of the sum: with a bias, and on long reductions in
+ * nChw16c (it starts the accumulators from y when it splits the sum over
+ * input-channel blocks). */
+static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked, int wino,
+                     int exact)
+{
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, k, k, 1, k / 2, 1, 1) == 0);
+    if (blocked) g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
+    g.winograd = wino;
+    CHECK(iabn_conv_accumulates(&g));
+    iabn_conv_geom ga = g;
+    ga.accumulate = 1;
+    size_t nx = (size_t)n * ci * h * h, ny = (size_t)n * co * g.h_out * g.w_out;
+    size_t nw = (size_t)co * ci * k * k;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc((size_t)co * 4);
+    float *r = malloc(ny * 4), *y = malloc(ny * 4), *ya = malloc(ny * 4);
+    t_fill(x, nx, 21); t_fill(w, nw, 22); t_fill(b, (size_t)co, 23); t_fill(r, ny, 24);
+    memcpy(ya, r, ny * 4);
+    size_t s1 = iabn_conv_scratch_bytes(&g, IABN_CONV_FWD, 2);
+    size_t s2 = iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, 2);
+    void *sc = malloc((s1 > s2 ? s1 : s2) + 1);
+    iabn_err e = {0};
+    CHECK_OK(iabn_conv_fwd(cache, &g, x, w, bias ? b : NULL, y, sc, s1, &e));
+    CHECK_OK(iabn_conv_fwd(cache, &ga, x, w, bias ? b : NULL, ya, sc, s2, &e));
+    for (size_t i = 0; i < ny; i++) y[i] += r[i];
+    CHECK_MSG(exact ? memcmp(y, ya, ny * 4) == 0 : t_rel_diff(ya, y, ny) <= 1e-6,
+              "%dx%dx%d -> %d k%d bias %d %s wino %d: y += conv differs from conv, then add "
+              "(rel %.3g)", n, ci, h, co, k, bias, blocked ? "nChw16c" : "NCHW", wino,
+              t_rel_diff(ya, y, ny));
+    free(x); free(w); free(b); free(r); free(y); free(ya); free(sc);
+}
+
+static void test_accumulate(void)
+{
+    acc_case(2, 64, 14, 128, 1, 0, 1, 0, 1);  /* ResNeXt's conv3: nChw16c, sum post-op */
+    acc_case(2, 64, 14, 128, 1, 0, 0, 0, 1);  /* NCHW operands: reordered, then added  */
+    acc_case(1, 64, 28, 32, 1, 0, 0, 0, 1);   /* 1x1 on 28x28 NCHW: oneDNN's GEMM      */
+    acc_case(2, 512, 4, 1024, 1, 0, 1, 0, 0); /* long reductions (mod4 / mod5)         */
+    acc_case(2, 1024, 2, 2048, 1, 0, 1, 0, 0);
+    acc_case(2, 1024, 1, 2048, 1, 0, 0, 0, 1);
+    acc_case(2, 32, 9, 48, 3, 1, 1, 0, 0);    /* 3x3 with bias (WideResNet's conv2)    */
+    acc_case(2, 32, 9, 48, 3, 1, 0, 0, 1);
+    acc_case(1, 32, 16, 32, 3, 0, 1, 1, 1);   /* with the Winograd flag                */
+    /* the geometries and passes it refuses, by name */
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, 1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 16) == 0); /* 4 per group */
+    CHECK(!iabn_conv_accumulates(&g));
+    CHECK(iabn_conv_geom_init(&g, 1, 3, 8, 8, 16, 3, 3, 1, 1, 1, 1) == 0); /* a stem */
+    CHECK(!iabn_conv_accumulates(&g));
+    g.accumulate = 1;
+    float buf[3 * 64 + 16 * 27 + 16 * 64 + 1024];
+    iabn_err e = {0};
+    CHECK(iabn_conv_fwd(cache, &g, buf, buf + 192, NULL, buf + 624, NULL, 0, &e) == IABN_EINVAL &&
+          strstr(e.msg, "accumulating"));
+    CHECK(iabn_conv_geom_init(&g, 1, 16, 8, 8, 16, 1, 1, 1, 0, 1, 1) == 0);
+    g.accumulate = 1;
+    CHECK(iabn_conv_bwd_data(cache, &g, buf, buf, buf + 1024, NULL, 0, &e) == IABN_EINVAL);
+}
+
 int main(void)
 {
     if (!iabn_conv_have_dnnl()) {
@@ -489,6 +555,7 @@ int main(void)
     RUN(test_blocked_map);
     RUN(test_impl);
     RUN(test_device);
+    RUN(test_accumulate);
     iabn_conv_cache_free(cache);
     return TEST_END();
 }

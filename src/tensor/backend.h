@@ -54,6 +54,11 @@ typedef struct iabn_kernels {
     /* conv: whether a pass runs Winograd kernels with the geometry's
      * winograd flag (cpu/conv.h iabn_conv_winograd).  Optional: NULL never. */
     int (*conv_winograd)(const iabn_conv_geom *g, iabn_conv_pass pass);
+    /* conv: whether the forward of g runs with g->accumulate (y += conv):
+     * the residual add fused into the convolution (cpu/conv.h
+     * iabn_conv_accumulates).  Optional: NULL never; a model then keeps
+     * the convolution and the add apart (layers.h iabn_conv2d_add). */
+    int (*conv_accumulates)(const iabn_conv_geom *g);
     /* norm_act */
     int (*bn_stats)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
                     float *mean, float *var, iabn_err *e);

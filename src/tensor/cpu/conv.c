@@ -43,6 +43,7 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in, 
     g->groups = groups;
     g->x_layout = g->y_layout = IABN_LAYOUT_NCHW;
     g->winograd = 0;
+    g->accumulate = 0;
     return 0;
 }
 
@@ -170,6 +171,17 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
      * grouped or 3x3 convs between them stays blocked end to end. */
     if (iabn_conv_dnnl_plain(&p)) p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
     return iabn_conv_dnnl_blocked(&p, y_side);
+}
+
+int iabn_conv_accumulates(const iabn_conv_geom *g)
+{
+    iabn_conv_geom p = *g;
+    p.accumulate = 1;
+    for (int l = 0; l < 2; l++) { /* whatever layouts the graph gives it */
+        p.x_layout = p.y_layout = l ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        if (choose_path(&p, IABN_CONV_FWD) != IABN_CONV_PATH_DNNL) return 0;
+    }
+    return 1;
 }
 
 /* Floats of the blocked copies of g's NCHW operands (the blocked path
@@ -656,6 +668,12 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
 {
     iabn_conv_plan p;
     iabn_conv_path path = choose_path(g, pass);
+    if (g->accumulate && (pass != IABN_CONV_FWD || path != IABN_CONV_PATH_DNNL))
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: an accumulating output (a "
+                            "residual add fused into the convolution) is for the forward on the "
+                            "oneDNN path (iabn_conv_accumulates), not this one",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups);
     if (path == IABN_CONV_PATH_DNNL) {
         memset(&p, 0, sizeof p);
         p.path = IABN_CONV_PATH_DNNL;

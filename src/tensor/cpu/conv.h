@@ -39,7 +39,8 @@
  * Errors: the entry points return 0 or an iabn_err code (oneDNN failures,
  * a scratch smaller than the plan needs).
  *
- * Aliasing: outputs must not overlap inputs or the scratch.
+ * Aliasing: outputs must not overlap inputs or the scratch (an accumulating
+ * forward reads y's own values: that is not an overlap).
  */
 #ifndef IABN_CPU_CONV_H
 #define IABN_CPU_CONV_H
@@ -70,6 +71,12 @@ typedef struct iabn_conv_geom {
      * (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
      * such a choice ignore it (cuDNN ranks its algorithms itself). */
     int winograd;
+    /* 1: the forward adds its result to what y holds (y += conv(x, w) +
+     * bias): a residual add fused into the convolution's output pass
+     * (layers.h iabn_conv2d_add).  CPU: oneDNN's sum post-op, on the
+     * geometries iabn_conv_accumulates() takes; any other path or pass
+     * refuses it.  0 (iabn_conv_geom_init): y is overwritten. */
+    int accumulate;
 } iabn_conv_geom;
 
 typedef enum iabn_conv_pass {
@@ -97,6 +104,11 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
  * geometry one they take, and oneDNN has them for this CPU (its Winograd
  * kernels need AVX-512); 0 means the pass runs direct. */
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
+
+/* Whether the forward of g runs with g->accumulate set: on the oneDNN path
+ * (dense convs, whatever the activation layouts), where the addition is
+ * the primitive's sum post-op, read with y's store. */
+int iabn_conv_accumulates(const iabn_conv_geom *g);
 
 /* Whether this build has the oneDNN path (libdnnl found when configured). */
 int iabn_conv_have_dnnl(void);

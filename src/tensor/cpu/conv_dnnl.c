@@ -30,8 +30,8 @@
  * OpenMP runtime, i.e. the caller's pool, with omp_get_max_threads() threads,
  * which is part of the plan's key (the scratchpad size depends on it).
  *
- * A build without oneDNN (IABN_HAVE_DNNL 0) keeps the cache as an empty
- * object and sends no convolution here (iabn_conv_have_dnnl() is 0).
+ * A build without oneDNN (IABN_HAVE_DNNL 0) compiles none of this file:
+ * cpu/conv_dnnl_none.c holds its entry points.
  */
 #include "tensor/cpu/conv_impl.h"
 
@@ -39,55 +39,7 @@
 
 #include <stdlib.h>
 
-int iabn_conv_have_dnnl(void) { return IABN_HAVE_DNNL; }
-
-#if !IABN_HAVE_DNNL
-
-struct iabn_conv_cache {
-    int plans;
-};
-
-static int no_dnnl(iabn_err *e)
-{
-    return iabn_err_set(e, IABN_EINVAL, "this build of iabn has no oneDNN (libdnnl-dev was "
-                                        "not found when it was configured)");
-}
-
-int iabn_conv_cache_new(iabn_conv_cache **out, iabn_err *e)
-{
-    *out = calloc(1, sizeof **out);
-    return *out ? 0 : iabn_err_set(e, IABN_ENOMEM, "out of memory for the convolution cache");
-}
-void iabn_conv_cache_free(iabn_conv_cache *c) { free(c); }
-int iabn_conv_cache_size(const iabn_conv_cache *c) { return c ? c->plans : 0; }
-
-int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
-                           size_t *bytes, const char **impl, iabn_err *e)
-{
-    return no_dnnl(e);
-}
-int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
-                       const float *w, const float *bias, float *y, void *scratch,
-                       size_t scratch_bytes, iabn_err *e)
-{
-    return no_dnnl(e);
-}
-int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side) { return 0; }
-int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass) { return 0; }
-int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
-                            const float *w, float *dx, void *scratch, size_t scratch_bytes,
-                            iabn_err *e)
-{
-    return no_dnnl(e);
-}
-int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
-                              const float *dy, float *dw, float *dbias, void *scratch,
-                              size_t scratch_bytes, iabn_err *e)
-{
-    return no_dnnl(e);
-}
-
-#else
+#if IABN_HAVE_DNNL
 
 #include "tensor/cpu/blocked_map.h"
 
@@ -121,6 +73,11 @@ typedef struct op_plan {
                                 * then open the aligned scratch             */
     int pass, threads;
     int wino;                  /* runs oneDNN's Winograd kernels            */
+    int sum_post;              /* an accumulating forward (g.accumulate)
+                                * whose primitive writes y as the caller
+                                * holds it: its sum post-op adds to y;
+                                * else y passes through a scratch copy
+                                * that is added to it                       */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     op_io io[MAX_IO];
@@ -349,6 +306,7 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(p->pd, q, qi);
     if (!want) return fail(e, "query of an operand's layout", dnnl_runtime_error, g);
     io->prim_md = *want;
+    int plain = 1; /* the caller's layout is dense in dims order (the map's) */
     if (want->ndims == 1) {
         dnnl_dims_t bd = {g->c_out};
         DN(dnnl_memory_desc_init_by_tag(&io->user_md, 1, bd, dnnl_f32, dnnl_x));
@@ -361,6 +319,7 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
                          x ? g->w_in : g->w_out};
         iabn_layout l = x ? g->x_layout : g->y_layout;
         DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, act_tag(l)));
+        plain = l == IABN_LAYOUT_NCHW;
     }
     io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
     DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
@@ -368,7 +327,7 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
     io->off = *off;
     *off += align64(dnnl_memory_desc_get_size(&io->prim_md));
     DN(dnnl_memory_create(&io->prim_m, &io->prim_md, eng, DNNL_MEMORY_NONE));
-    if (accumulate) {
+    if (accumulate && plain) {
         int m = map_init(&io->map, &io->prim_md);
         if (m < 0) return iabn_err_set(e, IABN_ENOMEM, "out of memory for a weight layout map");
         if (m == 0) return 0;
@@ -411,7 +370,7 @@ static int prim_desc(dnnl_engine_t eng, op_plan *p, int bias, int wino, dnnl_sta
     int rc = conv_desc(g, p->pass, bias, wino, &cd, e);
     if (rc) return rc;
     dnnl_primitive_attr_t attr;
-    if ((rc = user_scratchpad_attr(&attr, 0, g, e))) return rc;
+    if ((rc = user_scratchpad_attr(&attr, p->sum_post, g, e))) return rc;
     dnnl_primitive_desc_t hint = NULL;
     *s = dnnl_success;
     if (p->pass != IABN_CONV_FWD) {
@@ -426,6 +385,39 @@ static int prim_desc(dnnl_engine_t eng, op_plan *p, int bias, int wino, dnnl_sta
     return rc;
 }
 
+/* The pass's primitive descriptor: Winograd where asked and oneDNN has it
+ * for this CPU, else direct; p->sum_post as it asks, or 0 where neither
+ * takes the sum post-op. */
+static int make_pd(dnnl_engine_t eng, op_plan *p, int bias, iabn_err *e)
+{
+    const iabn_conv_geom *g = &p->pg;
+    for (;;) {
+        dnnl_status_t s = dnnl_unimplemented;
+        int rc = 0;
+        p->wino = wino_geometry(g);
+        if (p->wino) rc = prim_desc(eng, p, bias, 1, &s, e);
+        if (!rc && s != dnnl_success) {
+            p->wino = 0;
+            rc = prim_desc(eng, p, bias, 0, &s, e);
+        }
+        if (rc || s == dnnl_success) return rc;
+        if (!p->sum_post) return fail(e, "convolution descriptor", s, g);
+        p->sum_post = 0;
+    }
+}
+
+/* Whether the forward primitive writes y in the caller's layout (its sum
+ * post-op then reads the caller's y). */
+static int dst_as_user(const op_plan *p)
+{
+    const iabn_conv_geom *g = &p->g;
+    dnnl_dims_t d = {g->n, g->c_out, g->h_out, g->w_out};
+    dnnl_memory_desc_t user;
+    const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
+    return want && dnnl_memory_desc_init_by_tag(&user, 4, d, dnnl_f32, act_tag(g->y_layout)) ==
+                       dnnl_success && dnnl_memory_desc_equal(&user, want);
+}
+
 /* Builds the descriptors (and, with `prims`, the primitives) of a plan. */
 static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_err *e)
 {
@@ -433,17 +425,15 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
     p->pg = p->g;
     p->pg.groups /= p->merge;
     const iabn_conv_geom *g = &p->pg;
-    /* Winograd where asked and oneDNN has it for this CPU; else direct */
-    dnnl_status_t s = dnnl_unimplemented;
-    int rc = 0;
-    p->wino = wino_geometry(g);
-    if (p->wino) rc = prim_desc(eng, p, bias, 1, &s, e);
-    if (!rc && s != dnnl_success) {
-        p->wino = 0;
-        rc = prim_desc(eng, p, bias, 0, &s, e);
+    p->sum_post = p->pass == IABN_CONV_FWD && p->g.accumulate;
+    int rc = make_pd(eng, p, bias, e);
+    if (!rc && p->sum_post && !dst_as_user(p)) { /* y through a copy: no sum post-op */
+        dnnl_primitive_desc_destroy(p->pd);
+        p->pd = NULL;
+        p->sum_post = 0;
+        rc = make_pd(eng, p, bias, e);
     }
     if (rc) return rc;
-    if (s != dnnl_success) return fail(e, "convolution descriptor", s, g);
     DN(dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &p->impl));
 
     size_t off = 0, pad = 0;
@@ -457,7 +447,9 @@ static int plan_build(dnnl_engine_t eng, op_plan *p, int bias, int prims, iabn_e
         if (!rc) rc = add_io(eng, p, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, 0, 0, &off, &pad, e);
         if (!rc && bias)
             rc = add_io(eng, p, DNNL_ARG_BIAS, dnnl_query_weights_md, 1, 0, 0, &off, &pad, e);
-        if (!rc) rc = add_io(eng, p, DNNL_ARG_DST, dnnl_query_dst_md, 0, 1, 0, &off, &pad, e);
+        if (!rc)
+            rc = add_io(eng, p, DNNL_ARG_DST, dnnl_query_dst_md, 0, 1,
+                        p->g.accumulate && !p->sum_post, &off, &pad, e);
         break;
     case IABN_CONV_BWD_DATA:
         rc = add_io(eng, p, DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, 0, 0, &off, &pad, e);
