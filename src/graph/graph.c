@@ -62,6 +62,8 @@ void iabn_graph_free(iabn_graph *g)
 
 iabn_store *iabn_graph_store(const iabn_graph *g) { return g->store; }
 iabn_mode iabn_graph_mode(const iabn_graph *g) { return g->mode; }
+void iabn_graph_set_fusion(iabn_graph *g, int on) { g->no_fusion = !on; }
+int iabn_graph_fusion(const iabn_graph *g) { return !g->no_fusion; }
 const iabn_err *iabn_graph_error(const iabn_graph *g) { return &g->err; }
 int iabn_graph_ok(const iabn_graph *g) { return g->err.code == 0; }
 

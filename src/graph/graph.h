@@ -326,6 +326,12 @@ int iabn_layout_mode_parse(const char *s, iabn_layout_mode *out, iabn_err *e);
 /* Before finalize (default auto). */
 void iabn_graph_set_layout_mode(iabn_graph *g, iabn_layout_mode m);
 
+/* Fused layers (layers.h iabn_conv2d_add): on by default; off, a model
+ * builds them as their parts (the same results, more memory traffic).  Set
+ * before building the layers it should apply to. */
+void iabn_graph_set_fusion(iabn_graph *g, int on);
+int iabn_graph_fusion(const iabn_graph *g);
+
 /* Winograd convolutions (winograd.c).  A node's winograd flag sets its
  * geometry's (cpu/conv.h), so that the CPU's oneDNN path runs dense 3x3
  * stride-1 convs on maps of 14x14 and more with its Winograd kernels where

@@ -136,6 +136,14 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
                 (v ? pro : con)[t]++;
             }
         }
+        /* an output written over an input is that input's storage: one
+         * layout (conv2d_add's sum and its residual; the SAME ops' pairs
+         * are joined above anyway) */
+        for (int j = 0; j < n->nout; j++) {
+            int k = n->inplace[j];
+            if (k < 0 || n->out[j] < 0 || n->in[k] < 0) continue;
+            parent[find(parent, n->out[j])] = find(parent, n->in[k]);
+        }
     }
     /* the sets' totals at their roots */
     for (int t = 0; t < nt; t++) {

@@ -4,13 +4,17 @@
  * (src/tensor/cpu/conv.c, src/tensor/cuda/conv.cu).  Each pass votes on its
  * activations' layouts (graph/layout.c) through the backend, and runs with
  * the layouts the pass chose: x / dx on the geometry's x side, y / dy on its
- * y side. */
+ * y side.  conv2d_add is the same op with a residual input that its output
+ * overwrites: the forward adds the convolution to it (the geometry's
+ * accumulate flag), the backward hands dy to it as an add would. */
 #include "layers/layer_util.h"
 
 /* Which side of the geometry an operand is on, per pass: x side 0, y side
- * 1, -1 for the weights, bias and their gradients. */
-static int side_of(iabn_conv_pass pass, int out, int k)
+ * 1, -1 for the weights, bias and their gradients.  conv2d_add's residual
+ * input (k == residual) is y's storage: the y side. */
+static int side_of(iabn_conv_pass pass, int out, int k, int residual)
 {
+    if (pass == IABN_CONV_FWD && !out && residual && k == residual) return 1;
     if (k != 0 && !(pass == IABN_CONV_BWD_FILTER && !out && k == 1)) return -1;
     switch (pass) {
     case IABN_CONV_FWD: return out;            /* x -> y */
@@ -29,13 +33,16 @@ static iabn_conv_geom base_geom(const iabn_node *n)
     return geo;
 }
 
-/* The node's geometry with the layouts of its activation tensors. */
+/* The node's geometry with the layouts of its activation tensors (and,
+ * for conv2d_add's forward, the accumulating output). */
 static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass)
 {
+    IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = base_geom(n);
+    geo.accumulate = pass == IABN_CONV_FWD && P.residual;
     for (int s = 0; s < n->nin + n->nout; s++) {
         int out = s >= n->nin, k = out ? s - n->nin : s;
-        int side = side_of(pass, out, k), t = out ? n->out[k] : n->in[k];
+        int side = side_of(pass, out, k, P.residual), t = out ? n->out[k] : n->in[k];
         if (side < 0 || t < 0) continue;
         if (side) geo.y_layout = lt(g, t)->layout;
         else geo.x_layout = lt(g, t)->layout;
@@ -46,8 +53,9 @@ static iabn_conv_geom geom_of(const iabn_graph *g, const iabn_node *n, iabn_conv
 static int vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out, int k,
                 iabn_conv_pass pass)
 {
+    IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = base_geom(n);
-    int side = side_of(pass, out, k);
+    int side = side_of(pass, out, k, P.residual);
     return side < 0 ? -1 : be->k->conv_layout_vote(&geo, pass, side);
 }
 
@@ -65,6 +73,10 @@ static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = geom_of(g, n, IABN_CONV_FWD);
+    /* conv2d_add: y starts as the residual, which it overwrites; a plan
+     * without in-place outputs (plan.c's noinplace) keeps them apart */
+    if (P.residual && b->out[0] != b->in[P.residual])
+        IABN_K(copy_bytes, lt(g, n->out[0])->nbytes, b->in[P.residual], b->out[0]);
     IABN_K(conv_fwd, &geo, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch,
            b->scratch_bytes);
     return 0;
@@ -145,6 +157,7 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
         iabn_graph_node(g, &op_bwd_data, nd.name, 2, ins, 1, &dx, &P, sizeof P);
         din[0] = dx;
     }
+    if (P.residual) din[P.residual] = dy; /* conv2d_add: d(x + r) / dr */
     (void)e;
     return iabn_graph_ok(g) ? 0 : -1;
 }
@@ -154,11 +167,21 @@ static const iabn_op_def op_conv = {
     .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
     .winograd = fwd_winograd,
 };
+/* conv2d + add in one node (iabn_conv2d_add): the same entries, the
+ * residual an input more; not rerun by the storage strategy (its output
+ * overwrote that input). */
+static const iabn_op_def op_conv_add = {
+    .name = "conv2d_add", .backward = conv_backward, .scratch_bytes = fwd_scratch,
+    .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
+    .winograd = fwd_winograd,
+};
 
-int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,
-                int pad, int dil, int groups, int bias)
+/* conv2d, or with r >= 0 conv2d_add where the backend fuses it (else
+ * conv2d and then add): the layer entries below. */
+static int conv_layer(iabn_graph *g, const char *name, const char *out_name, int x, int r,
+                      int c_out, int k, int stride, int pad, int dil, int groups, int bias)
 {
-    if (x < 0 || !iabn_graph_ok(g)) return -1;
+    if (x < 0 || (out_name && r < 0) || !iabn_graph_ok(g)) return -1;
     const iabn_tensor *xt = lt(g, x);
     if (xt->nd != 4)
         return iabn_graph_fail(g, IABN_EINVAL, "%s: input %s must be N,C,H,W", name, xt->name);
@@ -175,11 +198,47 @@ int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int st
     int wshape[4] = {c_out, xt->shape[1] / groups, k, k};
     /* before param(): adding tensors moves the array xt points into */
     int yshape[4] = {xt->shape[0], c_out, P.geom.h_out, P.geom.w_out};
+    if (out_name) {
+        const iabn_tensor *rt = lt(g, r);
+        if (rt->nd != 4 || memcmp(rt->shape, yshape, sizeof yshape))
+            return iabn_graph_fail(g, IABN_EINVAL,
+                                   "%s: the residual %s is not the convolution's %dx%dx%dx%d",
+                                   out_name, rt->name, yshape[0], yshape[1], yshape[2],
+                                   yshape[3]);
+        const iabn_backend *be = iabn_store_backend(iabn_graph_store(g));
+        if (!iabn_graph_fusion(g) || !be->k->conv_accumulates ||
+            !be->k->conv_accumulates(&P.geom)) /* apart: conv2d, then add */
+            return iabn_add_layer(g, out_name,
+                                  conv_layer(g, name, NULL, x, -1, c_out, k, stride, pad, dil,
+                                             groups, bias),
+                                  r);
+    }
     int w = param(g, name, ".weight", IABN_P_WEIGHT, 4, wshape);
     int bshape[1] = {c_out};
     int bt = bias ? param(g, name, ".bias", IABN_P_BIAS, 1, bshape) : -1;
-    int y = named(g, name, "", IABN_F32, 4, yshape);
-    int ins[3] = {x, w, bt};
-    if (iabn_graph_node(g, &op_conv, name, bias ? 3 : 2, ins, 1, &y, &P, sizeof P) < 0) return -1;
+    int y = named(g, out_name ? out_name : name, "", IABN_F32, 4, yshape);
+    int ins[4] = {x, w, bt, r}, nin = bias ? 3 : 2;
+    if (out_name) {
+        P.residual = nin;
+        ins[nin++] = r;
+    }
+    int n = iabn_graph_node(g, out_name ? &op_conv_add : &op_conv, name, nin, ins, 1, &y, &P,
+                            sizeof P);
+    if (n < 0) return -1;
+    if (out_name) iabn_graph_inplace(g, n, 0, P.residual, 1);
     return y;
+}
+
+int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int stride,
+                int pad, int dil, int groups, int bias)
+{
+    return conv_layer(g, name, NULL, x, -1, c_out, k, stride, pad, dil, groups, bias);
+}
+
+int iabn_conv2d_add(iabn_graph *g, const char *name, const char *out_name, int x, int r,
+                    int c_out, int k, int stride, int pad, int dil, int groups, int bias)
+{
+    if (!out_name)
+        return iabn_graph_fail(g, IABN_EINVAL, "%s: conv2d_add needs a name for its sum", name);
+    return conv_layer(g, name, out_name, x, r, c_out, k, stride, pad, dil, groups, bias);
 }

@@ -24,6 +24,7 @@ typedef struct na_p {
 typedef struct conv_p {
     iabn_conv_geom geom;
     int bias;
+    int residual;      /* conv2d_add: the input y adds to and overwrites (0: none) */
 } conv_p;
 
 /* elementwise.c: dropout2d and its backward */

@@ -104,11 +104,19 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
     if (drop > 0.f && !m->cfg->no_dropout)
         h = iabn_dropout2d(m->g, iabn_mdl_name(m, full, "%s", sub(n, name, "convs.dropout")), h,
                            drop);
-    if (nch == 2)
-        h = iabn_mdl_conv(m, sub(n, name, "convs.conv2"), h, ch[1], 3, 1, dil, 1, 0);
-    else
-        h = iabn_mdl_conv(m, sub(n, name, "convs.conv3"), h, ch[2], 1, 1, 1, 1, 0);
-    return iabn_add_layer(m->g, iabn_mdl_name(m, full, "%s", name), h, shortcut);
+    /* The last conv adds the shortcut as it writes (iabn_conv2d_add) where
+     * nothing reads the shortcut afterwards: a projection, or x in the
+     * in-place modes (bn1 overwrote it; the copy above is the shortcut).
+     * In the other modes x is bn1's saved input, and the fused layer
+     * would need one more copy of it: conv and add stay apart. */
+    int k = nch == 2 ? 3 : 1, d = k == 3 ? dil : 1, pad = k == 3 ? dil : 0;
+    char last[IABN_NAME_LEN];
+    iabn_mdl_name(m, last, "%s", sub(n, name, nch == 2 ? "convs.conv2" : "convs.conv3"));
+    iabn_mdl_name(m, full, "%s", name);
+    if (shortcut != x || iabn_bn_mode_is_inplace(m->cfg->bn))
+        return iabn_conv2d_add(m->g, last, full, h, shortcut, ch[nch - 1], k, 1, pad, d, 1, 0);
+    h = iabn_conv2d(m->g, last, h, ch[nch - 1], k, 1, pad, d, 1, 0);
+    return iabn_add_layer(m->g, full, h, shortcut);
 }
 
 int iabn_mdl_classifier(const iabn_mctx *m, int x)

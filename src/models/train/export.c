@@ -53,6 +53,8 @@ char *iabn_export_graph_json(const iabn_model_cfg *mc, int height, int width, ia
     iabn_store *s = iabn_store_new_virtual(iabn_backend_cpu(), e);
     if (!s) return NULL;
     iabn_graph *g = iabn_graph_new(s, IABN_EVAL);
+    /* the model's layers as their reference has them, not fused for speed */
+    if (g) iabn_graph_set_fusion(g, 0);
     int xs[4] = {1, 3, height, width};
     int x = iabn_graph_input(g, "input", IABN_F32, 4, xs), logits = -1;
     int rc = iabn_model_build(g, mc, x, &logits);
