@@ -381,6 +381,10 @@ static void test_conv_bench(void)
               (rows[i].onednn && !strcmp(rows[i].path, "onednn")));
     }
     CHECK(!strcmp(rows[0].pass, "fwd") && !strcmp(rows[2].pass, "bwd-weights"));
+    /* the residual add fused into the forward (conv2d_add) where the graph
+     * would fuse it: the oneDNN path */
+    CHECK(rows[0].residual == iabn_conv_have_dnnl() && !rows[1].residual && !rows[2].residual);
+    if (rows[0].residual) CHECK(rows[0].residual_ms[0] > 0 && rows[0].residual_ms[1] > 0);
     /* peak 0: the FMA loop timed beside each pass, each row against its own */
     CHECK_OK(iabn_convbench_run("conv1x1", 1, 0, 1, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++)

@@ -3,6 +3,8 @@
  * on NCHW operands, and the path nChw16c operands take where the conv votes
  * for them (oneDNN's, or the blocked grouped kernels), against the targets
  * there (measured by the library: tensor/cpu/conv_bench.h).
+ * Below the table, where the graph fuses a residual add into the forward
+ * (layers.h iabn_conv2d_add), the conv then the add against the fused conv.
  * The wino column times the conv with --winograd's flag where that runs
  * oneDNN's Winograd kernels, counting the direct convolution's FLOPs (so it
  * can pass 100% of peak); the chosen path stays the default's.
@@ -43,6 +45,10 @@ static void print_json(const iabn_convbench_row *rows, int n)
         cJSON_AddNumberToObject(o, "peak_fraction", r->peak_fraction);
         cJSON_AddNumberToObject(o, "target", r->target);
         cJSON_AddBoolToObject(o, "ok", r->ok);
+        if (r->residual) { /* [conv then add, fused], ms */
+            cJSON *ms = cJSON_CreateDoubleArray(r->residual_ms, 2);
+            if (ms) cJSON_AddItemToObject(o, "residual_add_ms", ms);
+        }
         cJSON_AddItemToArray(list, o);
     }
     char *s = list ? cJSON_Print(list) : NULL;
@@ -113,6 +119,16 @@ int iabn_bench_conv(int argc, char **argv)
                    r->pass, pk, r->native_path, r->native_gflops, 100 * r->native_gflops / pk, dcol,
                    bcol, wcol, r->onednn ? r->onednn_impl : "-",
                    r->blocked && strcmp(r->path, "onednn") == 0 ? "nChw16c" : r->path, tcol);
+        }
+        int header = 0;
+        for (int i = 0; i < n; i++) {
+            const iabn_convbench_row *r = &rows[i];
+            if (!r->residual) continue;
+            if (!header++)
+                printf("\nresidual add after the forward (conv2d_add), best ms: the conv and "
+                       "then the add, and fused (oneDNN's sum post-op)\n");
+            printf("%-28s %8.3f %8.3f   %.2fx\n", r->desc, r->residual_ms[0], r->residual_ms[1],
+                   r->residual_ms[0] / r->residual_ms[1]);
         }
     }
     return strict && missed ? 1 : 0;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tensor/cpu/conv_impl.h"
+#include "tensor/cpu/ops.h"
 
 typedef struct bench_case {
     const char *name;
@@ -192,6 +193,38 @@ static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *
     return rc;
 }
 
+/* The residual add (layers.h iabn_conv2d_add) on the forward of g, where
+ * the graph fuses it: best times of the convolution then the add kernel
+ * (t[0], what an unfused graph runs) and of the accumulating convolution
+ * (t[1]), alternating call by call.  r holds the shortcut; the fused run
+ * adds into y2, which grows with each call (the time does not depend on
+ * the values). */
+static int time_residual(iabn_conv_cache *c, const iabn_conv_geom *g, int threads, int repeat,
+                         float *x, float *w, float *y, float *y2, const float *r, size_t ny,
+                         void *scr, size_t sb, double *t, iabn_err *e)
+{
+    iabn_conv_geom ga = *g;
+    ga.accumulate = 1;
+    iabn_conv_plan p, pa;
+    iabn_conv_plan_make(g, IABN_CONV_FWD, threads, &p);
+    iabn_conv_plan_make(&ga, IABN_CONV_FWD, threads, &pa);
+    memcpy(y2, r, ny * sizeof(float));
+    t[0] = t[1] = 1e30;
+    int rc = 0;
+    for (int i = -1; i < repeat && !rc; i++) { /* i -1: the warm-up */
+        double t0 = iabn_now();
+        rc = iabn_conv_run_plan(c, &p, g, IABN_CONV_FWD, x, w, NULL, y, NULL, scr, sb, e);
+        if (!rc) iabn_add(ny, y, r, y);
+        double t1 = iabn_now();
+        if (!rc) rc = iabn_conv_run_plan(c, &pa, &ga, IABN_CONV_FWD, x, w, NULL, y2, NULL, scr,
+                                         sb, e);
+        double t2 = iabn_now();
+        if (i >= 0 && t1 - t0 < t[0]) t[0] = t1 - t0;
+        if (i >= 0 && t2 - t1 < t[1]) t[1] = t2 - t1;
+    }
+    return rc;
+}
+
 /* Measures the three passes of one case into rows[0..3). */
 static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
                      iabn_convbench_row *rows, iabn_err *e)
@@ -226,6 +259,12 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     iabn_conv_plan nat[3], dn[3], blk[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
+    /* the residual add fused where the graph would (gb's layouts) */
+    iabn_conv_geom ga = gb;
+    ga.accumulate = 1;
+    int has_res = iabn_conv_accumulates(&gb);
+    if (has_res && iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, threads) > sb)
+        sb = iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, threads);
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, threads, &nat[p]);
         if (nat[p].total * sizeof(float) > sb) sb = nat[p].total * sizeof(float);
@@ -251,12 +290,15 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     float *x = iabn_aligned_alloc(64, nx * 4), *dx = iabn_aligned_alloc(64, nx * 4);
     float *y = iabn_aligned_alloc(64, ny * 4), *w = iabn_aligned_alloc(64, nw * 4);
     float *dw = iabn_aligned_alloc(64, nw * 4);
+    float *res = has_res ? iabn_aligned_alloc(64, ny * 4) : NULL;
+    float *y2 = has_res ? iabn_aligned_alloc(64, ny * 4) : NULL;
     void *scr = iabn_aligned_alloc(64, sb ? sb : 64);
-    if (!x || !dx || !y || !w || !dw || !scr) {
+    if (!x || !dx || !y || !w || !dw || !scr || (has_res && (!res || !y2))) {
         rc = iabn_err_set(e, IABN_ENOMEM, "bench conv: out of memory for %s", bc->name);
         goto done;
     }
     fill(x, nx, 1); fill(w, nw, 2); fill(y, ny, 3);
+    if (has_res) fill(res, ny, 4);
     memset(dw, 0, nw * 4);
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
                    g.kh * g.kw;
@@ -290,11 +332,20 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->peak_fraction = r->gflops / pk;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;
+        r->residual = pass == 0 && has_res;
+        if (r->residual) {
+            double tr[2];
+            rc = time_residual(cache, &gb, threads, repeat, x, w, y, y2, res, ny, scr, sb, tr,
+                               e);
+            r->residual_ms[0] = tr[0] * 1e3;
+            r->residual_ms[1] = tr[1] * 1e3;
+        }
     }
 done:
     iabn_conv_cache_free(cache);
     iabn_aligned_free(x); iabn_aligned_free(dx); iabn_aligned_free(y);
     iabn_aligned_free(w); iabn_aligned_free(dw); iabn_aligned_free(scr);
+    iabn_aligned_free(res); iabn_aligned_free(y2);
     return rc;
 }
 

@@ -36,6 +36,9 @@ typedef struct iabn_convbench_row {
                                           /* it votes so (as the graph runs it);   */
                                           /* target 0: none                        */
     int ok;                               /* at or over the target                 */
+    int residual;                         /* fwd rows where the graph fuses a      */
+    double residual_ms[2];                /* residual add (conv2d_add): best ms of */
+                                          /* the conv then the add, and fused      */
 } iabn_convbench_row;
 
 /* Rows enough for every case (3 passes each): conv_bench.c checks it at
