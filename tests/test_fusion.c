@@ -7,8 +7,9 @@
  * something reads it afterwards (finalize copies it first), and the fused
  * graph has no add node in its forward; a residual of the wrong shape is
  * refused; ResNeXt's preact blocks fuse where the builder says
- * (projections; x too in the in-place modes); a whole resnext50 step fused
- * and apart computes the same function (float32 noise, see below). */
+ * (projections; x too in the in-place modes); a whole resnext50 fused and
+ * apart: a training step's bits on NCHW, the evaluation's logits within
+ * float32 noise on nChw16c (see test_model). */
 #include "graph_test_util.h"
 
 #include "layers/layers.h"
@@ -20,6 +21,28 @@ typedef struct net_out {
     size_t nsum, ngrads;
     int adds, fused;
 } net_out;
+
+/* Runs t's step from zeroed gradients: its loss and every parameter
+ * gradient, concatenated in store order, into o. */
+static int run_step(t_run *t, net_out *o)
+{
+    iabn_store_zero_grads(t->s, NULL);
+    iabn_err e = {0};
+    int rc = iabn_exec_run(t->ex, &e);
+    if (rc) fprintf(stderr, "run: %s\n", e.msg);
+    o->loss = *(float *)iabn_exec_ptr(t->ex, t->loss);
+    for (int i = 0; i < iabn_store_count(t->s); i++)
+        if (iabn_store_get(t->s, i)->grad) o->ngrads += iabn_store_get(t->s, i)->count;
+    o->grads = malloc(o->ngrads * 4);
+    size_t at = 0;
+    for (int i = 0; i < iabn_store_count(t->s); i++) {
+        iabn_param *p = iabn_store_get(t->s, i);
+        if (!p->grad) continue;
+        memcpy(o->grads + at, p->grad, p->count * 4);
+        at += p->count;
+    }
+    return rc;
+}
 
 /* x -> [proj 1x1 -> s] , x -> conv 1x1 -> bn-free relu-free h2 -> last(h2) + s;
  * with `reread`, s also feeds the loss (so it is read after the add). */
@@ -56,11 +79,7 @@ static int run_net(int fusion, int k, int reread, iabn_layout_mode lm, net_out *
     }
     t_set_params_random(t.s, 3);
     t_set_inputs_random(&t, 4);
-    iabn_store_zero_grads(t.s, NULL);
-    iabn_err e = {0};
-    int rc = iabn_exec_run(t.ex, &e);
-    if (rc) fprintf(stderr, "run: %s\n", e.msg);
-    o->loss = *(float *)iabn_exec_ptr(t.ex, t.loss);
+    int rc = run_step(&t, o);
     const iabn_tensor *st = iabn_graph_t(t.g, sum);
     o->nsum = st->nbytes / 4;
     o->sum = malloc(st->nbytes);
@@ -70,14 +89,6 @@ static int run_net(int fusion, int k, int reread, iabn_layout_mode lm, net_out *
                   iabn_exec_ptr(t.ex, sum), o->sum, 1);
     else
         memcpy(o->sum, iabn_exec_ptr(t.ex, sum), st->nbytes);
-    for (int i = 0; i < iabn_store_count(t.s); i++) o->ngrads += iabn_store_get(t.s, i)->count;
-    o->grads = malloc(o->ngrads * 4);
-    size_t at = 0;
-    for (int i = 0; i < iabn_store_count(t.s); i++) {
-        iabn_param *p = iabn_store_get(t.s, i);
-        memcpy(o->grads + at, p->grad, p->count * 4);
-        at += p->count;
-    }
     t_free(&t);
     return rc;
 }
@@ -120,7 +131,7 @@ static void test_refused(void)
 
 /* ResNeXt's blocks: the last conv of every block fused in the in-place
  * modes, of the projection blocks only in the others. */
-static void test_models(void)
+static void test_blocks(void)
 {
     static const iabn_bn_mode modes[] = {IABN_BN_STANDARD, IABN_BN_INPLACE_II};
     for (int i = 0; i < 2; i++) {
@@ -144,79 +155,84 @@ static void test_models(void)
     }
 }
 
-/* One training step of resnext50 (2x3x128x128, random weights), its loss and
- * parameter gradients, fused or apart. */
-static int model_step(iabn_bn_mode mode, int fusion, iabn_layout_mode lm, net_out *o)
+/* resnext50 on 2x3x64x64 (random weights, 5 classes): with `train`, one
+ * training step's loss and parameter gradients; else the evaluation
+ * graph's logits (in o->sum). */
+static int model_run(iabn_bn_mode mode, int fusion, iabn_layout_mode lm, int train, net_out *o)
 {
     t_run t = {0};
     t.s = iabn_store_new(iabn_backend_cpu(), NULL);
-    t.g = iabn_graph_new(t.s, IABN_TRAIN);
+    t.g = iabn_graph_new(t.s, train ? IABN_TRAIN : IABN_EVAL);
     iabn_graph_set_fusion(t.g, fusion);
     iabn_graph_set_layout_mode(t.g, lm);
     iabn_model_cfg cfg = iabn_model_defaults("resnext50");
     cfg.bn = mode;
     cfg.classes = 5;
-    int x = iabn_graph_input(t.g, "input", IABN_F32, 4, (int[]){2, 3, 128, 128}), logits = -1;
+    int x = iabn_graph_input(t.g, "input", IABN_F32, 4, (int[]){2, 3, 64, 64}), logits = -1;
     if (iabn_model_build(t.g, &cfg, x, &logits)) return -1;
-    t.loss = t_wsum(t.g, logits, NULL);
+    iabn_graph_mark_output(t.g, logits);
+    t.loss = train ? t_wsum(t.g, logits, NULL) : -1;
     if (t_prepare(&t, NULL)) {
         t_free(&t);
         return -1;
     }
     memset(o, 0, sizeof *o);
     t_set_params_random(t.s, 5);
-    for (int i = 0; i < iabn_store_count(t.s); i++) { /* keep 50 layers finite */
-        iabn_param *p = iabn_store_get(t.s, i);
-        if (p->kind == IABN_P_WEIGHT && p->nd >= 2)
-            for (size_t k = 0; k < p->count; k++) p->data[k] *= sqrtf(3.f * p->shape[0] / p->count);
-    }
-    t_set_inputs_random(&t, 6);
-    iabn_store_zero_grads(t.s, NULL);
-    iabn_err e = {0};
-    int rc = iabn_exec_run(t.ex, &e);
-    if (rc) fprintf(stderr, "run: %s\n", e.msg);
-    o->loss = *(float *)iabn_exec_ptr(t.ex, t.loss);
-    for (int i = 0; i < iabn_store_count(t.s); i++)
-        if (iabn_store_get(t.s, i)->grad) o->ngrads += iabn_store_get(t.s, i)->count;
-    o->grads = malloc(o->ngrads * 4);
-    size_t at = 0;
     for (int i = 0; i < iabn_store_count(t.s); i++) {
         iabn_param *p = iabn_store_get(t.s, i);
-        if (!p->grad) continue;
-        memcpy(o->grads + at, p->grad, p->count * 4);
-        at += p->count;
+        /* weights of variance 1/fan-in keep 50 layers finite; gammas in
+         * [0.5, 1]: the in-place backward divides by |gamma| + eps */
+        for (size_t k = 0; k < p->count; k++) {
+            if (p->kind == IABN_P_WEIGHT && p->nd >= 2)
+                p->data[k] *= sqrtf(3.f * p->shape[0] / p->count);
+            else if (p->kind == IABN_P_BN_WEIGHT)
+                p->data[k] = 0.5f + 0.5f * fabsf(p->data[k]);
+        }
+    }
+    t_set_inputs_random(&t, 6);
+    int rc = 0;
+    if (train) {
+        rc = run_step(&t, o);
+    } else {
+        iabn_err e = {0};
+        if ((rc = iabn_exec_run(t.ex, &e))) fprintf(stderr, "run: %s\n", e.msg);
+        o->nsum = iabn_graph_t(t.g, logits)->nbytes / 4;
+        o->sum = malloc(o->nsum * 4);
+        memcpy(o->sum, iabn_exec_ptr(t.ex, logits), o->nsum * 4);
     }
     t_free(&t);
     return rc;
 }
 
-/* A whole model fused and apart: the same function.  Not the same bits:
- * oneDNN's kernels with a sum post-op (nChw16c ones, and the GEMM kernel of
- * 1x1 convs on large NCHW maps) may start their accumulators from y when
- * they split a long reduction.  That is float32 noise, which batch norm
- * over few values amplifies (at 32x32, mod5's maps are 1x1 and its BN
- * normalises 2 values: the same noise moves the loss by 5%), so the model
- * runs at 128x128 (32 values) and the check is a tolerance.  In-place II
- * fuses every block, standard the projections only. */
-static void test_model_step(void)
+/* A whole model fused and apart.  With NCHW activations the fused convs
+ * of a 64x64 resnext50 all add y to a finished sum (through the scratch
+ * copy): a training step gives the same bits.  On nChw16c operands oneDNN's
+ * sum post-op may add y in before the last part of a long reduction
+ * (float32 noise, test_conv_dnnl), and a training step's batch norm over
+ * few values amplifies such noise chaotically (at 32x32, mod5's BN
+ * normalises 2 values: 1e-7 moved the loss by 5%; even at 128x128 one
+ * gradient moved by 0.7% of the largest in standard mode, which fuses 4
+ * blocks), so there the evaluation graph is compared, whose BN is an
+ * affine map: the logits within 1e-5.  In-place II fuses every block,
+ * standard the projections only. */
+static void test_model(void)
 {
-    static const struct {
-        iabn_bn_mode mode;
-        iabn_layout_mode layout;
-    } cfgs[] = {{IABN_BN_INPLACE_II, IABN_LAYOUT_MODE_AUTO},
-                {IABN_BN_INPLACE_II, IABN_LAYOUT_MODE_NCHW},
-                {IABN_BN_STANDARD, IABN_LAYOUT_MODE_AUTO}};
-    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+    static const iabn_bn_mode modes[] = {IABN_BN_INPLACE_II, IABN_BN_STANDARD};
+    for (int i = 0; i < 2; i++) {
+        const char *mn = iabn_bn_mode_name(modes[i]);
         net_out a, b;
-        const char *mn = iabn_bn_mode_name(cfgs[i].mode);
-        const char *ln = iabn_layout_mode_name(cfgs[i].layout);
-        CHECK_OK(model_step(cfgs[i].mode, 1, cfgs[i].layout, &a));
-        CHECK_OK(model_step(cfgs[i].mode, 0, cfgs[i].layout, &b));
-        CHECK_MSG(fabs(a.loss - b.loss) <= 1e-5 * fabs(b.loss), "%s %s: loss %.9g fused, %.9g apart",
-                  mn, ln, a.loss, b.loss);
-        double rel = a.ngrads == b.ngrads ? t_rel_diff(a.grads, b.grads, a.ngrads) : 1;
-        CHECK_MSG(rel <= 1e-4, "%s %s: gradients differ by %.3g", mn, ln, rel);
+        CHECK_OK(model_run(modes[i], 1, IABN_LAYOUT_MODE_NCHW, 1, &a));
+        CHECK_OK(model_run(modes[i], 0, IABN_LAYOUT_MODE_NCHW, 1, &b));
+        CHECK_MSG(a.loss == b.loss, "%s nchw: loss %.9g fused, %.9g apart", mn, a.loss, b.loss);
+        CHECK_MSG(a.ngrads == b.ngrads && !memcmp(a.grads, b.grads, a.ngrads * 4),
+                  "%s nchw: gradients differ by %.3g", mn,
+                  a.ngrads == b.ngrads ? t_rel_diff(a.grads, b.grads, a.ngrads) : 1.0);
         free(a.grads); free(b.grads);
+        CHECK_OK(model_run(modes[i], 1, IABN_LAYOUT_MODE_AUTO, 0, &a));
+        CHECK_OK(model_run(modes[i], 0, IABN_LAYOUT_MODE_AUTO, 0, &b));
+        double rel = a.nsum == b.nsum ? t_rel_diff(a.sum, b.sum, a.nsum) : 1;
+        CHECK_MSG(rel <= 1e-5, "%s auto, evaluation: logits differ by %.3g", mn, rel);
+        free(a.sum); free(b.sum);
     }
 }
 
@@ -229,7 +245,7 @@ int main(void)
     }
     RUN(test_same_bits);
     RUN(test_refused);
-    RUN(test_models);
-    RUN(test_model_step);
+    RUN(test_blocks);
+    RUN(test_model);
     return TEST_END();
 }
