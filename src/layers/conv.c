@@ -217,7 +217,7 @@ static int conv_layer(iabn_graph *g, const char *name, const char *out_name, int
     int bshape[1] = {c_out};
     int bt = bias ? param(g, name, ".bias", IABN_P_BIAS, 1, bshape) : -1;
     int y = named(g, out_name ? out_name : name, "", IABN_F32, 4, yshape);
-    int ins[4] = {x, w, bt, r}, nin = bias ? 3 : 2;
+    int ins[4] = {x, w, bt, -1}, nin = bias ? 3 : 2;
     if (out_name) {
         P.residual = nin;
         ins[nin++] = r;

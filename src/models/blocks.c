@@ -44,13 +44,15 @@ void iabn_mdl_block(const iabn_mctx *m, const char *fmt, ...)
     iabn_graph_begin_block(m->g, iabn_mdl_name(m, full, "%s", tail));
 }
 
+/* The reference's padding: the map keeps its size at stride 1. */
+static int same_pad(int k, int dil) { return k == 1 ? 0 : dil * (k - 1) / 2; }
+
 int iabn_mdl_conv(const iabn_mctx *m, const char *name, int x, int c_out, int k, int stride,
                   int dil, int groups, int bias)
 {
     char full[IABN_NAME_LEN];
-    int pad = k == 1 ? 0 : dil * (k - 1) / 2;
-    return iabn_conv2d(m->g, iabn_mdl_name(m, full, "%s", name), x, c_out, k, stride, pad, dil,
-                       groups, bias);
+    return iabn_conv2d(m->g, iabn_mdl_name(m, full, "%s", name), x, c_out, k, stride,
+                       same_pad(k, dil), dil, groups, bias);
 }
 
 int iabn_mdl_bn(const iabn_mctx *m, const char *name, int x, int identity)
@@ -106,16 +108,18 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
                            drop);
     /* The last conv adds the shortcut as it writes (iabn_conv2d_add) where
      * nothing reads the shortcut afterwards: a projection, or x in the
-     * in-place modes (bn1 overwrote it; the copy above is the shortcut).
-     * In the other modes x is bn1's saved input, and the fused layer
-     * would need one more copy of it: conv and add stay apart. */
-    int k = nch == 2 ? 3 : 1, d = k == 3 ? dil : 1, pad = k == 3 ? dil : 0;
+     * in-place modes (bn1 works on the copy finalize makes, and the sum
+     * overwrites x itself).  In the other modes x is bn1's saved input, and
+     * the fused layer would need one more copy of it: conv and add stay
+     * apart. */
+    int k = nch == 2 ? 3 : 1, d = nch == 2 ? dil : 1;
     char last[IABN_NAME_LEN];
     iabn_mdl_name(m, last, "%s", sub(n, name, nch == 2 ? "convs.conv2" : "convs.conv3"));
     iabn_mdl_name(m, full, "%s", name);
     if (shortcut != x || iabn_bn_mode_is_inplace(m->cfg->bn))
-        return iabn_conv2d_add(m->g, last, full, h, shortcut, ch[nch - 1], k, 1, pad, d, 1, 0);
-    h = iabn_conv2d(m->g, last, h, ch[nch - 1], k, 1, pad, d, 1, 0);
+        return iabn_conv2d_add(m->g, last, full, h, shortcut, ch[nch - 1], k, 1,
+                               same_pad(k, d), d, 1, 0);
+    h = iabn_conv2d(m->g, last, h, ch[nch - 1], k, 1, same_pad(k, d), d, 1, 0);
     return iabn_add_layer(m->g, full, h, shortcut);
 }
 

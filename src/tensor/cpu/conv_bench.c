@@ -187,33 +187,34 @@ static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *
             double dt = iabn_now() - t0;
             if (dt < t[k]) t[k] = dt;
         }
-        double pk = peak && !rc ? peak_windows(plan[0]->threads, 1) : 0;
-        if (peak && pk > *peak) *peak = pk;
+        if (peak && !rc) {
+            double pk = peak_windows(plan[0]->threads, 1);
+            if (pk > *peak) *peak = pk;
+        }
     }
     return rc;
 }
 
 /* The residual add (layers.h iabn_conv2d_add) on the forward of g, where
- * the graph fuses it: best times of the convolution then the add kernel
- * (t[0], what an unfused graph runs) and of the accumulating convolution
- * (t[1]), alternating call by call.  r holds the shortcut; the fused run
- * adds into y2, which grows with each call (the time does not depend on
- * the values). */
-static int time_residual(iabn_conv_cache *c, const iabn_conv_geom *g, int threads, int repeat,
-                         float *x, float *w, float *y, float *y2, const float *r, size_t ny,
-                         void *scr, size_t sb, double *t, iabn_err *e)
+ * the graph fuses it: best times of the convolution (plan p) then the add
+ * kernel (t[0], what an unfused graph runs) and of the accumulating
+ * convolution (t[1]), alternating call by call.  r holds the shortcut; the
+ * fused run adds into y2, which grows with each call (the time does not
+ * depend on the values). */
+static int time_residual(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
+                         int repeat, float *x, float *w, float *y, float *y2, const float *r,
+                         size_t ny, void *scr, size_t sb, double *t, iabn_err *e)
 {
     iabn_conv_geom ga = *g;
     ga.accumulate = 1;
-    iabn_conv_plan p, pa;
-    iabn_conv_plan_make(g, IABN_CONV_FWD, threads, &p);
-    iabn_conv_plan_make(&ga, IABN_CONV_FWD, threads, &pa);
+    iabn_conv_plan pa;
+    iabn_conv_plan_make(&ga, IABN_CONV_FWD, p->threads, &pa);
     memcpy(y2, r, ny * sizeof(float));
     t[0] = t[1] = 1e30;
     int rc = 0;
     for (int i = -1; i < repeat && !rc; i++) { /* i -1: the warm-up */
         double t0 = iabn_now();
-        rc = iabn_conv_run_plan(c, &p, g, IABN_CONV_FWD, x, w, NULL, y, NULL, scr, sb, e);
+        rc = iabn_conv_run_plan(c, p, g, IABN_CONV_FWD, x, w, NULL, y, NULL, scr, sb, e);
         if (!rc) iabn_add(ny, y, r, y);
         double t1 = iabn_now();
         if (!rc) rc = iabn_conv_run_plan(c, &pa, &ga, IABN_CONV_FWD, x, w, NULL, y2, NULL, scr,
@@ -263,8 +264,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     iabn_conv_geom ga = gb;
     ga.accumulate = 1;
     int has_res = iabn_conv_accumulates(&gb);
-    if (has_res && iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, threads) > sb)
-        sb = iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, threads);
+    if (has_res) sb = iabn_conv_scratch_bytes(&ga, IABN_CONV_FWD, threads);
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, threads, &nat[p]);
         if (nat[p].total * sizeof(float) > sb) sb = nat[p].total * sizeof(float);
@@ -335,8 +335,8 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->residual = pass == 0 && has_res;
         if (r->residual) {
             double tr[2];
-            rc = time_residual(cache, &gb, threads, repeat, x, w, y, y2, res, ny, scr, sb, tr,
-                               e);
+            rc = time_residual(cache, &blk[0], &gb, repeat, x, w, y, y2, res, ny, scr, sb,
+                               tr, e);
             r->residual_ms[0] = tr[0] * 1e3;
             r->residual_ms[1] = tr[1] * 1e3;
         }

@@ -51,10 +51,6 @@
 #define BLK 16
 #define PMAX 28 /* accumulators of a forward tile: 28 + a weight of 32 zmm */
 #define PF_ROWS 2 /* source rows fetched ahead */
-/* Outputs at least this large bypass the cache (as in conv_direct.c). */
-#ifndef IABN_CONV_STREAM_BYTES
-#define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
-#endif
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -45,10 +45,6 @@
  * AVX2 build's summation order do not depend on which build runs. */
 #define SLACK 32
 #define WCHUNK_FLOATS 512 /* floats of the flat grid per bwd-filter chunk */
-/* Outputs at least this large bypass the cache (see vstore_nt). */
-#ifndef IABN_CONV_STREAM_BYTES
-#define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
-#endif
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -170,6 +170,15 @@ static dnnl_format_tag_t act_tag(iabn_layout l)
     return l == IABN_LAYOUT_NCHW16C ? dnnl_nChw16c : dnnl_nchw;
 }
 
+/* The caller's descriptor of x (x_side) or y: its dims in its layout. */
+static dnnl_status_t act_md(const iabn_conv_geom *g, int x_side, dnnl_memory_desc_t *md)
+{
+    dnnl_dims_t d = {g->n, x_side ? g->c_in : g->c_out, x_side ? g->h_in : g->h_out,
+                     x_side ? g->w_in : g->w_out};
+    return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32,
+                                        act_tag(x_side ? g->x_layout : g->y_layout));
+}
+
 /* The weights' descriptor: `any` for the primitive, or the store's layout
  * (oihw; grouped goihw, groups outermost: [c_out][c_in/groups][kh][kw]). */
 static int weight_md(const iabn_conv_geom *g, int any, dnnl_memory_desc_t *md, iabn_err *e)
@@ -315,11 +324,8 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
         if (rc) return rc;
     } else {
         int x = arg == DNNL_ARG_SRC || arg == DNNL_ARG_DIFF_SRC;
-        dnnl_dims_t d = {g->n, x ? g->c_in : g->c_out, x ? g->h_in : g->h_out,
-                         x ? g->w_in : g->w_out};
-        iabn_layout l = x ? g->x_layout : g->y_layout;
-        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, act_tag(l)));
-        plain = l == IABN_LAYOUT_NCHW;
+        DN(act_md(g, x, &io->user_md));
+        plain = (x ? g->x_layout : g->y_layout) == IABN_LAYOUT_NCHW;
     }
     io->via_buf = accumulate || !dnnl_memory_desc_equal(&io->user_md, &io->prim_md);
     DN(dnnl_memory_create(&io->user_m, &io->user_md, eng, DNNL_MEMORY_NONE));
@@ -410,12 +416,9 @@ static int make_pd(dnnl_engine_t eng, op_plan *p, int bias, iabn_err *e)
  * post-op then reads the caller's y). */
 static int dst_as_user(const op_plan *p)
 {
-    const iabn_conv_geom *g = &p->g;
-    dnnl_dims_t d = {g->n, g->c_out, g->h_out, g->w_out};
     dnnl_memory_desc_t user;
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
-    return want && dnnl_memory_desc_init_by_tag(&user, 4, d, dnnl_f32, act_tag(g->y_layout)) ==
-                       dnnl_success && dnnl_memory_desc_equal(&user, want);
+    return want && act_md(&p->g, 0, &user) == dnnl_success && dnnl_memory_desc_equal(&user, want);
 }
 
 /* Builds the descriptors (and, with `prims`, the primitives) of a plan. */

@@ -21,6 +21,12 @@
 #define IABN_CONV_DIRECT_MAX_TAPS 128
 #ifndef IABN_CONV_DENSE_DIRECT_MAX
 #define IABN_CONV_DENSE_DIRECT_MAX 64
+/* Outputs of the direct kernels (NCHW and blocked) at least this large are
+ * written with non-temporal stores: they would only evict the inputs still
+ * to be read.  A build may set another (-D). */
+#ifndef IABN_CONV_STREAM_BYTES
+#define IABN_CONV_STREAM_BYTES ((size_t)16 << 20)
+#endif
 #endif
 
 typedef enum iabn_conv_path {
