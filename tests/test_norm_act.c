@@ -7,7 +7,8 @@
  *  - stored buffers, counted by the planner: BN+ACT+CONV keeps 2 (standard)
  *    and 1 (checkpoint, checkpoint_opt, inplace_abn, inplace_abn_ii); the
  *    pre-activation bottleneck residual unit of the paper's Fig. 1 keeps 6
- *    (standard) versus 3 (in place);
+ *    (standard) versus 3 (in place), and its shortcut costs the in-place
+ *    modes one buffer that bn1 writes in its own pass (no copy node);
  *  - the errors: relu with an in-place mode, one value per channel in
  *    training. */
 #include "graph_test_util.h"
@@ -98,8 +99,14 @@ static void test_modes_agree(void)
         }
 }
 
-/* kept buffers of block "unit" for a graph built by fn */
-static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
+/* What the planner keeps of block "unit", and what the in-place rules cost:
+ * copies (the report's count), copy nodes in the schedule, and whether bn1's
+ * output shares its input's buffer. */
+typedef struct unit_mem {
+    int kept, copies, copy_nodes, bn1_shares;
+} unit_mem;
+
+static int kept_buffers_of(iabn_bn_mode mode, int bottleneck_unit, unit_mem *u)
 {
     iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
@@ -109,8 +116,9 @@ static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
     iabn_graph_begin_block(g, "unit");
     iabn_norm_act_cfg bn = iabn_norm_act_defaults(mode);
     int out;
+    int z1 = -1;
     if (bottleneck_unit) {
-        int z = iabn_norm_act(g, "bn1", h, &bn);
+        int z = z1 = iabn_norm_act(g, "bn1", h, &bn);
         z = iabn_conv2d(g, "conv1", z, 4, 1, 1, 0, 1, 1, 0);
         z = iabn_norm_act(g, "bn2", z, &bn);
         z = iabn_conv2d(g, "conv2", z, 4, 3, 1, 1, 1, 2, 0);
@@ -130,8 +138,12 @@ static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
         iabn_plan_build(g, NULL, &p, &e) == 0) {
         iabn_block_mem rows[2];
         iabn_plan_blocks(g, p, rows);
-        kept = rows[0].kept_buffers;
-        *copies = rows[0].copies;
+        kept = u->kept = rows[0].kept_buffers;
+        u->copies = rows[0].copies;
+        u->copy_nodes = 0;
+        for (int i = 0; i < iabn_graph_schedule_len(g); i++)
+            u->copy_nodes += iabn_graph_n(g, iabn_graph_schedule(g)[i])->op == &iabn_op_copy;
+        u->bn1_shares = z1 >= 0 && p->group[z1] >= 0 && p->group[z1] == p->group[h];
     } else {
         fprintf(stderr, "%s\n", e.msg);
     }
@@ -139,6 +151,14 @@ static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
     iabn_graph_free(g);
     iabn_store_free(s);
     return kept;
+}
+
+static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
+{
+    unit_mem u = {-1, -1, -1, -1};
+    int k = kept_buffers_of(mode, bottleneck_unit, &u);
+    *copies = u.copies;
+    return k;
 }
 
 static void test_stored_buffers(void)
@@ -157,6 +177,17 @@ static void test_stored_buffers(void)
     int k_ip = kept_buffers(IABN_BN_INPLACE_II, 1, &copies);
     CHECK_MSG(k_ip == 3, "residual unit, in place: %d buffers, expected 3", k_ip);
     CHECK_MSG(copies == 1, "residual unit, in place: %d copies (the shortcut needs 1)", copies);
+    /* That copy is bn1 writing z to a buffer of its own, in the same pass
+     * (iabn_op_def.own_buffer): no copy node runs, and bn1's input and output
+     * are two buffers.  In the standard mode bn1 is never in place. */
+    for (int m = IABN_BN_INPLACE; m <= IABN_BN_INPLACE_II; m++) {
+        unit_mem u = {-1, -1, -1, -1};
+        k_ip = kept_buffers_of((iabn_bn_mode)m, 1, &u);
+        CHECK_MSG(k_ip == 3 && u.copies == 1 && u.copy_nodes == 0 && u.bn1_shares == 0,
+                  "residual unit, %s: %d buffers, %d copies, %d copy nodes, bn1 shares x: %d",
+                  iabn_bn_mode_name((iabn_bn_mode)m), k_ip, u.copies, u.copy_nodes,
+                  u.bn1_shares);
+    }
 }
 
 static void test_errors(void)

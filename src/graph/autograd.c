@@ -13,6 +13,8 @@
  *     producer, a prefetch before the first backward reader;
  *  3. copies before MUST in-place nodes whose input is still needed later (a
  *     residual shortcut) or is persistent: the copy is what gets overwritten;
+ *     an op whose kernel can write elsewhere (in-place ABN) writes its output
+ *     to a buffer of its own instead, the same memory in one pass fewer;
  *  4. the Winograd mode on's flags (winograd.c), then the layout pass
  *     (layout.c): which activations stay blocked;
  *  5. per-node scratch tensors (im2col buffers, workspaces), sized for those
@@ -260,7 +262,7 @@ static int apply_recompute(iabn_graph *g, iabn_err *e)
     return rc;
 }
 
-/* ---- copies for MUST in-place ops ------------------------------------------------- */
+/* ---- copies (or own buffers) for MUST in-place ops ------------------------------------------------- */
 
 static int base_of(const iabn_graph *g, int t)
 {
@@ -291,6 +293,13 @@ static int insert_copies(iabn_graph *g, iabn_err *e)
             int twice = 0;
             for (int m = 0; m < g->n[id].nin; m++) twice |= m != k && g->n[id].in[m] == x;
             if (later < 0 && !pinned && !twice) continue;
+            g->ncopies++;
+            if (g->n[id].op->own_buffer) { /* the copy fused into the op */
+                g->n[id].inplace[j] = -1;
+                g->n[id].must[j] = 0;
+                g->n[id].own_buffer = 1;
+                continue;
+            }
             char name[IABN_NAME_LEN];
             snprintf(name, sizeof name, "%.80s.copy", g->t[x].name);
             const iabn_tensor *xt = &g->t[x];
@@ -311,7 +320,6 @@ static int insert_copies(iabn_graph *g, iabn_err *e)
             iabn_graph_insert_before(g, cn, s);
             s++; /* the in-place node moved one step later */
             g->n[id].in[k] = c;
-            g->ncopies++;
         }
     }
     return 0;

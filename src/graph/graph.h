@@ -159,6 +159,12 @@ typedef struct iabn_op_def {
     /* Whether the node runs Winograd kernels on be when its winograd flag is
      * set (winograd.c).  Optional: NULL never. */
     int (*winograd)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);
+    /* 1: where a MUST in-place output's input is still needed afterwards,
+     * the kernel may write that output to a buffer of its own (it computes
+     * the same bits either way), and finalize lets it instead of copying the
+     * input first: the same memory, one pass over the tensor fewer.  0: the
+     * input is copied (conv2d_add, whose kernel adds into the residual). */
+    int own_buffer;
 } iabn_op_def;
 
 struct iabn_node {
@@ -170,6 +176,10 @@ struct iabn_node {
      * (in-place ABN) rather than permitted (activations, add). */
     int inplace[IABN_MAX_OUT];
     unsigned char must[IABN_MAX_OUT];
+    /* finalize gave an output of a MUST in-place node a buffer of its own
+     * (op->own_buffer) because its input is still needed: counted with the
+     * copies, which it replaces */
+    unsigned char own_buffer;
     iabn_phase phase;
     int fwd;             /* forward node this backward / recompute node serves */
     int scratch;         /* scratch tensor id or -1                             */
@@ -428,7 +438,9 @@ iabn_node *iabn_graph_n_mut(iabn_graph *g, int n);
 /* Schedule: node ids in execution order. */
 int iabn_graph_schedule_len(const iabn_graph *g);
 const int *iabn_graph_schedule(const iabn_graph *g);
-/* Copy nodes inserted by finalize for MUST in-place ops (report). */
+/* The extra buffers the in-place rules cost (report): copy nodes inserted by
+ * finalize before MUST in-place ops, and MUST in-place outputs that finalize
+ * gave a buffer of their own instead (iabn_op_def.own_buffer). */
 int iabn_graph_copies(const iabn_graph *g);
 int iabn_graph_find(const iabn_graph *g, const char *name);
 

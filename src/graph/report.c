@@ -57,7 +57,8 @@ void iabn_plan_blocks(const iabn_graph *g, const iabn_plan *p, iabn_block_mem *r
     free(seen);
     for (int s = 0; s < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]];
-        if (n->block >= 0 && n->op == &iabn_op_copy && n->phase == IABN_PHASE_FWD)
+        if (n->block >= 0 && (n->op == &iabn_op_copy || n->own_buffer) &&
+            n->phase == IABN_PHASE_FWD)
             rows[n->block].copies++;
     }
     for (int i = 0; i < p->nnotes; i++) {

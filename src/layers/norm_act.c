@@ -402,6 +402,7 @@ static const iabn_op_def op_iabn_bwd = {
     .name = "inplace_abn_bwd", .scratch_bytes = sums_scratch,
     .run = iabn_bwd_run,
     .layout = IABN_LAYOUT_RULE_SAME,
+    .own_buffer = 1,
 };
 
 /* ---- backward builders ---------------------------------------------------------- */
@@ -515,10 +516,13 @@ static const iabn_op_def op_ckopt = {
     .run = ckopt_fwd_run,
     .layout = IABN_LAYOUT_RULE_SAME,
 };
+/* own_buffer: where x is still needed afterwards (a residual shortcut), z
+ * goes to a buffer of its own instead of over a copy of x (graph.h). */
 static const iabn_op_def op_iabn = {
     .name = "inplace_abn", .backward = iabn_backward,
     .run = iabn_fwd_run,
     .layout = IABN_LAYOUT_RULE_SAME,
+    .own_buffer = 1,
 };
 static const iabn_op_def op_eval = {
     .name = "norm_act_eval", .backward = iabn_backward,

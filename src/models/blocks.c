@@ -88,8 +88,9 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
     char n[IABN_NAME_LEN], full[IABN_NAME_LEN];
     int c_in = iabn_mdl_channels(m, x);
     int bn1 = iabn_mdl_bn(m, sub(n, name, "bn1"), x, 0);
-    /* The identity shortcut reads x after bn1 overwrote it in the in-place
-     * modes: iabn_graph_finalize inserts the copy the reference's clone() is. */
+    /* The identity shortcut reads x after bn1 in the in-place modes: where the
+     * reference clones x, iabn_graph_finalize has bn1 write z to a buffer of
+     * its own (the same memory as the clone, in bn1's pass). */
     int shortcut = x;
     if (stride != 1 || c_in != ch[nch - 1])
         shortcut = iabn_mdl_conv(m, sub(n, name, "proj_conv"), bn1, ch[nch - 1], 1, stride, 1, 1, 0);
@@ -108,8 +109,8 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
                            drop);
     /* The last conv adds the shortcut as it writes (iabn_conv2d_add) where
      * nothing reads the shortcut afterwards: a projection, or x in the
-     * in-place modes (bn1 works on the copy finalize makes, and the sum
-     * overwrites x itself).  In the other modes x is bn1's saved input, and
+     * in-place modes (bn1 wrote z elsewhere, and the sum overwrites x
+     * itself).  In the other modes x is bn1's saved input, and
      * the fused layer would need one more copy of it: conv and add stay
      * apart. */
     int k = nch == 2 ? 3 : 1, d = nch == 2 ? dil : 1;
