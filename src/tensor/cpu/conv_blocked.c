@@ -18,9 +18,12 @@
  *
  * Source rows go through a ring of zero-padded copies (the rows a band of
  * output rows reads; the next rows are prefetched while one is copied).
- *   fwd:        tiles of P pixels along a row (cpg x P accumulators: 24 for
- *               cpg 1 to 4, 16 for 8) with the tap's cpg weight vectors in
- *               registers; the bias starts A_0.
+ *   fwd:        tiles of at most P pixels along a row (cpg x P accumulators:
+ *               24 for cpg 1 to 4, 16 for 8), as few and as even as they go,
+ *               with the tap's cpg weight vectors in registers; the bias
+ *               starts A_0.  Tiles that read no padding read the source
+ *               itself, so the ring copies only the columns the two end
+ *               tiles read (bwd-filter's ring holds whole rows).
  *   bwd-data:   the same kernel on dy, V[t][j][m] = w[oc = m][ic =
  *               rot_{-j}(m) % cpg][t], the taps' offsets mirrored; with stride
  *               S the dx columns of one phase (iw % S) form a row of outputs
@@ -132,6 +135,8 @@ typedef struct bplan {
     int ss;           /* source columns between consecutive outputs           */
     int nph;          /* column phases (bwd-data: stride; else 1)             */
     int pl, wp;       /* ring rows: left zero columns, columns in all         */
+    int cl, cr;       /* ring columns copied: [0, cl) and [cr, wp); fwd and   */
+                      /* bwd-data tiles that read no padding read the source  */
     int rs;           /* ring slots, one padded row (wp x 16 floats) each     */
 } bplan;
 
@@ -150,6 +155,64 @@ static int col_tap(const bplan *b, int ph, int s, int *off)
     if (((num % b->s) + b->s) % b->s) return 0;
     *off = num / b->s; /* exact */
     return 1;
+}
+
+/* The column taps of phase ph: their number, offsets (col_tap) and kernel
+ * columns. */
+static int phase_cols(const bplan *b, int ph, int *coff, int *ctap)
+{
+    int nc = 0;
+    for (int s = 0; s < b->kw; s++)
+        if (col_tap(b, ph, s, &coff[nc])) ctap[nc++] = s;
+    return nc;
+}
+
+/* A row's nq outputs in as few tiles of at most pw as possible, as even as
+ * they go (56 by 6: six of 6, then four of 5): tile k starts at output *q
+ * and is *P wide.  None computes an output twice. */
+static int tile_count(int nq, int pw) { return (nq + pw - 1) / pw; }
+static void tile_span(int nq, int pw, int k, int *q, int *P)
+{
+    int n = tile_count(nq, pw), small = nq / n, big = nq % n;
+    *q = k * small + (k < big ? k : big);
+    *P = small + (k < big);
+}
+
+/* Whether the tile of P outputs from q reads only source columns (no
+ * padding), with column taps at offsets cmin..cmax. */
+static int tile_inner(const bplan *b, int q, int P, int cmin, int cmax)
+{
+    return q * b->ss + cmin >= 0 && (q + P - 1) * b->ss + cmax <= b->ws - 1;
+}
+
+static int tile_width(int cpg);
+
+/* The ring columns the tiles that read padding need, [0, cl) and [cr, wp):
+ * the others read the source row itself, so that a ring row copies a few
+ * columns at each end, not the whole row (bwd-filter reads whole rows). */
+static void copied_cols(bplan *b)
+{
+    int cl = 0, cr = b->wp, pw = tile_width(b->cpg);
+    for (int ph = 0; ph < b->nph; ph++) {
+        int nq = phase_count(b, ph), coff[IABN_CONV_DIRECT_MAX_TAPS];
+        int ctap[IABN_CONV_DIRECT_MAX_TAPS], nc = nq > 0 ? phase_cols(b, ph, coff, ctap) : 0;
+        if (nc == 0) continue;
+        int cmin = coff[0], cmax = coff[0];
+        for (int c = 1; c < nc; c++) {
+            cmin = coff[c] < cmin ? coff[c] : cmin;
+            cmax = coff[c] > cmax ? coff[c] : cmax;
+        }
+        for (int k = 0; k < tile_count(nq, pw); k++) {
+            int q, P;
+            tile_span(nq, pw, k, &q, &P);
+            int lo = q * b->ss + cmin + b->pl, hi = (q + P - 1) * b->ss + cmax + b->pl;
+            if (q * b->ss + cmin < 0 && hi + 1 > cl) cl = hi + 1;
+            if ((q + P - 1) * b->ss + cmax > b->ws - 1 && lo < cr) cr = lo;
+        }
+    }
+    if (cl >= cr) cl = cr = b->wp;
+    b->cl = cl;
+    b->cr = cr;
 }
 
 /* Row tap r of output row i: its source row, or -1. */
@@ -194,6 +257,8 @@ static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
     }
     b->pl = -lo;
     b->wp = hi - lo + 1;
+    b->cl = b->cr = b->wp;
+    if (pass != IABN_CONV_BWD_FILTER) copied_cols(b);
 }
 
 static size_t weight_floats(const iabn_conv_geom *g)
@@ -247,7 +312,9 @@ static const float *ring_row(ring *r, int sr)
     if (sr + PF_ROWS < b->hs)
         for (int c = 0; c < b->ws; c++)
             __builtin_prefetch(row + ((size_t)PF_ROWS * b->ws + c) * BLK, 0, 3);
-    for (int c = 0; c < b->wp; c++) {
+    for (int c = 0; c < b->wp; c = c + 1 == b->cl ? b->cr : c + 1) {
+        if (c == 0 && b->cl == 0) c = b->cr; /* nothing on the left */
+        if (c >= b->wp) break;
         int sc = c - b->pl;
         v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
         vst(slot + (size_t)c * BLK, v);
@@ -267,11 +334,11 @@ static const float *ring_row(ring *r, int sr)
 #define ACC_MAX 24
 
 /* P outputs (os vectors apart) of one row: tap k reads the source at
- * src[k] + q*xs floats (q < P) with the weights wt[k]: CPG vectors V[j],
+ * base + off[k] + q*xs floats (q < P) with the weights wt[k]: CPG vectors V[j],
  * A_j[q] += V[j] * x, and then y[q] = sum over j of rot_j(A_j[q]) (the
  * bias in A_0).  CPG x P accumulators and CPG weights stay in registers. */
-ALWAYS_INLINE void tile(const float *const *src, const float *const *wt, int nt, size_t xs,
-                        const vidx *rot, const float *bias, float *out, int os, int stream,
+ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *const *wt, int nt,
+                        size_t xs, const vidx *rot, const float *bias, float *out, int os, int stream,
                         const int CPG, const int P)
 {
     /* flat, fixed-size arrays (a VLA would live on the stack) */
@@ -284,7 +351,7 @@ ALWAYS_INLINE void tile(const float *const *src, const float *const *wt, int nt,
         for (int j = 1; j < CPG; j++) acc[j * P + q] = vzero();
     }
     for (int k = 0; k < nt; k++) {
-        const float *sp = src[k], *wp = wt[k];
+        const float *sp = base + off[k], *wp = wt[k];
         v16 wv[BLK];
         UNROLL(16)
         for (int j = 0; j < CPG; j++) wv[j] = vld(wp + j * BLK);
@@ -312,15 +379,15 @@ static int tile_width(int cpg)
 }
 
 #if SPECIALISED
-typedef void (*tile_fn)(const float *const *, const float *const *, int, size_t, const vidx *,
-                        const float *, float *, int, int);
+typedef void (*tile_fn)(const float *, const ptrdiff_t *, const float *const *, int, size_t,
+                        const vidx *, const float *, float *, int, int);
 
 #define TILE_FN(C, P)                                                                           \
-    static void tile_##C##_##P(const float *const *src, const float *const *wt, int nt,        \
-                               size_t xs, const vidx *rot, const float *bias, float *out,      \
-                               int os, int stream)                                             \
+    static void tile_##C##_##P(const float *base, const ptrdiff_t *off,                        \
+                               const float *const *wt, int nt, size_t xs, const vidx *rot,     \
+                               const float *bias, float *out, int os, int stream)              \
     {                                                                                           \
-        tile(src, wt, nt, xs, rot, bias, out, os, stream, C, P);                                \
+        tile(base, off, wt, nt, xs, rot, bias, out, os, stream, C, P);                          \
     }
 TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 3) TILE_FN(1, 4) TILE_FN(1, 5) TILE_FN(1, 6)
 TILE_FN(1, 7) TILE_FN(1, 8) TILE_FN(1, 9) TILE_FN(1, 10) TILE_FN(1, 11) TILE_FN(1, 12)
@@ -343,16 +410,16 @@ static const tile_fn tiles16[P16] = {tile_16_1};
 #endif
 
 /* One tile of P (<= tile_width(cpg)) outputs. */
-static void run_tile(int cpg, int P, const float *const *src, const float *const *wt, int nt,
-                     size_t xs, const vidx *rot, const float *bias, float *out, int os,
-                     int stream)
+static void run_tile(int cpg, int P, const float *base, const ptrdiff_t *off,
+                     const float *const *wt, int nt, size_t xs, const vidx *rot,
+                     const float *bias, float *out, int os, int stream)
 {
 #if SPECIALISED
     const tile_fn *fns = cpg == 1 ? tiles1 : cpg == 2 ? tiles2 : cpg == 4 ? tiles4
                        : cpg == 8 ? tiles8 : tiles16;
-    fns[P - 1](src, wt, nt, xs, rot, bias, out, os, stream);
+    fns[P - 1](base, off, wt, nt, xs, rot, bias, out, os, stream);
 #else
-    tile(src, wt, nt, xs, rot, bias, out, os, stream, cpg, P);
+    tile(base, off, wt, nt, xs, rot, bias, out, os, stream, cpg, P);
 #endif
 }
 
@@ -379,10 +446,12 @@ static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float
 static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *bias, float *dst,
                      int i0, int i1, int stream)
 {
-    const float *src[IABN_CONV_DIRECT_MAX_TAPS];
+    /* tap t of a tile from output q reads ring + roff[t] + q*xs where the
+     * tile reads padding, else src + soff[t] + q*xs */
+    ptrdiff_t roff[IABN_CONV_DIRECT_MAX_TAPS], soff[IABN_CONV_DIRECT_MAX_TAPS];
     const float *wt[IABN_CONV_DIRECT_MAX_TAPS];
     const float *rows[IABN_CONV_DIRECT_MAX_TAPS];
-    int rtap[IABN_CONV_DIRECT_MAX_TAPS];
+    int rtap[IABN_CONV_DIRECT_MAX_TAPS], srow[IABN_CONV_DIRECT_MAX_TAPS];
     size_t tsz = (size_t)b->cpg * BLK, xs = (size_t)b->ss * BLK;
     int pw = tile_width(b->cpg);
     for (int i = i0; i < i1; i++) {
@@ -391,28 +460,33 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
             int sr = row_tap(b, i, r);
             if (sr < 0) continue;
             rows[nr] = ring_row(rg, sr);
+            srow[nr] = sr;
             rtap[nr++] = r;
         }
         float *orow = dst + (size_t)i * b->wo * BLK;
         for (int ph = 0; ph < b->nph; ph++) {
             int nq = phase_count(b, ph), nt = 0;
             if (nq <= 0) continue;
-            int coff[IABN_CONV_DIRECT_MAX_TAPS], ctap[IABN_CONV_DIRECT_MAX_TAPS], nc = 0;
-            for (int s = 0; s < b->kw; s++)
-                if (col_tap(b, ph, s, &coff[nc])) ctap[nc++] = s;
+            int coff[IABN_CONV_DIRECT_MAX_TAPS], ctap[IABN_CONV_DIRECT_MAX_TAPS];
+            int nc = phase_cols(b, ph, coff, ctap), cmin = 0, cmax = 0;
+            for (int c = 0; c < nc; c++) {
+                cmin = c == 0 || coff[c] < cmin ? coff[c] : cmin;
+                cmax = c == 0 || coff[c] > cmax ? coff[c] : cmax;
+            }
             for (int a = 0; a < nr; a++)
                 for (int c = 0; c < nc; c++, nt++) {
-                    src[nt] = rows[a] + (size_t)(coff[c] + b->pl) * BLK;
+                    roff[nt] = (rows[a] - rg->buf) + (ptrdiff_t)(coff[c] + b->pl) * BLK;
+                    soff[nt] = ((ptrdiff_t)srow[a] * b->ws + coff[c]) * BLK;
                     wt[nt] = wblk + (size_t)(rtap[a] * b->kw + ctap[c]) * tsz;
                 }
-            /* tiles of pw outputs, the last one ending at the row's end
-             * (overlapping the one before: it computes the same values) */
-            int P = nq < pw ? nq : pw;
-            for (int q0 = 0; q0 < nq; q0 += P) {
-                int q = q0 + P > nq ? nq - P : q0;
-                const float *sq[IABN_CONV_DIRECT_MAX_TAPS];
-                for (int t = 0; t < nt; t++) sq[t] = src[t] + (size_t)q * xs;
-                run_tile(b->cpg, P, sq, wt, nt, xs, rg->rot, bias,
+            for (int k = 0; k < tile_count(nq, pw); k++) {
+                int q, P;
+                tile_span(nq, pw, k, &q, &P);
+                /* the ring's copy where the tile reads padding, else the
+                 * source (the ring holds only the ends of each row) */
+                int inner = tile_inner(b, q, P, cmin, cmax);
+                run_tile(b->cpg, P, (inner ? rg->src : rg->buf) + (size_t)q * xs,
+                         inner ? soff : roff, wt, nt, xs, rg->rot, bias,
                          orow + (size_t)(ph + q * b->nph) * BLK, b->nph, stream);
             }
         }
