@@ -168,14 +168,16 @@ static int phase_cols(const bplan *b, int ph, int *coff, int *ctap)
 }
 
 /* A row's nq outputs in as few tiles of at most pw as possible, as even as
- * they go (56 by 6: six of 6, then four of 5): tile k starts at output *q
- * and is *P wide.  None computes an output twice. */
-static int tile_count(int nq, int pw) { return (nq + pw - 1) / pw; }
-static void tile_span(int nq, int pw, int k, int *q, int *P)
+ * they go (56 by 6: six of 6, then four of 5), none computing an output
+ * twice: returns their number; the first *big are *small + 1 wide, the
+ * others *small.  (Once per row: the divisions cost as much as a tile's
+ * bookkeeping.) */
+static int tile_split(int nq, int pw, int *small, int *big)
 {
-    int n = tile_count(nq, pw), small = nq / n, big = nq % n;
-    *q = k * small + (k < big ? k : big);
-    *P = small + (k < big);
+    int n = (nq + pw - 1) / pw;
+    *small = nq / n;
+    *big = nq % n;
+    return n;
 }
 
 /* Whether the tile of P outputs from q reads only source columns (no
@@ -202,9 +204,9 @@ static void copied_cols(bplan *b)
             cmin = coff[c] < cmin ? coff[c] : cmin;
             cmax = coff[c] > cmax ? coff[c] : cmax;
         }
-        for (int k = 0; k < tile_count(nq, pw); k++) {
-            int q, P;
-            tile_span(nq, pw, k, &q, &P);
+        int small, big, ntile = tile_split(nq, pw, &small, &big);
+        for (int k = 0, q = 0, P; k < ntile; k++, q += P) {
+            P = small + (k < big);
             int lo = q * b->ss + cmin + b->pl, hi = (q + P - 1) * b->ss + cmax + b->pl;
             if (q * b->ss + cmin < 0 && hi + 1 > cl) cl = hi + 1;
             if ((q + P - 1) * b->ss + cmax > b->ws - 1 && lo < cr) cr = lo;
@@ -278,6 +280,7 @@ typedef struct ring {
     float *buf;
     const float *src; /* this (image, block)'s source plane, hs x ws x 16 */
     int tag[IABN_CONV_DIRECT_MAX_TAPS];
+    int pf_next;      /* fwd / bwd-data: the first source row not prefetched */
     vidx rot[BLK];
 } ring;
 
@@ -296,6 +299,7 @@ static void ring_reset(ring *r, const float *src)
 {
     r->src = src;
     for (int k = 0; k < r->b->rs; k++) r->tag[k] = -1;
+    r->pf_next = 0;
 }
 
 /* Slot holding source row sr (copied into it if it is not there yet). */
@@ -309,7 +313,7 @@ static const float *ring_row(ring *r, int sr)
     const float *row = r->src + (size_t)sr * b->ws * BLK;
     /* the rows after this one, towards L1 while this one's tiles compute
      * (the source is read once, mostly from memory) */
-    if (sr + PF_ROWS < b->hs)
+    if (b->cl == b->wp && sr + PF_ROWS < b->hs) /* whole rows (else run_rows) */
         for (int c = 0; c < b->ws; c++)
             __builtin_prefetch(row + ((size_t)PF_ROWS * b->ws + c) * BLK, 0, 3);
     for (int c = 0; c < b->wp; c = c + 1 == b->cl ? b->cr : c + 1) {
@@ -455,14 +459,21 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
     size_t tsz = (size_t)b->cpg * BLK, xs = (size_t)b->ss * BLK;
     int pw = tile_width(b->cpg);
     for (int i = i0; i < i1; i++) {
-        int nr = 0;
+        int nr = 0, last = -1;
         for (int r = 0; r < b->kh; r++) {
             int sr = row_tap(b, i, r);
             if (sr < 0) continue;
             rows[nr] = ring_row(rg, sr);
             srow[nr] = sr;
             rtap[nr++] = r;
+            last = sr > last ? sr : last;
         }
+        /* the rows after this row's, PF_ROWS ahead, a tile's columns with
+         * each tile: spread between the FMAs, not in a burst that waits */
+        int pf0 = rg->pf_next > last + 1 ? rg->pf_next : last + 1;
+        int pf1 = last + PF_ROWS < b->hs - 1 ? last + PF_ROWS : b->hs - 1;
+        if (b->cl == b->wp || nr == 0) pf1 = pf0 - 1; /* ring_row does it */
+        if (pf1 >= pf0) rg->pf_next = pf1 + 1;
         float *orow = dst + (size_t)i * b->wo * BLK;
         for (int ph = 0; ph < b->nph; ph++) {
             int nq = phase_count(b, ph), nt = 0;
@@ -479,12 +490,18 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
                     soff[nt] = ((ptrdiff_t)srow[a] * b->ws + coff[c]) * BLK;
                     wt[nt] = wblk + (size_t)(rtap[a] * b->kw + ctap[c]) * tsz;
                 }
-            for (int k = 0; k < tile_count(nq, pw); k++) {
-                int q, P;
-                tile_span(nq, pw, k, &q, &P);
+            int small, big, ntile = tile_split(nq, pw, &small, &big);
+            for (int k = 0, q = 0, P; k < ntile; k++, q += P) {
+                P = small + (k < big);
                 /* the ring's copy where the tile reads padding, else the
                  * source (the ring holds only the ends of each row) */
                 int inner = tile_inner(b, q, P, cmin, cmax);
+                int c0 = q * b->ss + cmin, c1 = (q + P - 1) * b->ss + cmax;
+                c0 = c0 > 0 ? c0 : 0;
+                c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
+                for (int r = pf0; r <= pf1; r++)
+                    for (int c = c0; c <= c1; c++)
+                        __builtin_prefetch(rg->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
                 run_tile(b->cpg, P, (inner ? rg->src : rg->buf) + (size_t)q * xs,
                          inner ? soff : roff, wt, nt, xs, rg->rot, bias,
                          orow + (size_t)(ph + q * b->nph) * BLK, b->nph, stream);
