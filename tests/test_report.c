@@ -396,7 +396,7 @@ static void test_conv_bench(void)
           strstr(e.msg, "dense3x3_7"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[10] && !names[11]); /* eleven cases */
+    CHECK(names[0] && names[11] && !names[12]); /* twelve cases */
     /* a 7x7 map: no target, and --winograd's rule leaves it direct */
     CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);
