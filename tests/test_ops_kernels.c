@@ -425,6 +425,7 @@ static void test_sgd(void)
     for (int s = 0; s < 3; s++) {
         float g[2] = {grads[s], grads[s]};
         iabn_sgd_update(2, 0.1f, 0.9f, 0.01f, 1, s == 0, w, g, buf);
+        CHECK(g[0] == 0.f && g[1] == 0.f); /* consumed */
         CHECK_CLOSE(w[0], want_w[s], 1e-6, 1e-6);
         CHECK_CLOSE(buf[1], want_b[s], 1e-6, 1e-6);
         CHECK(w[0] == w[1]);
@@ -432,6 +433,7 @@ static void test_sgd(void)
     /* Plain momentum (no nesterov): step = buf. */
     float v = 1.f, bv = 0.f, gv = 0.5f;
     iabn_sgd_update(1, 0.1f, 0.9f, 0.f, 0, 1, &v, &gv, &bv);
+    gv = 0.5f;
     iabn_sgd_update(1, 0.1f, 0.9f, 0.f, 0, 0, &v, &gv, &bv);
     CHECK_CLOSE(v, 1.0 - 0.1 * 0.5 - 0.1 * 0.95, 1e-7, 1e-6);
     /* No momentum: the buffer is never touched (may be NULL). */
@@ -526,7 +528,8 @@ static void test_aliasing(void)
     iabn_xent_bwd(N, C, HW, z, lab, w, 1.f, z);
     CHECK(memcmp(y, z, sizeof y) == 0);
 
-    /* SGD with the gradient in the buffer's storage (first step copies it). */
+    /* SGD with the gradient in the buffer's storage (first step copies it);
+     * that gradient is the buffer now and is not zeroed. */
     float w1[T], w2[T], b1[T], g2[T];
     memcpy(w1, a, sizeof w1);
     memcpy(w2, a, sizeof w2);

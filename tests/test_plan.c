@@ -567,15 +567,17 @@ static void test_sgd_step(void)
     int n = iabn_store_count(t.s);
     float **w = calloc((size_t)n, sizeof *w), **g = calloc((size_t)n, sizeof *g);
     double sq = 0;
+    int frozen = -1; /* one frozen parameter: not updated, its gradient zeroed too */
     for (int i = 0; i < n; i++) {
         iabn_param *p = iabn_store_get(t.s, i);
         p->lr_group = strncmp(p->name, "fc", 2) == 0;
         if (!p->grad) continue;
+        if (frozen < 0) p->frozen = 1, frozen = i;
         t_fill(p->grad, p->count, 40u + (unsigned)i);
         w[i] = malloc(p->count * sizeof(float));
         g[i] = malloc(p->count * sizeof(float));
         memcpy(w[i], p->data, p->count * sizeof(float));
-        for (size_t k = 0; k < p->count; k++) {
+        for (size_t k = 0; k < p->count && i != frozen; k++) {
             g[i][k] = p->grad[k] * 0.5f;
             sq += (double)g[i][k] * g[i][k];
         }
@@ -591,7 +593,9 @@ static void test_sgd_step(void)
         iabn_param *p = iabn_store_get(t.s, i);
         if (!p->grad) continue;
         float *buf = malloc(p->count * sizeof(float));
-        iabn_sgd_update(p->count, p->lr_group ? 0.2f : 0.01f, 0.9f, 1e-3f, 0, 1, w[i], g[i], buf);
+        if (i != frozen)
+            iabn_sgd_update(p->count, p->lr_group ? 0.2f : 0.01f, 0.9f, 1e-3f, 0, 1, w[i], g[i],
+                            buf);
         bad += memcmp(w[i], p->data, p->count * sizeof(float)) != 0;
         for (size_t k = 0; k < p->count; k++) bad += p->grad[k] != 0.f; /* zeroed */
         free(buf);

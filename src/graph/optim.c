@@ -3,7 +3,8 @@
  * One step: gradients scaled (1 / micro-batches), the global L2 norm taken
  * and clipped, then the PyTorch SGD update (momentum, Nesterov, weight
  * decay) per parameter with the learning rate of its lr_group.  The
- * array operations are the backend's kernels (scale, sumsq, sgd_update),
+ * array operations are the backend's kernels (scale, sumsq, sgd_update,
+ * which also zeroes each gradient it reads, for the next step),
  * whose per-element formula is math/optim.h on every backend, so all take
  * the same step up to the order of the norm's sum. */
 #include "graph/graph.h"
@@ -49,5 +50,12 @@ int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm
                                first, p->data, p->grad, p->mom, e);
         if (rc) iabn_err_prefix(e, "SGD update of %s: ", p->name);
     }
-    return rc ? rc : iabn_store_zero_grads(s, e);
+    /* the update zeroed the gradients it used; the frozen ones' are left */
+    for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        if (p->grad && !trainable(p) &&
+            be->fill(be->ctx, p->grad, 0, p->count * sizeof(float)))
+            rc = iabn_err_set(e, IABN_EDEVICE, "zeroing the gradient of %s failed", p->name);
+    }
+    return rc;
 }

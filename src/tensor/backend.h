@@ -175,9 +175,12 @@ typedef struct iabn_kernels {
                         float *loss, iabn_err *e);
     int (*reg_loss_bwd)(void *ctx, size_t count, int mse, const float *pred, const float *target,
                         float *dpred, iabn_err *e);
-    /* optim */
+    /* optim: the SGD update (math/optim.h), which consumes the gradient: grad
+     * is zero afterwards, written in the same pass (the next step's
+     * accumulation starts from zeros without a pass of its own), unless it
+     * is w's or buf's storage */
     int (*sgd_update)(void *ctx, size_t count, float lr, float momentum, float wd, int nesterov,
-                      int first_step, float *w, const float *grad, float *buf, iabn_err *e);
+                      int first_step, float *w, float *grad, float *buf, iabn_err *e);
 } iabn_kernels;
 
 /* A device: memory and stream operations, and its kernels. */

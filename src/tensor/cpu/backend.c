@@ -415,7 +415,7 @@ static int k_reg_loss_bwd(void *ctx, size_t count, int mse, const float *pred,
 }
 
 static int k_sgd_update(void *ctx, size_t count, float lr, float momentum, float wd,
-                        int nesterov, int first_step, float *w, const float *grad, float *buf,
+                        int nesterov, int first_step, float *w, float *grad, float *buf,
                         iabn_err *e)
 {
     iabn_sgd_update(count, lr, momentum, wd, nesterov, first_step, w, grad, buf);

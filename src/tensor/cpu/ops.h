@@ -152,9 +152,11 @@ void iabn_topk_correct(int n, int k, const float *logits, const int32_t *labels,
 /* ---- SGD ------------------------------------------------------------------
  * PyTorch semantics: g = grad + wd*w; buf = momentum*buf + g (buf = g on the
  * first step when first_step != 0); step = nesterov ? g + momentum*buf : buf;
- * w -= lr*step. */
+ * w -= lr*step.  grad is zero afterwards (the update consumes it: one pass
+ * instead of a separate zeroing, which took 17 ms for ResNeXt-101's 177 MB
+ * of gradients on one thread), unless it is w's or buf's storage. */
 void iabn_sgd_update(size_t count, float lr, float momentum, float wd, int nesterov,
-                     int first_step, float *w, const float *grad, float *buf);
+                     int first_step, float *w, float *grad, float *buf);
 /* Sum of squares (for gradient-norm clipping), double accumulation. */
 double iabn_sumsq(size_t count, const float *x);
 void iabn_scale(size_t count, float s, float *x);

@@ -126,7 +126,7 @@ int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layo
  * gradient-norm clipping. */
 int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, size_t count, const float *x, double *out, iabn_err *e);
 int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momentum, float wd,
-                         int nesterov, int first_step, float *w, const float *grad, float *buf,
+                         int nesterov, int first_step, float *w, float *grad, float *buf,
                          iabn_err *e);
 
 /* ---- loss (cpu/ops.h semantics; no scratch needed: per-pixel losses live in
