@@ -181,15 +181,25 @@ void iabn_slice_channels(int n, int cx, int cy, int c_off, int hw, const float *
                 (size_t)cx * hw);
 }
 
+/* Independent sums per block, so that the adds do not wait on each other
+ * (one chain ran at one element per add latency: 25 ms for ResNeXt-101's
+ * 44M gradients on two threads, against 5 ms of memory traffic); the
+ * order is fixed, so the result does not depend on the thread count. */
+#define SUMSQ_LANES 16
+
 double iabn_sumsq(size_t count, const float *x)
 {
     double part[NBLK];
 #pragma omp parallel for schedule(static) if (count >= PAR_MIN)
     for (int b = 0; b < NBLK; b++) {
-        size_t lo, hi;
+        size_t lo, hi, i;
         block_bounds(count, b, &lo, &hi);
+        double acc[SUMSQ_LANES] = {0};
+        for (i = lo; i + SUMSQ_LANES <= hi; i += SUMSQ_LANES)
+            for (int k = 0; k < SUMSQ_LANES; k++) acc[k] += (double)x[i + k] * x[i + k];
+        for (; i < hi; i++) acc[0] += (double)x[i] * x[i];
         double s = 0;
-        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+        for (int k = 0; k < SUMSQ_LANES; k++) s += acc[k];
         part[b] = s;
     }
     double s = 0;
