@@ -434,16 +434,24 @@ static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float
                          int threads)
 {
     int cpg = g->c_in / g->groups, T = g->kh * g->kw, nb = g->c_in / BLK;
+    /* w's index for (block bk, tap t, j, lane m) is bk * BLK * cpg * T +
+     * off[j][m] + t: the lane arithmetic once, not per weight (it was a
+     * third of a 1x512x14x14 forward's time) */
+    int off[BLK * BLK];
+    for (int j = 0; j < cpg; j++)
+        for (int m = 0; m < BLK; m++) {
+            int back = rot_lane(m, cpg - j, cpg);
+            int oc = bwd ? m : back, ic = (bwd ? back : m) % cpg;
+            off[j * BLK + m] = (oc * cpg + ic) * T;
+        }
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int bk = 0; bk < nb; bk++)
+    for (int bk = 0; bk < nb; bk++) {
+        const float *wb = w + (size_t)bk * BLK * cpg * T;
+        float *out = wp + (size_t)bk * T * cpg * BLK;
         for (int t = 0; t < T; t++)
             for (int j = 0; j < cpg; j++)
-                for (int m = 0; m < BLK; m++) {
-                    int c = bk * BLK + m, back = bk * BLK + rot_lane(m, cpg - j, cpg);
-                    int oc = bwd ? c : back, ic = (bwd ? back : c) % cpg;
-                    wp[(((size_t)bk * T + t) * cpg + j) * BLK + m] =
-                        w[((size_t)oc * cpg + ic) * T + t];
-                }
+                for (int m = 0; m < BLK; m++) *out++ = wb[off[j * BLK + m] + t];
+    }
 }
 
 /* Output rows [i0, i1) of one (image, block). */
