@@ -17,7 +17,8 @@
  * the cpg - 1 rotations are paid once per output pixel, not per tap.
  *
  * Source rows go through a ring of zero-padded copies (the rows a band of
- * output rows reads; the next rows are prefetched while one is copied).
+ * output rows reads); the rows PF_ROWS ahead are prefetched a few lines at a
+ * time between the FMAs.
  *   fwd:        tiles of at most P pixels along a row (cpg x P accumulators:
  *               24 for cpg 1 to 4, 16 for 8), as few and as even as they go,
  *               with the tap's cpg weight vectors in registers; the bias
@@ -311,11 +312,6 @@ static const float *ring_row(ring *r, int sr)
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
     const float *row = r->src + (size_t)sr * b->ws * BLK;
-    /* the rows after this one, towards L1 while this one's tiles compute
-     * (the source is read once, mostly from memory) */
-    if (b->cl == b->wp && sr + PF_ROWS < b->hs) /* whole rows (else run_rows) */
-        for (int c = 0; c < b->ws; c++)
-            __builtin_prefetch(row + ((size_t)PF_ROWS * b->ws + c) * BLK, 0, 3);
     for (int c = 0; c < b->wp; c = c + 1 == b->cl ? b->cr : c + 1) {
         if (c == 0 && b->cl == 0) c = b->cr; /* nothing on the left */
         if (c >= b->wp) break;
@@ -480,7 +476,7 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
          * each tile: spread between the FMAs, not in a burst that waits */
         int pf0 = rg->pf_next > last + 1 ? rg->pf_next : last + 1;
         int pf1 = last + PF_ROWS < b->hs - 1 ? last + PF_ROWS : b->hs - 1;
-        if (b->cl == b->wp || nr == 0) pf1 = pf0 - 1; /* ring_row does it */
+        if (nr == 0) pf1 = pf0 - 1;
         if (pf1 >= pf0) rg->pf_next = pf1 + 1;
         float *orow = dst + (size_t)i * b->wo * BLK;
         for (int ph = 0; ph < b->nph; ph++) {
@@ -582,12 +578,14 @@ void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const
  * accumulators, added to dwt ([k][j][16]).  dyrot: cpg planes (jst apart)
  * of the row's rotated dy; xk[k]: tap k's source column for output 0. */
 ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *const *xk, int wo,
-                               size_t xs, float *dwt, const int KC, const int CPG)
+                               size_t xs, float *dwt, const float *pf, const int KC,
+                               const int CPG)
 {
     v16 acc[ACC_MAX];
     UNROLL(24)
     for (int a = 0; a < KC * CPG; a++) acc[a] = vzero();
     for (int q = 0; q < wo; q++) {
+        if (pf) __builtin_prefetch(pf + q * xs, 0, 3); /* a row ahead, spread */
         v16 xv[3];
         UNROLL(3)
         for (int k = 0; k < KC; k++) xv[k] = vld(xk[k] + q * xs);
@@ -604,8 +602,10 @@ ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *cons
 }
 
 /* Column taps s of row tap r (dW at dwr, [s][j][16]), three at a time
- * where 3 x cpg accumulators fit, else one. */
-static void filter_row(const bplan *b, const float *dyrot, const float *xrow, float *dwr)
+ * where 3 x cpg accumulators fit, else one; the first sweep prefetches the
+ * source row at pf (NULL: none), a pixel's columns with each pixel. */
+static void filter_row(const bplan *b, const float *dyrot, const float *xrow, float *dwr,
+                       const float *pf)
 {
     size_t jst = (size_t)b->wo * BLK, xs = (size_t)b->ss * BLK;
     int kc = b->cpg <= 8 ? 3 : 1;
@@ -615,7 +615,8 @@ static void filter_row(const bplan *b, const float *dyrot, const float *xrow, fl
         for (int k = 0; k < n; k++)
             xk[k] = xrow + (size_t)((s0 + k) * b->d - b->p + b->pl) * BLK;
         float *dwt = dwr + (size_t)s0 * b->cpg * BLK;
-#define FT(KC, C) filter_taps(dyrot, jst, xk, b->wo, xs, dwt, KC, C)
+        const float *pfs = s0 == 0 ? pf : NULL;
+#define FT(KC, C) filter_taps(dyrot, jst, xk, b->wo, xs, dwt, pfs, KC, C)
         if (!SPECIALISED) {
             FT(n, b->cpg);
         } else if (n == 3) {
@@ -676,11 +677,19 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                         for (int j = 1; j < cpg; j++)
                             vst(dyrot + ((size_t)j * b.wo + q) * BLK, vperm(rg.rot[cpg - j], v));
                     }
+                    /* the source rows this output row does not read yet, PF_ROWS
+                     * ahead, spread over its first sweep(s): ss rows, one per
+                     * row tap from the first (a stride of 2 reads two new rows
+                     * per output row) */
+                    int last = row_tap(&b, i, b.kh - 1);
                     for (int r = 0; r < b.kh; r++) {
-                        int sr = row_tap(&b, i, r);
+                        int sr = row_tap(&b, i, r), pr = last + PF_ROWS - (b.ss - 1) + r;
+                        const float *pf = last >= 0 && r < b.ss && pr < b.hs
+                                              ? x + plane * xplane + (size_t)pr * b.ws * BLK
+                                              : NULL;
                         if (sr >= 0)
                             filter_row(&b, dyrot, ring_row(&rg, sr),
-                                       dwb + (size_t)r * b.kw * cpg * BLK);
+                                       dwb + (size_t)r * b.kw * cpg * BLK, pf);
                     }
                 }
                 if (dbias) { /* per image in float, over images in double */
