@@ -262,7 +262,7 @@ static int apply_recompute(iabn_graph *g, iabn_err *e)
     return rc;
 }
 
-/* ---- copies (or own buffers) for MUST in-place ops ------------------------------------------------- */
+/* ---- copies (or own buffers) for MUST in-place ops ------------------------------ */
 
 static int base_of(const iabn_graph *g, int t)
 {

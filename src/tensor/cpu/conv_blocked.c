@@ -158,13 +158,18 @@ static int col_tap(const bplan *b, int ph, int s, int *off)
     return 1;
 }
 
-/* The column taps of phase ph: their number, offsets (col_tap) and kernel
- * columns. */
-static int phase_cols(const bplan *b, int ph, int *coff, int *ctap)
+/* The column taps of phase ph: their number, offsets (col_tap), kernel
+ * columns, and the offsets' range [*cmin, *cmax] (0, 0 without taps). */
+static int phase_cols(const bplan *b, int ph, int *coff, int *ctap, int *cmin, int *cmax)
 {
     int nc = 0;
     for (int s = 0; s < b->kw; s++)
         if (col_tap(b, ph, s, &coff[nc])) ctap[nc++] = s;
+    *cmin = *cmax = 0;
+    for (int c = 0; c < nc; c++) {
+        *cmin = c == 0 || coff[c] < *cmin ? coff[c] : *cmin;
+        *cmax = c == 0 || coff[c] > *cmax ? coff[c] : *cmax;
+    }
     return nc;
 }
 
@@ -198,13 +203,8 @@ static void copied_cols(bplan *b)
     int cl = 0, cr = b->wp, pw = tile_width(b->cpg);
     for (int ph = 0; ph < b->nph; ph++) {
         int nq = phase_count(b, ph), coff[IABN_CONV_DIRECT_MAX_TAPS];
-        int ctap[IABN_CONV_DIRECT_MAX_TAPS], nc = nq > 0 ? phase_cols(b, ph, coff, ctap) : 0;
-        if (nc == 0) continue;
-        int cmin = coff[0], cmax = coff[0];
-        for (int c = 1; c < nc; c++) {
-            cmin = coff[c] < cmin ? coff[c] : cmin;
-            cmax = coff[c] > cmax ? coff[c] : cmax;
-        }
+        int ctap[IABN_CONV_DIRECT_MAX_TAPS], cmin, cmax;
+        if (nq <= 0 || phase_cols(b, ph, coff, ctap, &cmin, &cmax) == 0) continue;
         int small, big, ntile = tile_split(nq, pw, &small, &big);
         for (int k = 0, q = 0, P; k < ntile; k++, q += P) {
             P = small + (k < big);
@@ -338,8 +338,8 @@ static const float *ring_row(ring *r, int sr)
  * A_j[q] += V[j] * x, and then y[q] = sum over j of rot_j(A_j[q]) (the
  * bias in A_0).  CPG x P accumulators and CPG weights stay in registers. */
 ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *const *wt, int nt,
-                        size_t xs, const vidx *rot, const float *bias, float *out, int os, int stream,
-                        const int CPG, const int P)
+                        size_t xs, const vidx *rot, const float *bias, float *out, int os,
+                        int stream, const int CPG, const int P)
 {
     /* flat, fixed-size arrays (a VLA would live on the stack) */
     v16 acc[ACC_MAX];
@@ -482,12 +482,8 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
         for (int ph = 0; ph < b->nph; ph++) {
             int nq = phase_count(b, ph), nt = 0;
             if (nq <= 0) continue;
-            int coff[IABN_CONV_DIRECT_MAX_TAPS], ctap[IABN_CONV_DIRECT_MAX_TAPS];
-            int nc = phase_cols(b, ph, coff, ctap), cmin = 0, cmax = 0;
-            for (int c = 0; c < nc; c++) {
-                cmin = c == 0 || coff[c] < cmin ? coff[c] : cmin;
-                cmax = c == 0 || coff[c] > cmax ? coff[c] : cmax;
-            }
+            int coff[IABN_CONV_DIRECT_MAX_TAPS], ctap[IABN_CONV_DIRECT_MAX_TAPS], cmin, cmax;
+            int nc = phase_cols(b, ph, coff, ctap, &cmin, &cmax);
             for (int a = 0; a < nr; a++)
                 for (int c = 0; c < nc; c++, nt++) {
                     roff[nt] = (rows[a] - rg->buf) + (ptrdiff_t)(coff[c] + b->pl) * BLK;
