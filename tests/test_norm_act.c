@@ -106,7 +106,7 @@ typedef struct unit_mem {
     int kept, copies, copy_nodes, bn1_shares;
 } unit_mem;
 
-static int kept_buffers_of(iabn_bn_mode mode, int bottleneck_unit, unit_mem *u)
+static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, unit_mem *u)
 {
     iabn_store *s = iabn_store_new(iabn_backend_cpu(), NULL);
     iabn_graph *g = iabn_graph_new(s, IABN_TRAIN);
@@ -153,40 +153,33 @@ static int kept_buffers_of(iabn_bn_mode mode, int bottleneck_unit, unit_mem *u)
     return kept;
 }
 
-static int kept_buffers(iabn_bn_mode mode, int bottleneck_unit, int *copies)
-{
-    unit_mem u = {-1, -1, -1, -1};
-    int k = kept_buffers_of(mode, bottleneck_unit, &u);
-    *copies = u.copies;
-    return k;
-}
-
 static void test_stored_buffers(void)
 {
     const int expect_block[] = {2, 1, 1, 1, 1};
     for (int m = 0; m < IABN_BN_INPLACE_SYNC; m++) {
-        int copies = 0;
-        int k = kept_buffers((iabn_bn_mode)m, 0, &copies);
+        unit_mem u = {-1, -1, -1, -1};
+        int k = kept_buffers((iabn_bn_mode)m, 0, &u);
         CHECK_MSG(k == expect_block[m], "BN+ACT+CONV %s keeps %d buffers, expected %d",
                   iabn_bn_mode_name((iabn_bn_mode)m), k, expect_block[m]);
     }
-    int copies = -1;
-    int k_std = kept_buffers(IABN_BN_STANDARD, 1, &copies);
+    unit_mem u = {-1, -1, -1, -1};
+    int k_std = kept_buffers(IABN_BN_STANDARD, 1, &u);
     CHECK_MSG(k_std == 6, "residual unit, standard: %d buffers, expected 6", k_std);
-    CHECK(copies == 0);
-    int k_ip = kept_buffers(IABN_BN_INPLACE_II, 1, &copies);
+    CHECK(u.copies == 0);
+    int k_ip = kept_buffers(IABN_BN_INPLACE_II, 1, &u);
     CHECK_MSG(k_ip == 3, "residual unit, in place: %d buffers, expected 3", k_ip);
-    CHECK_MSG(copies == 1, "residual unit, in place: %d copies (the shortcut needs 1)", copies);
+    CHECK_MSG(u.copies == 1, "residual unit, in place: %d copies (the shortcut needs 1)",
+              u.copies);
     /* That copy is bn1 writing z to a buffer of its own, in the same pass
      * (iabn_op_def.own_buffer): no copy node runs, and bn1's input and output
      * are two buffers.  In the standard mode bn1 is never in place. */
     for (int m = IABN_BN_INPLACE; m <= IABN_BN_INPLACE_II; m++) {
-        unit_mem u = {-1, -1, -1, -1};
-        k_ip = kept_buffers_of((iabn_bn_mode)m, 1, &u);
-        CHECK_MSG(k_ip == 3 && u.copies == 1 && u.copy_nodes == 0 && u.bn1_shares == 0,
+        unit_mem v = {-1, -1, -1, -1};
+        k_ip = kept_buffers((iabn_bn_mode)m, 1, &v);
+        CHECK_MSG(k_ip == 3 && v.copies == 1 && v.copy_nodes == 0 && v.bn1_shares == 0,
                   "residual unit, %s: %d buffers, %d copies, %d copy nodes, bn1 shares x: %d",
-                  iabn_bn_mode_name((iabn_bn_mode)m), k_ip, u.copies, u.copy_nodes,
-                  u.bn1_shares);
+                  iabn_bn_mode_name((iabn_bn_mode)m), k_ip, v.copies, v.copy_nodes,
+                  v.bn1_shares);
     }
 }
 

@@ -367,7 +367,7 @@ static void test_modes_bit_identical(void)
     }
 }
 
-static void test_residual_copy(void)
+static void test_residual_own_buffer(void)
 {
     t_run t = {0};
     build_cnn(&t, IABN_BN_INPLACE_II);
@@ -615,7 +615,7 @@ int main(void)
     RUN(test_exact_offsets_inplace);
     RUN(test_random_graphs);
     RUN(test_random_offload_graphs);
-    RUN(test_residual_copy);
+    RUN(test_residual_own_buffer);
     RUN(test_modes_bit_identical);
     RUN(test_deep_plan_fast);
     RUN(test_exec_staging);

@@ -201,17 +201,16 @@ static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *
 /* The residual add (layers.h iabn_conv2d_add) on the forward of g, where
  * the graph fuses it: best times of the convolution (plan p) then the add
  * kernel (t[0], what an unfused graph runs) and of the accumulating
- * convolution (t[1]), alternating call by call.  r holds the shortcut; the
- * fused run adds into y2, which grows with each call (the time does not
- * depend on the values). */
+ * convolution ga, g with accumulate set (t[1]), alternating call by call.
+ * r holds the shortcut; the fused run adds into y2, which grows with each
+ * call (the time does not depend on the values). */
 static int time_residual(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_conv_geom *g,
-                         int repeat, float *x, float *w, float *y, float *y2, const float *r,
-                         size_t ny, void *scr, size_t sb, double *t, iabn_err *e)
+                         const iabn_conv_geom *ga, int repeat, float *x, float *w, float *y,
+                         float *y2, const float *r, size_t ny, void *scr, size_t sb, double *t,
+                         iabn_err *e)
 {
-    iabn_conv_geom ga = *g;
-    ga.accumulate = 1;
     iabn_conv_plan pa;
-    iabn_conv_plan_make(&ga, IABN_CONV_FWD, p->threads, &pa);
+    iabn_conv_plan_make(ga, IABN_CONV_FWD, p->threads, &pa);
     memcpy(y2, r, ny * sizeof(float));
     t[0] = t[1] = 1e30;
     int rc = 0;
@@ -220,7 +219,7 @@ static int time_residual(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn
         rc = iabn_conv_run_plan(c, p, g, IABN_CONV_FWD, x, w, NULL, y, NULL, scr, sb, e);
         if (!rc) iabn_add(ny, y, r, y);
         double t1 = iabn_now();
-        if (!rc) rc = iabn_conv_run_plan(c, &pa, &ga, IABN_CONV_FWD, x, w, NULL, y2, NULL, scr,
+        if (!rc) rc = iabn_conv_run_plan(c, &pa, ga, IABN_CONV_FWD, x, w, NULL, y2, NULL, scr,
                                          sb, e);
         double t2 = iabn_now();
         if (i >= 0 && t1 - t0 < t[0]) t[0] = t1 - t0;
@@ -338,7 +337,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->residual = pass == 0 && has_res;
         if (r->residual) {
             double tr[2];
-            rc = time_residual(cache, &blk[0], &gb, repeat, x, w, y, y2, res, ny, scr, sb,
+            rc = time_residual(cache, &blk[0], &gb, &ga, repeat, x, w, y, y2, res, ny, scr, sb,
                                tr, e);
             r->residual_ms[0] = tr[0] * 1e3;
             r->residual_ms[1] = tr[1] * 1e3;

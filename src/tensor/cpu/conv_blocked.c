@@ -303,6 +303,16 @@ static void ring_reset(ring *r, const float *src)
     r->pf_next = 0;
 }
 
+/* Ring columns [c0, c1) of source row `row` into slot, zeros outside it. */
+static void ring_copy(const bplan *b, float *slot, const float *row, int c0, int c1)
+{
+    for (int c = c0; c < c1; c++) {
+        int sc = c - b->pl;
+        v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
+        vst(slot + (size_t)c * BLK, v);
+    }
+}
+
 /* Slot holding source row sr (copied into it if it is not there yet). */
 static const float *ring_row(ring *r, int sr)
 {
@@ -312,13 +322,8 @@ static const float *ring_row(ring *r, int sr)
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
     const float *row = r->src + (size_t)sr * b->ws * BLK;
-    for (int c = 0; c < b->wp; c = c + 1 == b->cl ? b->cr : c + 1) {
-        if (c == 0 && b->cl == 0) c = b->cr; /* nothing on the left */
-        if (c >= b->wp) break;
-        int sc = c - b->pl;
-        v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
-        vst(slot + (size_t)c * BLK, v);
-    }
+    ring_copy(b, slot, row, 0, b->cl);
+    ring_copy(b, slot, row, b->cr, b->wp);
     return slot;
 }
 
