@@ -158,12 +158,29 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
 }
 
+/* Whether oneDNN takes the pass in every layout mix that has a blocked
+ * operand.  The copy cap counts only the NCHW operands, so a conv too large
+ * for it with both NCHW (the native kernels then run) can still go to
+ * oneDNN once the layout pass blocks one side or both; a mix it would
+ * refuse must not arise, since no native kernel takes a dense conv's
+ * blocked operands. */
+static int dnnl_if_blocked(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    iabn_conv_geom p = *g;
+    for (int m = 1; m < 4; m++) {
+        p.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        p.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        if (!iabn_conv_use_dnnl(&p, pass)) return 0;
+    }
+    return 1;
+}
+
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side)
 {
     iabn_conv_geom p = *g;
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
     if (blocked_fast(&p)) return 1;
-    if (!iabn_conv_use_dnnl(&p, pass)) return -1;
+    if (!iabn_conv_use_dnnl(&p, pass) && !dnnl_if_blocked(&p, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % 16) return 0;
     /* 1x1 convs on large maps run NCHW operands on NCHW (no copies), and
      * nChw16c ones on oneDNN's blocked 1x1 kernel, about as fast
