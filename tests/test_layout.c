@@ -13,6 +13,8 @@
  *    one SGD step further the same loss again; so does the step with
  *    Winograd convs on top (iabn_graph_set_winograd), whose larger scratch
  *    shows that they ran where the CPU has them;
+ *  - convs over oneDNN's copy cap on NCHW go blocked on both sides, and
+ *    every conv node has a kernel for the mix of layouts it got;
  *  - the Winograd mode auto on ResNeXt-101 and WideResNet-38 plans: the lower
  *    bound of off's plan, its arena within 0.25%, and (where the CPU has the
  *    kernels) some of the convs that on gives Winograd, not all;
@@ -167,6 +169,71 @@ static void test_pool_ops(void)
             }
         }
         CHECK_MSG(seen == 2, "%d pool nodes", seen);
+        iabn_session_free(&s);
+    }
+}
+
+/* Dense 3x3 convs too large for oneDNN's copy cap on NCHW: 64 channels at
+ * 192x192, batch 8, so that x and y are 72 MiB each, over
+ * IABN_DNNL_COPY_MAX alone.  c1 reads the (NCHW) input; c2 and c3 can go
+ * blocked on both sides, and then oneDNN copies nothing.  With user set, a
+ * windowed average pool (NCHW only) reads c3's output: c3 cannot run an
+ * NCHW y with a blocked x, so the layout pass must send c3's x back to
+ * NCHW, and then c2's y, and so on. */
+static int cap_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
+{
+    (void)e;
+    iabn_norm_act_cfg bn = iabn_norm_act_defaults(IABN_BN_STANDARD);
+    int y = iabn_conv2d(g, "c1", x, 64, 3, 1, 1, 1, 1, 0);
+    y = iabn_norm_act(g, "b1", y, &bn);
+    y = iabn_conv2d(g, "c2", y, 64, 3, 1, 1, 1, 1, 0);
+    y = iabn_norm_act(g, "b2", y, &bn);
+    y = iabn_conv2d(g, "c3", y, 64, 3, 1, 1, 1, 1, 0);
+    if (user) y = iabn_avgpool(g, "pool", y, 2, 2);
+    y = iabn_global_avgpool(g, "gap", y);
+    *out = iabn_linear(g, "fc", y, 10, 1);
+    return 0;
+}
+
+/* The layout pass against oneDNN's copy cap: c2 goes blocked on both sides
+ * (it voted NCHW-only before, so the native kernels ran it at 2-4x the
+ * time), and every convolution node has a kernel for the mix it got
+ * (before the pass checked that, the NCHW pool after c3 left c3 a blocked
+ * x and an NCHW y: no kernel). */
+static void test_copy_cap(void)
+{
+    static int pool = 1;
+    for (int m = 0; m < 2; m++) {
+        iabn_session_cfg c;
+        iabn_session_cfg_defaults(&c);
+        c.build = cap_net;
+        c.build_user = m ? &pool : NULL;
+        c.train = 1;
+        c.batch = 8;
+        c.channels = 16;
+        c.height = c.width = 192;
+        c.plan_only = 1;
+        c.winograd = IABN_WINOGRAD_OFF;
+        iabn_session s;
+        iabn_err e = {0};
+        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        const iabn_graph *g = s.graph;
+        const iabn_backend *be = iabn_store_backend(iabn_graph_store(g));
+        check_invariants(g, m ? "cap net, pool" : "cap net");
+        int bad = 0, c2_blocked = -1;
+        for (int id = 0; id < iabn_graph_nnodes(g); id++) {
+            const iabn_node *n = iabn_graph_n(g, id);
+            if (n->op->layout_ok && !n->op->layout_ok(g, n, be)) bad++;
+            if (strcmp(n->name, "c2") || strcmp(n->op->name, "conv2d")) continue;
+            c2_blocked = iabn_graph_t(g, n->in[0])->layout == IABN_LAYOUT_NCHW16C &&
+                         iabn_graph_t(g, n->out[0])->layout == IABN_LAYOUT_NCHW16C;
+        }
+        CHECK_MSG(bad == 0, "%s: %d conv nodes without a kernel for their layouts",
+                  m ? "pool" : "no pool", bad);
+        /* without the pool, c2 blocked where oneDNN is built; with it, the
+         * pass's check unwinds the chain back to NCHW */
+        CHECK_MSG(c2_blocked == (!m && iabn_conv_have_dnnl()), "%s: c2 blocked %d",
+                  m ? "pool" : "no pool", c2_blocked);
         iabn_session_free(&s);
     }
 }
@@ -397,6 +464,7 @@ int main(void)
 {
     RUN(test_choice);
     RUN(test_pool_ops);
+    RUN(test_copy_cap);
     RUN(test_parity);
     RUN(test_winograd_auto);
     RUN(test_winograd_budget);

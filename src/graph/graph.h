@@ -156,6 +156,10 @@ typedef struct iabn_op_def {
      * iabn_conv_layout_vote). */
     int (*layout_vote)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, int out,
                        int k);
+    /* IABN_LAYOUT_RULE_VOTE: whether the node has a kernel for the layouts
+     * the layout pass gave its operands (a mix its votes allowed may have
+     * none: cpu/conv.h iabn_conv_layouts_ok).  Optional: NULL every mix. */
+    int (*layout_ok)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);
     /* Whether the node runs Winograd kernels on be when its winograd flag is
      * set (winograd.c).  Optional: NULL never. */
     int (*winograd)(const iabn_graph *g, const iabn_node *n, const iabn_backend *be);

@@ -12,6 +12,9 @@
  * cannot matter (not 4-d, or one value per channel and sample: H*W = 1,
  * where both layouts are the same bytes) are left out of it all.
  *
+ * A node whose op can check it (layout_ok) and that has no kernel for the
+ * mix its sets got sends its blocked sets back to NCHW, until all agree.
+ *
  * Reorders then happen only inside the convolutions whose primitive works in
  * another layout than a tensor's (oneDNN reorders into their node scratch,
  * which add_scratch sizes after this pass); no reorder tensor is added.
@@ -89,6 +92,16 @@ static int vote_of(const iabn_graph *g, const iabn_node *n, const iabn_backend *
     return -1;
 }
 
+/* Every tensor's layout from its set's totals (at the set's root). */
+static void assign(iabn_graph *g, int *parent, const int *veto, const int *pro, const int *con)
+{
+    for (int t = 0; t < g->nt; t++) {
+        int r = find(parent, t);
+        g->t[t].layout = matters(&g->t[t]) && !veto[r] && pro[r] > con[r] ? IABN_LAYOUT_NCHW16C
+                                                                           : IABN_LAYOUT_NCHW;
+    }
+}
+
 int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
 {
     const iabn_backend *be = iabn_store_backend(g->store);
@@ -153,10 +166,24 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
         pro[r] += pro[t];
         con[r] += con[t];
     }
-    for (int t = 0; t < nt; t++) {
-        int r = find(parent, t);
-        g->t[t].layout = matters(&g->t[t]) && !veto[r] && pro[r] > con[r] ? IABN_LAYOUT_NCHW16C
-                                                                           : IABN_LAYOUT_NCHW;
+    assign(g, parent, veto, pro, con);
+    /* A mix the votes allowed may still have no kernel (oneDNN's copy cap
+     * counts the NCHW side only): that node's blocked sets go back to NCHW,
+     * and the sets are assigned again until every node takes its layouts.
+     * Vetoes only grow, and all-NCHW always runs, so this ends. */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int id = 0; id < g->nn; id++) {
+            const iabn_node *n = &g->n[id];
+            if (!n->op->layout_ok || n->op->layout_ok(g, n, be)) continue;
+            for (int s = 0; s < n->nin + n->nout; s++) {
+                int t = s < n->nin ? n->in[s] : n->out[s - n->nin];
+                if (t < 0 || g->t[t].layout == IABN_LAYOUT_NCHW) continue;
+                veto[find(parent, t)] = 1;
+                changed = 1;
+            }
+        }
+        if (changed) assign(g, parent, veto, pro, con);
     }
     /* the convolution passes left reordering an operand */
     for (int id = 0; id < g->nn; id++) {

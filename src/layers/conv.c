@@ -107,7 +107,17 @@ static int winograd_for(const iabn_graph *g, const iabn_node *n, const iabn_back
     return be->k->conv_winograd(&geo, pass);
 }
 
-/* Each pass's entries of its op: its votes, its scratch, its Winograd. */
+/* Whether the pass has a kernel for its operands' layouts (graph.h). */
+static int layouts_ok_for(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
+                          iabn_conv_pass pass)
+{
+    if (!be->k->conv_layouts_ok) return 1;
+    iabn_conv_geom geo = geom_of(g, n, pass);
+    return be->k->conv_layouts_ok(&geo, pass);
+}
+
+/* Each pass's entries of its op: its votes, its scratch, its Winograd, its
+ * layout check. */
 #define PASS_HOOKS(pre, pass)                                                              \
     static int pre##_vote(const iabn_graph *g, const iabn_node *n, const iabn_backend *be, \
                           int out, int k)                                                  \
@@ -123,6 +133,11 @@ static int winograd_for(const iabn_graph *g, const iabn_node *n, const iabn_back
                               const iabn_backend *be)                                      \
     {                                                                                      \
         return winograd_for(g, n, be, pass);                                               \
+    }                                                                                      \
+    static int pre##_layouts_ok(const iabn_graph *g, const iabn_node *n,                   \
+                                const iabn_backend *be)                                    \
+    {                                                                                      \
+        return layouts_ok_for(g, n, be, pass);                                             \
     }
 PASS_HOOKS(fwd, IABN_CONV_FWD)
 PASS_HOOKS(bwd_data, IABN_CONV_BWD_DATA)
@@ -132,12 +147,12 @@ PASS_HOOKS(bwd_filter, IABN_CONV_BWD_FILTER)
 static const iabn_op_def op_bwd_data = {
     .name = "conv2d_bwd_data", .scratch_bytes = bwd_data_scratch,
     .run = bwd_data_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_data_vote,
-    .winograd = bwd_data_winograd,
+    .winograd = bwd_data_winograd, .layout_ok = bwd_data_layouts_ok,
 };
 static const iabn_op_def op_bwd_filter = {
     .name = "conv2d_bwd_filter", .scratch_bytes = bwd_filter_scratch,
     .run = bwd_filter_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = bwd_filter_vote,
-    .winograd = bwd_filter_winograd,
+    .winograd = bwd_filter_winograd, .layout_ok = bwd_filter_layouts_ok,
 };
 
 static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_err *e)
@@ -165,7 +180,7 @@ static int conv_backward(iabn_graph *g, int node, const int *dout, int *din, iab
 static const iabn_op_def op_conv = {
     .name = "conv2d", .backward = conv_backward, .scratch_bytes = fwd_scratch,
     .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
-    .winograd = fwd_winograd,
+    .winograd = fwd_winograd, .layout_ok = fwd_layouts_ok,
 };
 /* conv2d + add in one node (iabn_conv2d_add): the same entries, the
  * residual an input more; not rerun by the storage strategy (its output
@@ -173,7 +188,7 @@ static const iabn_op_def op_conv = {
 static const iabn_op_def op_conv_add = {
     .name = "conv2d_add", .backward = conv_backward, .scratch_bytes = fwd_scratch,
     .run = fwd_run, .layout = IABN_LAYOUT_RULE_VOTE, .layout_vote = fwd_vote,
-    .winograd = fwd_winograd,
+    .winograd = fwd_winograd, .layout_ok = fwd_layouts_ok,
 };
 
 /* conv2d, or with r >= 0 conv2d_add where the backend fuses it (else

@@ -51,6 +51,10 @@ typedef struct iabn_kernels {
      * (cpu/conv.h iabn_conv_layout_vote), for the graph's layout pass.
      * Optional: NULL keeps every activation NCHW on that backend. */
     int (*conv_layout_vote)(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
+    /* conv: whether a pass has a kernel for the geometry's mix of layouts
+     * (cpu/conv.h iabn_conv_layouts_ok), for the layout pass's check after
+     * it assigns them.  Optional: NULL takes every mix the votes allow. */
+    int (*conv_layouts_ok)(const iabn_conv_geom *g, iabn_conv_pass pass);
     /* conv: whether a pass runs Winograd kernels with the geometry's
      * winograd flag (cpu/conv.h iabn_conv_winograd).  Optional: NULL never. */
     int (*conv_winograd)(const iabn_conv_geom *g, iabn_conv_pass pass);

@@ -158,21 +158,24 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
 }
 
-/* Whether oneDNN takes the pass in every layout mix that has a blocked
- * operand.  The copy cap counts only the NCHW operands, so a conv too large
- * for it with both NCHW (the native kernels then run) can still go to
- * oneDNN once the layout pass blocks one side or both; a mix it would
- * refuse must not arise, since no native kernel takes a dense conv's
- * blocked operands. */
+/* Whether oneDNN takes the pass with both sides blocked.  The copy cap
+ * counts only the NCHW operands, so a conv too large for it with both NCHW
+ * (the native kernels then run) can still go to oneDNN once the layout pass
+ * blocks it; a mix it refuses (one side blocked, the other over the cap)
+ * has no kernel, and the layout pass sends it back to NCHW
+ * (iabn_conv_layouts_ok). */
 static int dnnl_if_blocked(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     iabn_conv_geom p = *g;
-    for (int m = 1; m < 4; m++) {
-        p.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
-        p.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
-        if (!iabn_conv_use_dnnl(&p, pass)) return 0;
-    }
-    return 1;
+    p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
+    return iabn_conv_use_dnnl(&p, pass);
+}
+
+int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
+    iabn_conv_path p = choose_path(g, pass);
+    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED;
 }
 
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side)

@@ -100,6 +100,12 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
  * way). */
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
 
+/* Whether a pass of g runs with g's layouts: NCHW on both sides always
+ * does; a blocked side needs oneDNN or the blocked grouped kernels, and
+ * oneDNN's copy cap counts the NCHW side, so a mix the votes allow may
+ * have no kernel (the layout pass then sends the blocked side back). */
+int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass);
+
 /* Whether a pass of g runs oneDNN's Winograd kernels: g->winograd set, the
  * geometry one they take, and oneDNN has them for this CPU (its Winograd
  * kernels need AVX-512); 0 means the pass runs direct. */
