@@ -297,6 +297,26 @@ static void blocked_case(int n, int ci, int h, int co, int k, int stride, int gr
     free(dw1); free(dw2);
 }
 
+/* Every pass of g votes nChw16c on both sides. */
+static void votes_blocked(const iabn_conv_geom *g, const char *what)
+{
+    for (int p = 0; p < 3; p++)
+        CHECK_MSG(iabn_conv_layout_vote(g, (iabn_conv_pass)p, 0) == 1 &&
+                      iabn_conv_layout_vote(g, (iabn_conv_pass)p, 1) == 1,
+                  "%s, pass %d: votes %d %d", what, p,
+                  iabn_conv_layout_vote(g, (iabn_conv_pass)p, 0),
+                  iabn_conv_layout_vote(g, (iabn_conv_pass)p, 1));
+}
+
+/* g with x blocked where bit 0 of m is set, y where bit 1 is. */
+static iabn_conv_geom with_layouts(const iabn_conv_geom *g, int m)
+{
+    iabn_conv_geom r = *g;
+    r.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+    r.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+    return r;
+}
+
 /* nChw16c activations: the same bits as NCHW, and no reorder copies where
  * the primitive works in nChw16c; the votes that the layout pass reads. */
 static void test_blocked(void)
@@ -325,12 +345,7 @@ static void test_blocked(void)
     /* 8 per group runs as 16 per group (pairs merged): nChw16c, where
      * oneDNN's own 8-per-group kernels want nChw8c (a vote of 2) */
     CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
-    for (int p = 0; p < 3; p++)
-        CHECK_MSG(iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0) == 1 &&
-                      iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1) == 1,
-                  "8 per group, pass %d: votes %d %d", p,
-                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0),
-                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1));
+    votes_blocked(&g, "8 per group");
     /* 4 per group: the blocked grouped kernels where the CPU has AVX-512
      * (test_conv_blocked), else the NCHW direct kernels */
     CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 128, 3, 3, 1, 1, 1, 32) == 0);
@@ -344,16 +359,9 @@ static void test_blocked(void)
      * slower */
     CHECK(iabn_conv_geom_init(&g, 16, 64, 112, 112, 64, 3, 3, 1, 1, 1, 1) == 0);
     CHECK(!iabn_conv_use_dnnl(&g, IABN_CONV_FWD));
-    for (int p = 0; p < 3; p++)
-        CHECK_MSG(iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0) == 1 &&
-                      iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1) == 1,
-                  "stem at batch 16, pass %d: votes %d %d", p,
-                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0),
-                  iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1));
+    votes_blocked(&g, "stem at batch 16");
     for (int m = 1; m < 4; m++) {
-        iabn_conv_geom gm = g;
-        gm.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
-        gm.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        iabn_conv_geom gm = with_layouts(&g, m);
         CHECK(iabn_conv_use_dnnl(&gm, IABN_CONV_FWD) && iabn_conv_use_dnnl(&gm, IABN_CONV_BWD_DATA));
     }
     /* VGG19's at batch 32, 128x128: one side alone copies 128 MiB.  It
@@ -364,9 +372,7 @@ static void test_blocked(void)
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1 &&
           iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1);
     for (int m = 0; m < 4; m++) {
-        iabn_conv_geom gm = g;
-        gm.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
-        gm.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        iabn_conv_geom gm = with_layouts(&g, m);
         for (int p = 0; p < 3; p++)
             CHECK_MSG(iabn_conv_layouts_ok(&gm, (iabn_conv_pass)p) == (m == 0 || m == 3),
                       "VGG19's conv, layouts %d, pass %d", m, p);

@@ -112,6 +112,24 @@ static void test_choice(void)
     }
 }
 
+/* A training session, planned only, of a hand-built net on 16 input
+ * channels of hw x hw. */
+static int plan_net(iabn_session *s, int (*build)(iabn_graph *, int, void *, int *, iabn_err *),
+                    void *user, int batch, int hw, iabn_winograd_mode wino, iabn_err *e)
+{
+    iabn_session_cfg c;
+    iabn_session_cfg_defaults(&c);
+    c.build = build;
+    c.build_user = user;
+    c.train = 1;
+    c.batch = batch;
+    c.channels = 16;
+    c.height = c.width = hw;
+    c.plan_only = 1;
+    c.winograd = wino;
+    return iabn_session_build(&c, s, e);
+}
+
 /* conv (blocked-friendly) -> BN -> pool -> conv.  With the windowed average
  * pool (NCHW only, user == NULL) the pool's operands, and with them the
  * BN's, stay NCHW; the conv after the pool gets its input NCHW and its
@@ -140,18 +158,10 @@ static void test_pool_ops(void)
 {
     static int maxpool = 1;
     for (int m = 0; m < 2; m++) {
-        iabn_session_cfg c;
-        iabn_session_cfg_defaults(&c);
-        c.build = pool_net;
-        c.build_user = m ? &maxpool : NULL;
-        c.train = 1;
-        c.batch = 2;
-        c.channels = 16;
-        c.height = c.width = 16;
-        c.plan_only = 1;
         iabn_session s;
         iabn_err e = {0};
-        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        CHECK_MSG(plan_net(&s, pool_net, m ? &maxpool : NULL, 2, 16, IABN_WINOGRAD_AUTO, &e) == 0,
+                  "%s", e.msg);
         check_invariants(s.graph, m ? "max pool net" : "avg pool net");
         const iabn_graph *g = s.graph;
         int seen = 0;
@@ -204,19 +214,10 @@ static void test_copy_cap(void)
 {
     static int pool = 1;
     for (int m = 0; m < 2; m++) {
-        iabn_session_cfg c;
-        iabn_session_cfg_defaults(&c);
-        c.build = cap_net;
-        c.build_user = m ? &pool : NULL;
-        c.train = 1;
-        c.batch = 8;
-        c.channels = 16;
-        c.height = c.width = 192;
-        c.plan_only = 1;
-        c.winograd = IABN_WINOGRAD_OFF;
         iabn_session s;
         iabn_err e = {0};
-        CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
+        CHECK_MSG(plan_net(&s, cap_net, m ? &pool : NULL, 8, 192, IABN_WINOGRAD_OFF, &e) == 0,
+                  "%s", e.msg);
         const iabn_graph *g = s.graph;
         const iabn_backend *be = iabn_store_backend(iabn_graph_store(g));
         check_invariants(g, m ? "cap net, pool" : "cap net");
