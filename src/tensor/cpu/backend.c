@@ -424,7 +424,8 @@ static int k_sgd_update(void *ctx, size_t count, float lr, float momentum, float
 
 static const iabn_kernels cpu_kernels = {
     .conv_scratch = k_conv_scratch, .conv_fwd = k_conv_fwd, .conv_bwd_data = k_conv_bwd_data,
-    .conv_layout_vote = iabn_conv_layout_vote, .conv_layouts_ok = iabn_conv_layouts_ok, .conv_winograd = iabn_conv_winograd,
+    .conv_layout_vote = iabn_conv_layout_vote, .conv_layouts_ok = iabn_conv_layouts_ok,
+    .conv_winograd = iabn_conv_winograd,
     .conv_accumulates = iabn_conv_accumulates,
     .conv_bwd_filter = k_conv_bwd_filter,
     .bn_stats = k_bn_stats, .bn_update_running = k_bn_update_running,
