@@ -39,7 +39,12 @@ int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm
     if (o->clip > 0 && norm > o->clip) clip_scale = (float)(o->clip / (norm + 1e-6));
     for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
         iabn_param *p = iabn_store_get(s, i);
-        if (!trainable(p)) continue;
+        if (!p->grad) continue;
+        if (p->frozen) { /* no update consumes it: zeroed here for the next step */
+            if (be->fill(be->ctx, p->grad, 0, p->count * sizeof(float)))
+                rc = iabn_err_set(e, IABN_EDEVICE, "zeroing the gradient of %s failed", p->name);
+            continue;
+        }
         if (clip_scale != 1.f && (rc = be->k->scale(be->ctx, p->count, clip_scale, p->grad, e))) break;
         int first = p->mom == NULL;
         if (first && !(p->mom = be->alloc(be->ctx, p->count * sizeof(float))))
@@ -49,13 +54,6 @@ int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm
         rc = be->k->sgd_update(be->ctx, p->count, lr, o->momentum, o->weight_decay, o->nesterov,
                                first, p->data, p->grad, p->mom, e);
         if (rc) iabn_err_prefix(e, "SGD update of %s: ", p->name);
-    }
-    /* the update zeroed the gradients it used; the frozen ones' are left */
-    for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
-        iabn_param *p = iabn_store_get(s, i);
-        if (p->grad && !trainable(p) &&
-            be->fill(be->ctx, p->grad, 0, p->count * sizeof(float)))
-            rc = iabn_err_set(e, IABN_EDEVICE, "zeroing the gradient of %s failed", p->name);
     }
     return rc;
 }

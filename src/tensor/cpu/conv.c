@@ -158,19 +158,6 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
 }
 
-/* Whether oneDNN takes the pass with both sides blocked.  The copy cap
- * counts only the NCHW operands, so a conv too large for it with both NCHW
- * (the native kernels then run) can still go to oneDNN once the layout pass
- * blocks it; a mix it refuses (one side blocked, the other over the cap)
- * has no kernel, and the layout pass sends it back to NCHW
- * (iabn_conv_layouts_ok). */
-static int dnnl_if_blocked(const iabn_conv_geom *g, iabn_conv_pass pass)
-{
-    iabn_conv_geom p = *g;
-    p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
-    return iabn_conv_use_dnnl(&p, pass);
-}
-
 int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
@@ -183,7 +170,14 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     iabn_conv_geom p = *g;
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
     if (blocked_fast(&p)) return 1;
-    if (!iabn_conv_use_dnnl(&p, pass) && !dnnl_if_blocked(&p, pass)) return -1;
+    /* oneDNN with both sides blocked: its copy cap counts only NCHW
+     * operands, so this holds wherever oneDNN takes any mix, and also for a
+     * conv too large for the cap on NCHW (the native kernels run it there).
+     * A mix with no kernel (one side blocked, the other over the cap) is
+     * sent back to NCHW by the layout pass (iabn_conv_layouts_ok). */
+    iabn_conv_geom b = p;
+    b.x_layout = b.y_layout = IABN_LAYOUT_NCHW16C;
+    if (!iabn_conv_use_dnnl(&b, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % 16) return 0;
     /* 1x1 convs on large maps run NCHW operands on NCHW (no copies), and
      * nChw16c ones on oneDNN's blocked 1x1 kernel, about as fast
