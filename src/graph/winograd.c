@@ -28,7 +28,6 @@
 #include "graph/graph_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 #include <strings.h>
 
 const char *iabn_winograd_mode_name(iabn_winograd_mode m)
@@ -97,7 +96,6 @@ typedef struct cand {
     int id;
     size_t old_bytes, new_bytes;
     size_t need;                 /* live bytes at its step with the new scratch */
-    int on;                      /* in the set being planned                    */
 } cand;
 
 /* loosest first: the least live bytes with the new scratch */
@@ -108,11 +106,11 @@ static int by_need(const void *a, const void *b)
 }
 
 /* Gives node c's flag and scratch the state `on`. */
-static int set_on(iabn_graph *g, cand *c, int on, iabn_err *e)
+static int set_on(iabn_graph *g, const cand *c, int on, iabn_err *e)
 {
-    if (c->on == on) return 0;
-    c->on = on;
-    g->n[c->id].winograd = on;
+    iabn_node *n = &g->n[c->id];
+    if (n->winograd == on) return 0;
+    n->winograd = on;
     return iabn_graph_size_scratch(g, c->id, on ? c->new_bytes : c->old_bytes, e);
 }
 
@@ -164,7 +162,7 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
         size_t nb = n->op->scratch_bytes ? n->op->scratch_bytes(g, n, be) : 0;
         n->winograd = 0;
         size_t need = p->live[s] - planned(old, p, align) + planned(nb, p, align);
-        if (need <= bound) c[nc++] = (cand){id, old, nb, need, 0};
+        if (need <= bound) c[nc++] = (cand){id, old, nb, need};
     }
     iabn_plan_free(p);
     qsort(c, (size_t)nc, sizeof *c, by_need);
@@ -199,7 +197,7 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
         run = (j - i + 1) / 2 > 1 ? (j - i + 1) / 2 : 1;
     }
     int kept = 0;
-    for (int i = 0; i < nc; i++) kept += c[i].on;
+    for (int i = 0; i < nc; i++) kept += g->n[c[i].id].winograd;
     g->scratch_last = kept > 0;
     free(c);
     return rc;

@@ -98,22 +98,14 @@ static int bwd_filter_run(const iabn_graph *g, const iabn_node *n, const iabn_bi
     return 0;
 }
 
-/* Whether the pass runs Winograd kernels with its flag (graph.h). */
-static int winograd_for(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
-                        iabn_conv_pass pass)
+/* The backend's answer about the pass's geometry (winograd, layouts_ok:
+ * graph.h), or dflt where the backend has no such hook. */
+static int ask_backend(const iabn_graph *g, const iabn_node *n, iabn_conv_pass pass,
+                       int (*hook)(const iabn_conv_geom *, iabn_conv_pass), int dflt)
 {
-    if (!be->k->conv_winograd) return 0;
+    if (!hook) return dflt;
     iabn_conv_geom geo = geom_of(g, n, pass);
-    return be->k->conv_winograd(&geo, pass);
-}
-
-/* Whether the pass has a kernel for its operands' layouts (graph.h). */
-static int layouts_ok_for(const iabn_graph *g, const iabn_node *n, const iabn_backend *be,
-                          iabn_conv_pass pass)
-{
-    if (!be->k->conv_layouts_ok) return 1;
-    iabn_conv_geom geo = geom_of(g, n, pass);
-    return be->k->conv_layouts_ok(&geo, pass);
+    return hook(&geo, pass);
 }
 
 /* Each pass's entries of its op: its votes, its scratch, its Winograd, its
@@ -132,12 +124,12 @@ static int layouts_ok_for(const iabn_graph *g, const iabn_node *n, const iabn_ba
     static int pre##_winograd(const iabn_graph *g, const iabn_node *n,                     \
                               const iabn_backend *be)                                      \
     {                                                                                      \
-        return winograd_for(g, n, be, pass);                                               \
+        return ask_backend(g, n, pass, be->k->conv_winograd, 0);                                               \
     }                                                                                      \
     static int pre##_layouts_ok(const iabn_graph *g, const iabn_node *n,                   \
                                 const iabn_backend *be)                                    \
     {                                                                                      \
-        return layouts_ok_for(g, n, be, pass);                                             \
+        return ask_backend(g, n, pass, be->k->conv_layouts_ok, 1);                                             \
     }
 PASS_HOOKS(fwd, IABN_CONV_FWD)
 PASS_HOOKS(bwd_data, IABN_CONV_BWD_DATA)
