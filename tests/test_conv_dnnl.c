@@ -390,11 +390,12 @@ static void test_blocked(void)
 
 #if IABN_HAVE_DNNL
 /* One weight shape and oneDNN format: oneDNN copies a plain tensor into the
- * blocked layout; the map's addition of it into another plain tensor gives
- * the bits of oneDNN's reorder with a sum post-op; `mapped` 0 when the map
- * must decline. */
+ * blocked layout, and the map's copy gives the same bits; the map's addition
+ * of it into another plain tensor gives the bits of oneDNN's reorder with a
+ * sum post-op; `mapped` 0 when the map must decline; `fast` the path the
+ * map moves 16 x 16 blocks by (1 tiles, 2 rows, 0 the table walk). */
 static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_format_tag_t tag,
-                     int mapped, int tile16)
+                     int mapped, int fast)
 {
     dnnl_engine_t eng;
     dnnl_stream_t st;
@@ -414,8 +415,9 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
     int rc = pad ? 1 : iabn_blocked_map_init(&m, nd, dims, str, bm.offset0, b->inner_nblks, blks, idx);
     CHECK_MSG(rc == !mapped, "format %d: map_init %d, want %s", (int)tag, rc, mapped ? "0" : "1");
     if (rc == 0) {
-        CHECK_MSG(m.tile16 == tile16, "format %d: tile16 %d", (int)tag, m.tile16);
-        float *x = malloc(n * 4), *y1 = malloc(nb * 4);
+        CHECK_MSG(m.tile16 == (fast == 1) && m.rows16 == (fast == 2), "format %d: tile16 %d rows16 %d",
+                  (int)tag, m.tile16, m.rows16);
+        float *x = malloc(n * 4), *y1 = malloc(nb * 4), *y2 = malloc(nb * 4);
         float *z1 = malloc(n * 4), *z2 = malloc(n * 4);
         t_fill(x, n, 11); t_fill(z1, n, 12); memcpy(z2, z1, n * 4);
         dnnl_memory_t mx, my, mz;
@@ -429,6 +431,9 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
         CHECK(dnnl_primitive_execute(r, st, 2, a) == dnnl_success && dnnl_stream_wait(st) == dnnl_success);
         dnnl_primitive_destroy(r);
         dnnl_primitive_desc_destroy(pd);
+        memset(y2, 0xff, nb * 4); /* NaNs wherever the copy misses */
+        iabn_blocked_pack(&m, x, y2);
+        CHECK_MSG(memcmp(y1, y2, nb * 4) == 0, "format %d: the map's copy differs", (int)tag);
         /* z += y1, oneDNN's way and the map's */
         dnnl_primitive_attr_t at;
         dnnl_post_ops_t po;
@@ -447,7 +452,7 @@ static void map_case(int nd, const dnnl_dims_t d, dnnl_format_tag_t plain, dnnl_
         dnnl_post_ops_destroy(po);
         dnnl_primitive_attr_destroy(at);
         dnnl_memory_destroy(mx); dnnl_memory_destroy(my); dnnl_memory_destroy(mz);
-        free(x); free(y1); free(z1); free(z2);
+        free(x); free(y1); free(y2); free(z1); free(z2);
         iabn_blocked_map_free(&m);
     }
     dnnl_stream_destroy(st);
@@ -460,7 +465,8 @@ static void test_blocked_map(void)
     dnnl_dims_t g8 = {64, 8, 8, 3, 3}, g16 = {4, 16, 32, 3, 3}, w24 = {24, 32, 1, 1};
     map_case(4, w1, dnnl_oihw, dnnl_OIhw16i16o, 1, 1);  /* 1x1 fwd / weights: tiles */
     map_case(4, w1b, dnnl_oihw, dnnl_OIhw16i16o, 1, 1);
-    map_case(4, w1, dnnl_oihw, dnnl_IOhw16o16i, 1, 0);  /* 1x1 data pass */
+    map_case(4, w1, dnnl_oihw, dnnl_IOhw16o16i, 1, 2);  /* 1x1 data pass: rows */
+    map_case(4, w1b, dnnl_oihw, dnnl_IOhw16o16i, 1, 2);
     map_case(4, w3, dnnl_oihw, dnnl_OIhw16i16o, 1, 0);  /* 3x3: the table walk */
     map_case(4, w3, dnnl_oihw, dnnl_Ohwi16o, 1, 0);
     map_case(5, g8, dnnl_goihw, dnnl_gOIhw8i8o, 1, 0);  /* grouped, 8 per group */

@@ -4,7 +4,9 @@
  * for them (oneDNN's, or the blocked grouped kernels), against the targets
  * there (measured by the library: tensor/cpu/conv_bench.h).
  * Below the table, where the graph fuses a residual add into the forward
- * (layers.h iabn_conv2d_add), the conv then the add against the fused conv.
+ * (layers.h iabn_conv2d_add), the conv then the add against the fused conv;
+ * then, for the 1x1 convs on oneDNN, the copy of their weights into its
+ * blocks by oneDNN's reorder and by the map's copy the conv path runs.
  * The wino column times the conv with --winograd's flag where that runs
  * oneDNN's Winograd kernels, counting the direct convolution's FLOPs (so it
  * can pass 100% of peak); the chosen path stays the default's.
@@ -48,6 +50,10 @@ static void print_json(const iabn_convbench_row *rows, int n)
         if (r->residual) { /* [conv then add, fused], ms */
             cJSON *ms = cJSON_CreateDoubleArray(r->residual_ms, 2);
             if (ms) cJSON_AddItemToObject(o, "residual_add_ms", ms);
+        }
+        if (r->wcopy) { /* [oneDNN's reorder, the map's copy], ms */
+            cJSON *ms = cJSON_CreateDoubleArray(r->wcopy_ms, 2);
+            if (ms) cJSON_AddItemToObject(o, "weight_copy_ms", ms);
         }
         cJSON_AddItemToArray(list, o);
     }
@@ -129,6 +135,16 @@ int iabn_bench_conv(int argc, char **argv)
                        "then the add, and fused (oneDNN's sum post-op)\n");
             printf("%-28s %8.3f %8.3f   %.2fx\n", r->desc, r->residual_ms[0], r->residual_ms[1],
                    r->residual_ms[0] / r->residual_ms[1]);
+        }
+        header = 0;
+        for (int i = 0; i < n; i++) {
+            const iabn_convbench_row *r = &rows[i];
+            if (!r->wcopy) continue;
+            if (!header++)
+                printf("\nthe weights into oneDNN's 16x16 blocks (1x1 convs), from memory, best "
+                       "ms: oneDNN's reorder, and the copy the conv runs (cpu/blocked_map.c)\n");
+            printf("%-28s %-11s %8.3f %8.3f   %.2fx\n", r->desc, r->pass, r->wcopy_ms[0],
+                   r->wcopy_ms[1], r->wcopy_ms[0] / r->wcopy_ms[1]);
         }
     }
     return strict && missed ? 1 : 0;

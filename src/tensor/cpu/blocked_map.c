@@ -1,5 +1,5 @@
 /* cpu/blocked_map.c: the per-dimension offset tables of a blocked layout
- * (cpu/blocked_map.h) and the addition that walks them.
+ * (cpu/blocked_map.h), the addition that walks them, and the copy.
  *
  * Why not oneDNN's own reorder: for the weight gradient it has to add into
  * the OIHW store (a reorder with a sum post-op), and oneDNN 2.6 runs that
@@ -13,6 +13,11 @@
  * (16 x 16 blocks, the output channel innermost) move as 16 x 16 tiles
  * transposed in registers (cpu/transpose8.h): the table walk reads the
  * blocked side 4 bytes at a time, 3x slower there.
+ * The copy the other way serves the 1x1 convs' weights going in: oneDNN's
+ * reorder into the data pass's IOhw16o16i (16-float rows of the OIHW
+ * tensor, each to its block) ran at 0.6x the speed of this copy from
+ * memory, and the forward's OIhw16i16o tiles go as fast here as there, so
+ * both are moved here (docs/LAYOUTS.md has the figures).
  */
 #include "tensor/cpu/blocked_map.h"
 
@@ -72,6 +77,12 @@ int iabn_blocked_map_init(iabn_blocked_map *m, int nd, const int64_t *dims,
         m->tile16 = m->tab[1][x] - m->tab[1][x - x % 16] == x % 16;
     for (int64_t x = 0; m->tile16 && x < m->dims[2]; x++)
         m->tile16 = m->tab[2][x] - m->tab[2][x - x % 16] == 16 * (x % 16);
+    m->rows16 = !m->tile16 && m->dims[1] % 16 == 0 && m->dims[2] % 16 == 0 &&
+                m->dims[3] * m->dims[4] == 1;
+    for (int64_t x = 0; m->rows16 && x < m->dims[1]; x++)
+        m->rows16 = m->tab[1][x] - m->tab[1][x - x % 16] == 16 * (x % 16);
+    for (int64_t x = 0; m->rows16 && x < m->dims[2]; x++)
+        m->rows16 = m->tab[2][x] - m->tab[2][x - x % 16] == x % 16;
     return 0;
 }
 
@@ -121,5 +132,48 @@ void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, fl
         for (int64_t i = 0; i < n2; i++)
             for (int64_t h = 0; h < n3; h++)
                 for (int64_t w = 0; w < n4; w++) *p++ += blocked[base + t2[i] + t3[h] + t4[w]];
+    }
+}
+
+/* blocked = plain over 16 rows of dims (0, 1) and all of dim 2: tiles
+ * transposed (m->tile16) or rows copied (m->rows16), one 16 x 16 block of
+ * the blocked tensor at a time. */
+static void pack_blocks(const iabn_blocked_map *m, int64_t r0, const float *plain, float *blocked)
+{
+    const int64_t n1 = m->dims[1], n2 = m->dims[2];
+    float *b = blocked + m->tab[0][r0 / n1] + m->tab[1][r0 % n1];
+    const float *p = plain + r0 * n2;
+    for (int64_t c0 = 0; c0 < n2; c0 += 16) {
+        float *d = b + m->tab[2][c0];
+        if (m->tile16) {
+            for (int i = 0; i < 16; i += 8)
+                for (int j = 0; j < 16; j += 8)
+                    iabn_tr8(p + i * n2 + c0 + j, (size_t)n2, d + j * 16 + i, 16);
+        } else {
+            for (int r = 0; r < 16; r++) memcpy(d + 16 * r, p + r * n2 + c0, 16 * sizeof *d);
+        }
+    }
+}
+
+void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked)
+{
+    const int64_t *t0 = m->tab[0], *t1 = m->tab[1], *t2 = m->tab[2], *t3 = m->tab[3],
+                  *t4 = m->tab[4];
+    const int64_t n1 = m->dims[1], n2 = m->dims[2], n3 = m->dims[3], n4 = m->dims[4];
+    const int64_t rows = m->dims[0] * n1, inner = n2 * n3 * n4;
+    const int par = rows > 1 && rows * inner >= PAR_MIN;
+    if (m->tile16 || m->rows16) {
+        const int64_t blocks = rows / 16;
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t k = 0; k < blocks; k++) pack_blocks(m, 16 * k, plain, blocked);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t base = t0[r / n1] + t1[r % n1];
+        const float *p = plain + r * inner;
+        for (int64_t i = 0; i < n2; i++)
+            for (int64_t h = 0; h < n3; h++)
+                for (int64_t w = 0; w < n4; w++) blocked[base + t2[i] + t3[h] + t4[w]] = *p++;
     }
 }

@@ -1,6 +1,7 @@
 /* cpu/blocked_map.h (internal): a dense tensor in a blocked layout, as
- * oneDNN describes one, added into the same tensor stored row-major: the
- * weight pass's gradient added back into the OIHW store (cpu/conv_dnnl.c).
+ * oneDNN describes one, and the same tensor stored row-major: the weight
+ * pass's gradient added back into the OIHW store, and a 1x1 conv's OIHW
+ * weights copied into the primitive's 16 x 16 blocks (cpu/conv_dnnl.c).
  *
  * A blocked layout puts logical index (d_0 .. d_{n-1}) at
  *   offset0 + sum_k (d_k / B_k) * stride_k + inner(d),
@@ -8,8 +9,8 @@
  * the row-major position of (d_k % B_k) among the inner blocks (the last
  * one innermost).  With one inner block per dimension at most, the offset
  * is a sum of one term per dimension: the map keeps a table of those terms
- * per dimension, and the addition walks the row-major tensor adding table
- * entries.
+ * per dimension, and the addition (and the copy) walks the row-major
+ * tensor through the tables.
  * Layouts that block a dimension twice, or pad one, are not mapped (the
  * caller keeps oneDNN's reorder for them).
  */
@@ -27,6 +28,8 @@ typedef struct iabn_blocked_map {
     int64_t *mem;                        /* the tables, one allocation         */
     int tile16; /* 16 x 16 blocks of (dim 1, dim 2), dim 1 innermost, no
                  * dims 3 and 4 (a 1x1 conv's OIhw16i16o): moved as tiles */
+    int rows16; /* the same blocks with dim 2 innermost (a 1x1 conv's
+                 * IOhw16o16i, the data pass's): moved as 16-float rows */
 } iabn_blocked_map;
 
 /* Builds the map of a layout of nd <= 5 dims (extents dims, outer strides
@@ -41,5 +44,8 @@ void iabn_blocked_map_free(iabn_blocked_map *m);
 
 /* plain (row-major) += blocked. */
 void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain);
+
+/* blocked = plain, every element of the layout written once. */
+void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked);
 
 #endif

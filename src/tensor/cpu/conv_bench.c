@@ -9,8 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iabn_config.h"
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/cpu/ops.h"
+
+#if IABN_HAVE_DNNL
+#include "tensor/cpu/blocked_map.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 typedef struct bench_case {
     const char *name;
@@ -228,6 +235,84 @@ static int time_residual(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn
     return rc;
 }
 
+#if IABN_HAVE_DNNL
+enum { SWEEP_BYTES = 256 << 20 };
+
+/* The weights of a 1x1 conv, c_out x c_in in multiples of 16, into the
+ * layout oneDNN's 1x1 kernel takes in a pass: OIhw16i16o forward,
+ * IOhw16o16i in the data pass (DNNL_VERBOSE names them).  Best ms of
+ * oneDNN's reorder (t[0]) and of the map's copy that the conv path runs
+ * (t[1], cpu/blocked_map.c), alternating, each call after a 256 MiB sweep
+ * that moves the weights out of the caches, as in a training step that
+ * reads every weight once per pass.  t stays 0 where nothing is timed: the
+ * map declines, or oneDNN fails (the conv rows report that). */
+static void time_weight_copy(const iabn_conv_geom *g, int pass, int repeat, const float *w,
+                             double t[2])
+{
+    t[0] = t[1] = 0;
+    size_t nw = (size_t)g->c_out * g->c_in;
+    char *sweep = iabn_aligned_alloc(64, SWEEP_BYTES);
+    float *wb = iabn_aligned_alloc(64, nw * sizeof *wb);
+    dnnl_engine_t eng = NULL;
+    dnnl_stream_t st = NULL;
+    dnnl_memory_desc_t pm, bm;
+    dnnl_memory_t mp = NULL, mb = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_t r = NULL;
+    iabn_blocked_map map = {0};
+    dnnl_dims_t d = {g->c_out, g->c_in, 1, 1};
+    dnnl_format_tag_t tag = pass == 0 ? dnnl_OIhw16i16o : dnnl_IOhw16o16i;
+    int ok = sweep && wb && dnnl_engine_create(&eng, dnnl_cpu, 0) == dnnl_success &&
+             dnnl_stream_create(&st, eng, dnnl_stream_default_flags) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&pm, 4, d, dnnl_f32, dnnl_oihw) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&bm, 4, d, dnnl_f32, tag) == dnnl_success &&
+             dnnl_memory_create(&mp, &pm, eng, (void *)w) == dnnl_success &&
+             dnnl_memory_create(&mb, &bm, eng, wb) == dnnl_success &&
+             dnnl_reorder_primitive_desc_create(&pd, &pm, eng, &bm, eng, NULL) == dnnl_success &&
+             dnnl_primitive_create(&r, pd) == dnnl_success;
+    if (ok) {
+        const dnnl_blocking_desc_t *b = &bm.format_desc.blocking;
+        int64_t dims[4], str[4], blks[2], idx[2];
+        for (int k = 0; k < 4; k++) { dims[k] = d[k]; str[k] = b->strides[k]; }
+        for (int j = 0; j < b->inner_nblks && j < 2; j++) {
+            blks[j] = b->inner_blks[j];
+            idx[j] = b->inner_idxs[j];
+        }
+        ok = b->inner_nblks == 2 &&
+             iabn_blocked_map_init(&map, 4, dims, str, bm.offset0, 2, blks, idx) == 0 &&
+             (map.tile16 || map.rows16);
+    }
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mp}, {DNNL_ARG_TO, mb}};
+    double best[2] = {1e30, 1e30};
+    for (int i = -1; ok && i < repeat; i++) { /* i -1: the warm-up */
+        for (int k = 0; k < 2 && ok; k++) {
+            memset(sweep, i + k, SWEEP_BYTES);
+            double t0 = iabn_now();
+            if (k == 0)
+                ok = dnnl_primitive_execute(r, st, 2, a) == dnnl_success &&
+                     dnnl_stream_wait(st) == dnnl_success;
+            else
+                iabn_blocked_pack(&map, w, wb);
+            double dt = iabn_now() - t0;
+            if (i >= 0 && dt < best[k]) best[k] = dt;
+        }
+    }
+    if (ok) {
+        t[0] = best[0] * 1e3;
+        t[1] = best[1] * 1e3;
+    }
+    iabn_blocked_map_free(&map);
+    if (r) dnnl_primitive_destroy(r);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (mp) dnnl_memory_destroy(mp);
+    if (mb) dnnl_memory_destroy(mb);
+    if (st) dnnl_stream_destroy(st);
+    if (eng) dnnl_engine_destroy(eng);
+    iabn_aligned_free(wb);
+    iabn_aligned_free(sweep);
+}
+#endif
+
 /* Measures the three passes of one case into rows[0..3). */
 static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
                      iabn_convbench_row *rows, iabn_err *e)
@@ -334,6 +419,14 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->peak_fraction = r->gflops / pk;
         r->target = bc->target[pass];
         r->ok = r->peak_fraction >= r->target;
+        r->wcopy = 0;
+#if IABN_HAVE_DNNL
+        /* the 1x1 convs on nChw16c (the graph's): their weights' copy */
+        r->wcopy = pass < 2 && has_blk && chose_dnnl && g.kh * g.kw == 1 && g.groups == 1 &&
+                   g.c_in % 16 == 0 && g.c_out % 16 == 0;
+        if (r->wcopy) time_weight_copy(&g, pass, repeat, w, r->wcopy_ms);
+        r->wcopy = r->wcopy && r->wcopy_ms[1] > 0;
+#endif
         r->residual = pass == 0 && has_res;
         if (r->residual) {
             double tr[2];

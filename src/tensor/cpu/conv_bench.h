@@ -39,6 +39,10 @@ typedef struct iabn_convbench_row {
     int residual;                         /* fwd rows where the graph fuses a      */
     double residual_ms[2];                /* residual add (conv2d_add): best ms of */
                                           /* the conv then the add, and fused      */
+    int wcopy;                            /* fwd and bwd-data rows of 1x1 convs on */
+    double wcopy_ms[2];                   /* oneDNN: best ms of the weights' copy  */
+                                          /* into its blocks, by oneDNN's reorder  */
+                                          /* and by the map's copy (the path's)    */
 } iabn_convbench_row;
 
 /* Rows enough for every case (3 passes each): conv_bench.c checks it at
