@@ -9,7 +9,9 @@
  * refused; ResNeXt's preact blocks fuse where the builder says
  * (projections; x too in the in-place modes); a whole resnext50 fused and
  * apart: a training step's bits on NCHW, the evaluation's logits within
- * float32 noise on nChw16c (see test_model). */
+ * float32 noise on nChw16c (see test_model); standard BN's act done in
+ * BN's own pass where the fusion flag is on (the executor's absorb), the
+ * same bits. */
 #include "graph_test_util.h"
 
 #include "layers/layers.h"
@@ -20,6 +22,8 @@ typedef struct net_out {
     float *sum, *grads;
     size_t nsum, ngrads;
     int adds, fused;
+    int absorbed; /* executor steps done by the step before (standard BN's act) */
+    int bn;       /* standard BN nodes in the forward */
 } net_out;
 
 /* Runs t's step from zeroed gradients: its loss and every parameter
@@ -177,6 +181,11 @@ static int model_run(iabn_bn_mode mode, int fusion, iabn_layout_mode lm, int tra
         return -1;
     }
     memset(o, 0, sizeof *o);
+    o->absorbed = iabn_exec_absorbed(t.ex);
+    for (int i = 0; i < iabn_graph_nnodes(t.g); i++) {
+        const iabn_node *n = iabn_graph_n(t.g, i);
+        o->bn += n->phase == IABN_PHASE_FWD && !strcmp(n->op->name, "bn");
+    }
     t_set_params_random(t.s, 5);
     for (int i = 0; i < iabn_store_count(t.s); i++) {
         iabn_param *p = iabn_store_get(t.s, i);
@@ -217,13 +226,20 @@ static int model_run(iabn_bn_mode mode, int fusion, iabn_layout_mode lm, int tra
  * block, standard and checkpoint_opt the projections only. */
 static void test_model(void)
 {
-    static const iabn_bn_mode modes[] = {IABN_BN_INPLACE_II, IABN_BN_STANDARD,
-                                         IABN_BN_INPLACE, IABN_BN_CHECKPOINT_OPT};
-    for (int i = 0; i < 4; i++) {
+    static const iabn_bn_mode modes[] = {IABN_BN_INPLACE_II, IABN_BN_STANDARD, IABN_BN_INPLACE,
+                                         IABN_BN_CHECKPOINT_OPT, IABN_BN_CHECKPOINT};
+    for (int i = 0; i < 5; i++) {
         const char *mn = iabn_bn_mode_name(modes[i]);
         net_out a, b;
         CHECK_OK(model_run(modes[i], 1, IABN_LAYOUT_MODE_NCHW, 1, &a));
         CHECK_OK(model_run(modes[i], 0, IABN_LAYOUT_MODE_NCHW, 1, &b));
+        /* standard BN's act runs in BN's pass; checkpoint mode's recomputed
+         * act too; the other modes have no act node */
+        int want = modes[i] == IABN_BN_CHECKPOINT ? 2 * a.bn : a.bn;
+        CHECK_MSG(modes[i] == IABN_BN_STANDARD || modes[i] == IABN_BN_CHECKPOINT ? a.bn > 40 : !a.bn,
+                  "%s: %d BN nodes", mn, a.bn);
+        CHECK_MSG(a.absorbed == want && b.absorbed == 0, "%s: %d / %d steps absorbed, want %d / 0",
+                  mn, a.absorbed, b.absorbed, want);
         CHECK_MSG(a.loss == b.loss, "%s nchw: loss %.9g fused, %.9g apart", mn, a.loss, b.loss);
         CHECK_MSG(a.ngrads == b.ngrads && !memcmp(a.grads, b.grads, a.ngrads * 4),
                   "%s nchw: gradients differ by %.3g", mn,

@@ -14,6 +14,12 @@
  * waits for it.  Elsewhere both are plain copies.  The host pool (pinned on
  * CUDA) is allocated here once, at the size the plan gives.
  *
+ * Absorbed steps (iabn_op_def.absorb): where the graph's fusion flag is on, a
+ * node whose next step reads its first output only to write over it in
+ * place (standard BN, then its activation) may do that step's work in its
+ * own pass; the next step then runs nothing.  Decided here, from the plan's
+ * buffers, so the graph and its plan are the same either way.
+ *
  * Check mode (iabn_exec_set_check, or IABN_CHECK=1): after every node, the
  * guard bytes of every live buffer are verified and float outputs are scanned
  * for NaN/Inf, so a fault is reported at the node that caused it. */
@@ -62,7 +68,33 @@ struct iabn_exec {
     int *pf_pending;      /* tensor -> prefetch step + 1 whose copy is unwaited */
     int noffload;
     int dirty;            /* a run failed midway: copies may be in flight      */
+    /* per step: 1 its node does the next step's work too, 2 that work is
+     * done by the step before (NULL: none anywhere) */
+    unsigned char *absorb;
+    int nabsorbed;
 };
+
+/* The steps whose node absorbs the next one's (iabn_op_def.absorb): the next
+ * node reads only this node's first output and, in the plan, writes its
+ * own first output over that buffer. */
+static int absorb_setup(iabn_exec *ex, iabn_err *e)
+{
+    const iabn_graph *g = ex->g;
+    if (!iabn_graph_fusion(g)) return 0;
+    for (int s = 0; s + 1 < g->ns; s++) {
+        const iabn_node *n = &g->n[g->sched[s]], *nx = &g->n[g->sched[s + 1]];
+        if (!n->op->absorb || (ex->absorb && ex->absorb[s])) continue;
+        if (nx->nin != 1 || nx->nout < 1 || nx->in[0] != n->out[0] || nx->inplace[0] != 0 ||
+            ex->ptr[nx->out[0]] != ex->ptr[n->out[0]] || !n->op->absorb(g, n, nx))
+            continue;
+        if (!ex->absorb && !(ex->absorb = calloc((size_t)g->ns, 1)))
+            return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");
+        ex->absorb[s] = 1;
+        ex->absorb[s + 1] = 2;
+        ex->nabsorbed++;
+    }
+    return 0;
+}
 
 static int offload_setup(iabn_exec *ex, iabn_err *e)
 {
@@ -265,6 +297,10 @@ int iabn_exec_new(iabn_graph *g, const iabn_plan *p, iabn_exec **out, iabn_err *
     }
     for (int t = 0; t < g->nt; t++)
         if (g->t[t].kind == IABN_T_HOST) ex->ptr[t] = ex->host + p->host_offset[t];
+    if ((rc = absorb_setup(ex, e))) {
+        iabn_exec_free(ex);
+        return rc;
+    }
     *out = ex;
     return 0;
 }
@@ -288,8 +324,11 @@ void iabn_exec_free(iabn_exec *ex)
     if (ex->io) ex->be->free(ex->be->ctx, ex->io);
     free(ex->ptr);
     free(ex->times);
+    free(ex->absorb);
     free(ex);
 }
+
+int iabn_exec_absorbed(const iabn_exec *ex) { return ex->nabsorbed; }
 
 int iabn_exec_profile(iabn_exec *ex, int on)
 {
@@ -519,12 +558,14 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.backend = ex->be;
         b.seed = ex->seed;
         b.step = ex->step;
+        int absorbed = ex->absorb && ex->absorb[s] == 2; /* done by step s - 1 */
+        if (ex->absorb && ex->absorb[s] == 1) b.next = &g->n[g->sched[s + 1]];
         double t0 = ex->times ? iabn_now() : 0;
-        int rc = n->op->run(g, n, &b, e);
-        if (!rc && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);
+        int rc = absorbed ? 0 : n->op->run(g, n, &b, e);
+        if (!rc && !absorbed && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);
         if (ex->times) {
             ex->be->sync(ex->be->ctx);
-            ex->times[s] = iabn_now() - t0;
+            ex->times[s] = absorbed ? 0 : iabn_now() - t0;
         }
         if (rc) return iabn_err_prefix(e, "step %d (%s): ", s, n->name);
         if (ex->noffload && offload_wait_after(ex, s, e))

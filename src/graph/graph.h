@@ -119,6 +119,8 @@ typedef struct iabn_bind {
     const iabn_backend *backend;
     uint64_t seed;       /* per-run seed (dropout) */
     uint64_t step;       /* run counter (dropout stream) */
+    const iabn_node *next; /* the node whose work this run does too (the op's
+                            * absorb), or NULL */
 } iabn_bind;
 
 /* How an op lays out its 4-d activation operands (the layout pass,
@@ -169,6 +171,13 @@ typedef struct iabn_op_def {
      * input first: the same memory, one pass over the tensor fewer.  0: the
      * input is copied (conv2d_add, whose kernel adds into the residual). */
     int own_buffer;
+    /* Whether this node's run can do the work of `next` too: next runs right
+     * after it, reads only this node's first output and writes its own
+     * first output over it (in place).  The executor asks only where the
+     * graph's fusion flag is on and those hold in the plan; then this node
+     * runs with b->next set and next's step runs nothing.  The graph, its
+     * plan and its memory stay what they are.  Optional: NULL never. */
+    int (*absorb)(const iabn_graph *g, const iabn_node *n, const iabn_node *next);
 } iabn_op_def;
 
 struct iabn_node {
@@ -550,6 +559,9 @@ size_t iabn_exec_arena_bytes(const iabn_exec *ex);
  * (synchronising the device after each node). */
 int iabn_exec_profile(iabn_exec *ex, int on);
 const double *iabn_exec_step_times(const iabn_exec *ex);
+/* Steps whose node's work the step before does (iabn_op_def.absorb): they
+ * run nothing, and profile at 0 s. */
+int iabn_exec_absorbed(const iabn_exec *ex);
 /* Check mode: after every node, verify guard bytes and look for NaN/Inf in
  * float outputs; the error names the node. */
 void iabn_exec_set_check(iabn_exec *ex, int on);

@@ -234,6 +234,28 @@ static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p
 /* ---- run functions: the backend's kernels (b->backend->k) -------------------------- */
 
 
+static const iabn_op_def op_act; /* defined with the other ops, below */
+
+/* Standard BN's y, then the act node that follows it in place (the
+ * executor's absorb, graph.h): one pass writes act(y) where the act would
+ * have, the same bits (the kernel's act of the affine value is the act
+ * kernel's of the stored y).  Without b->next, y itself. */
+static iabn_act absorbed_act(const iabn_bind *b)
+{
+    iabn_act act = {IABN_ACT_IDENTITY, 0.f};
+    if (b->next) {
+        na_p A;
+        memcpy(&A, b->next->params, sizeof A);
+        act = A.act;
+    }
+    return act;
+}
+
+static int bn_absorb(const iabn_graph *g, const iabn_node *n, const iabn_node *next)
+{
+    return next->op == &op_act;
+}
+
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
@@ -242,9 +264,8 @@ static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     float *mean = b->out[1], *var = b->out[2];
     int rc = stats_and_running(g, n, &P, b, mean, var, e);
     if (rc) return rc;
-    iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-           P.abs_gamma, id, b->out[0], NULL);
+           P.abs_gamma, absorbed_act(b), b->out[0], NULL);
     return 0;
 }
 
@@ -253,9 +274,8 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
 {
     IABN_PARAMS(na_p, n);
     iabn_layout L = act_layout(g, n);
-    iabn_act id = {IABN_ACT_IDENTITY, 0.f};
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-           b->in[4], P.abs_gamma, id, b->out[0], NULL);
+           b->in[4], P.abs_gamma, absorbed_act(b), b->out[0], NULL);
     return 0;
 }
 
@@ -377,6 +397,7 @@ static const iabn_op_def op_bn_apply = {
     .name = "bn_apply",
     .run = bn_apply_run,
     .layout = IABN_LAYOUT_RULE_SAME,
+    .absorb = bn_absorb,
 };
 static const iabn_op_def op_bn_bwd = {
     .name = "bn_bwd", .scratch_bytes = sums_scratch,
@@ -505,6 +526,7 @@ static const iabn_op_def op_bn = {
     .name = "bn", .backward = bn_backward, .recompute = bn_recompute,
     .run = bn_fwd_run,
     .layout = IABN_LAYOUT_RULE_SAME,
+    .absorb = bn_absorb,
 };
 static const iabn_op_def op_act = {
     .name = "act", .backward = act_backward,
