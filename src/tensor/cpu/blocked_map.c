@@ -111,30 +111,6 @@ static void unpack_add_tiles(const iabn_blocked_map *m, int64_t r0, const float 
     }
 }
 
-void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain)
-{
-    const int64_t *t0 = m->tab[0], *t1 = m->tab[1], *t2 = m->tab[2], *t3 = m->tab[3],
-                  *t4 = m->tab[4];
-    const int64_t n1 = m->dims[1], n2 = m->dims[2], n3 = m->dims[3], n4 = m->dims[4];
-    const int64_t rows = m->dims[0] * n1, inner = n2 * n3 * n4;
-    const int par = rows > 1 && rows * inner >= PAR_MIN;
-    if (m->tile16) {
-        const int64_t blocks = rows / 16;
-#pragma omp parallel for schedule(static) if (par)
-        for (int64_t k = 0; k < blocks; k++) unpack_add_tiles(m, 16 * k, blocked, plain);
-        return;
-    }
-    /* a row: the last three dimensions under a fixed (d0, d1) */
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t base = t0[r / n1] + t1[r % n1];
-        float *p = plain + r * inner;
-        for (int64_t i = 0; i < n2; i++)
-            for (int64_t h = 0; h < n3; h++)
-                for (int64_t w = 0; w < n4; w++) *p++ += blocked[base + t2[i] + t3[h] + t4[w]];
-    }
-}
-
 /* blocked = plain over 16 rows of dims (0, 1) and all of dim 2: tiles
  * transposed (m->tile16) or rows copied (m->rows16), one 16 x 16 block of
  * the blocked tensor at a time. */
@@ -155,25 +131,46 @@ static void pack_blocks(const iabn_blocked_map *m, int64_t r0, const float *plai
     }
 }
 
-void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked)
+/* Both ways: plain += blocked (unpack: from blocked, to plain) or blocked =
+ * plain (from plain, to blocked); 16 x 16 blocks where the layout has them
+ * (tiles for both ways, rows for the copy), else the table walk, a row
+ * being the last three dimensions under a fixed (d0, d1). */
+static void walk(const iabn_blocked_map *m, int unpack, const float *from, float *to)
 {
     const int64_t *t0 = m->tab[0], *t1 = m->tab[1], *t2 = m->tab[2], *t3 = m->tab[3],
                   *t4 = m->tab[4];
     const int64_t n1 = m->dims[1], n2 = m->dims[2], n3 = m->dims[3], n4 = m->dims[4];
     const int64_t rows = m->dims[0] * n1, inner = n2 * n3 * n4;
     const int par = rows > 1 && rows * inner >= PAR_MIN;
-    if (m->tile16 || m->rows16) {
+    if (m->tile16 || (m->rows16 && !unpack)) {
         const int64_t blocks = rows / 16;
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t k = 0; k < blocks; k++) pack_blocks(m, 16 * k, plain, blocked);
+        for (int64_t k = 0; k < blocks; k++) {
+            if (unpack) unpack_add_tiles(m, 16 * k, from, to);
+            else pack_blocks(m, 16 * k, from, to);
+        }
         return;
     }
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t base = t0[r / n1] + t1[r % n1];
-        const float *p = plain + r * inner;
+        int64_t k = r * inner;
         for (int64_t i = 0; i < n2; i++)
             for (int64_t h = 0; h < n3; h++)
-                for (int64_t w = 0; w < n4; w++) blocked[base + t2[i] + t3[h] + t4[w]] = *p++;
+                for (int64_t w = 0; w < n4; w++, k++) {
+                    int64_t q = base + t2[i] + t3[h] + t4[w];
+                    if (unpack) to[k] += from[q];
+                    else to[q] = from[k];
+                }
     }
+}
+
+void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain)
+{
+    walk(m, 1, blocked, plain);
+}
+
+void iabn_blocked_pack(const iabn_blocked_map *m, const float *plain, float *blocked)
+{
+    walk(m, 0, plain, blocked);
 }
