@@ -14,11 +14,14 @@
  * waits for it.  Elsewhere both are plain copies.  The host pool (pinned on
  * CUDA) is allocated here once, at the size the plan gives.
  *
- * Absorbed steps (iabn_op_def.absorb): where the graph's fusion flag is on, a
- * node whose next step reads its first output only to write over it in
- * place (standard BN, then its activation) may do that step's work in its
- * own pass; the next step then runs nothing.  Decided here, from the plan's
- * buffers, so the graph and its plan are the same either way.
+ * Absorbed steps (iabn_op_def.absorb, absorb_prev): where the graph's fusion
+ * flag is on, a node whose next step reads its first output only to write
+ * over it in place (standard BN, then its activation) may do that step's
+ * work in its own pass; and a node may do the work of the step before it
+ * where it alone reads that step's output (standard BN's backward, the
+ * activation's before it).  The absorbed step then runs nothing.  Decided
+ * here, from the plan's buffers, so the graph and its plan are the same
+ * either way; check mode runs every node on its own.
  *
  * Check mode (iabn_exec_set_check, or IABN_CHECK=1): after every node, the
  * guard bytes of every live buffer are verified and float outputs are scanned
@@ -68,29 +71,65 @@ struct iabn_exec {
     int *pf_pending;      /* tensor -> prefetch step + 1 whose copy is unwaited */
     int noffload;
     int dirty;            /* a run failed midway: copies may be in flight      */
-    /* per step: 1 its node does the next step's work too, 2 that work is
-     * done by the step before (NULL: none anywhere) */
+    /* per step: ABSORB_NEXT / ABSORB_PREV its node does that neighbour's
+     * work too, ABSORBED its work is done by a neighbour (NULL: none) */
     unsigned char *absorb;
     int nabsorbed;
 };
 
-/* The steps whose node absorbs the next one's (iabn_op_def.absorb): the next
- * node reads only this node's first output and, in the plan, writes its
- * own first output over that buffer. */
+enum { ABSORB_NEXT = 1, ABSORBED, ABSORB_PREV };
+
+/* Whether buffers a and b of the arena are apart, or (same_ok) the same. */
+static int apart(const iabn_exec *ex, int a, int b, int same_ok)
+{
+    const iabn_tensor *ta = &ex->g->t[a], *tb = &ex->g->t[b];
+    if (ta->kind != IABN_T_ACT || tb->kind != IABN_T_ACT) return 1;
+    const unsigned char *pa = ex->ptr[a], *pb = ex->ptr[b];
+    if (same_ok && pa == pb && ta->nbytes == tb->nbytes) return 1;
+    return pa + ta->nbytes <= pb || pb + tb->nbytes <= pa;
+}
+
+/* Whether n (the step after prev) can do prev's work in its own run: it
+ * alone reads prev's only output, and none of its outputs or its scratch
+ * overlaps prev's inputs, which it reads in prev's place, other than
+ * exactly. */
+static int can_absorb_prev(const iabn_exec *ex, const iabn_node *n, const iabn_node *prev)
+{
+    const iabn_graph *g = ex->g;
+    int y = prev->out[0];
+    if (!n->op->absorb_prev || prev->nout != 1 || g->t[y].kind != IABN_T_ACT) return 0;
+    for (int q = 0; q < g->ns; q++) {
+        const iabn_node *r = &g->n[g->sched[q]];
+        for (int k = 0; k < r->nin; k++)
+            if (r->in[k] == y && r != n) return 0;
+    }
+    for (int k = 0; k < prev->nin; k++) {
+        for (int j = 0; j < n->nout; j++)
+            if (!apart(ex, n->out[j], prev->in[k], 1)) return 0;
+        if (n->scratch >= 0 && !apart(ex, n->scratch, prev->in[k], 0)) return 0;
+    }
+    return n->op->absorb_prev(g, n, prev);
+}
+
+/* The pairs of steps where one node does both's work: the first absorbs the
+ * next (iabn_op_def.absorb: the next node reads only the first's output
+ * and, in the plan, writes its own first output over that buffer), or the
+ * second absorbs the one before it (absorb_prev, can_absorb_prev). */
 static int absorb_setup(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
     if (!iabn_graph_fusion(g)) return 0;
     for (int s = 0; s + 1 < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]], *nx = &g->n[g->sched[s + 1]];
-        if (!n->op->absorb || (ex->absorb && ex->absorb[s])) continue;
-        if (nx->nin != 1 || nx->nout < 1 || nx->in[0] != n->out[0] || nx->inplace[0] != 0 ||
-            ex->ptr[nx->out[0]] != ex->ptr[n->out[0]] || !n->op->absorb(g, n, nx))
-            continue;
+        if (ex->absorb && ex->absorb[s]) continue;
+        int next = n->op->absorb && nx->nin == 1 && nx->nout >= 1 && nx->in[0] == n->out[0] &&
+                   nx->inplace[0] == 0 && ex->ptr[nx->out[0]] == ex->ptr[n->out[0]] &&
+                   n->op->absorb(g, n, nx);
+        if (!next && !can_absorb_prev(ex, nx, n)) continue;
         if (!ex->absorb && !(ex->absorb = calloc((size_t)g->ns, 1)))
             return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");
-        ex->absorb[s] = 1;
-        ex->absorb[s + 1] = 2;
+        ex->absorb[s] = next ? ABSORB_NEXT : ABSORBED;
+        ex->absorb[s + 1] = next ? ABSORBED : ABSORB_PREV;
         ex->nabsorbed++;
     }
     return 0;
@@ -328,7 +367,7 @@ void iabn_exec_free(iabn_exec *ex)
     free(ex);
 }
 
-int iabn_exec_absorbed(const iabn_exec *ex) { return ex->nabsorbed; }
+int iabn_exec_absorbed(const iabn_exec *ex) { return ex->check ? 0 : ex->nabsorbed; }
 
 int iabn_exec_profile(iabn_exec *ex, int on)
 {
@@ -558,8 +597,13 @@ int iabn_exec_run(iabn_exec *ex, iabn_err *e)
         b.backend = ex->be;
         b.seed = ex->seed;
         b.step = ex->step;
-        int absorbed = ex->absorb && ex->absorb[s] == 2; /* done by step s - 1 */
-        if (ex->absorb && ex->absorb[s] == 1) b.next = &g->n[g->sched[s + 1]];
+        int how = ex->absorb && !ex->check ? ex->absorb[s] : 0;
+        int absorbed = how == ABSORBED; /* done by a neighbouring step */
+        if (how == ABSORB_NEXT) b.next = &g->n[g->sched[s + 1]];
+        if (how == ABSORB_PREV) {
+            b.prev = &g->n[g->sched[s - 1]];
+            for (int k = 0; k < b.prev->nin; k++) b.prev_in[k] = ex->ptr[b.prev->in[k]];
+        }
         double t0 = ex->times ? iabn_now() : 0;
         int rc = absorbed ? 0 : n->op->run(g, n, &b, e);
         if (!rc && !absorbed && ex->be->node_done) rc = ex->be->node_done(ex->be->ctx, e);

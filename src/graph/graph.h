@@ -121,6 +121,8 @@ typedef struct iabn_bind {
     uint64_t step;       /* run counter (dropout stream) */
     const iabn_node *next; /* the node whose work this run does too (the op's
                             * absorb), or NULL */
+    const iabn_node *prev; /* the same for the node before (absorb_prev), */
+    void *prev_in[IABN_MAX_IN]; /* and its inputs as bound for it          */
 } iabn_bind;
 
 /* How an op lays out its 4-d activation operands (the layout pass,
@@ -178,6 +180,15 @@ typedef struct iabn_op_def {
      * runs with b->next set and next's step runs nothing.  The graph, its
      * plan and its memory stay what they are.  Optional: NULL never. */
     int (*absorb)(const iabn_graph *g, const iabn_node *n, const iabn_node *next);
+    /* The other way round: whether this node's run can do the work of
+     * `prev`, the node that runs right before it, whose only output this
+     * node alone reads.  The executor asks only where the fusion flag is on
+     * and, in the plan, none of this node's outputs and scratch overlaps one
+     * of prev's inputs other than exactly (an elementwise output over its
+     * input); then prev's step runs nothing, and this node runs with
+     * b->prev and b->prev_in (prev's inputs: its output is never written).
+     * Optional: NULL never. */
+    int (*absorb_prev)(const iabn_graph *g, const iabn_node *n, const iabn_node *prev);
 } iabn_op_def;
 
 struct iabn_node {
@@ -559,8 +570,9 @@ size_t iabn_exec_arena_bytes(const iabn_exec *ex);
  * (synchronising the device after each node). */
 int iabn_exec_profile(iabn_exec *ex, int on);
 const double *iabn_exec_step_times(const iabn_exec *ex);
-/* Steps whose node's work the step before does (iabn_op_def.absorb): they
- * run nothing, and profile at 0 s. */
+/* Steps whose node's work a neighbouring step does (iabn_op_def.absorb,
+ * absorb_prev): they run nothing, and profile at 0 s.  Check mode runs
+ * every node on its own. */
 int iabn_exec_absorbed(const iabn_exec *ex);
 /* Check mode: after every node, verify guard bytes and look for NaN/Inf in
  * float outputs; the error names the node. */

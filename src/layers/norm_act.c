@@ -234,18 +234,21 @@ static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p
 /* ---- run functions: the backend's kernels (b->backend->k) -------------------------- */
 
 
-static const iabn_op_def op_act; /* defined with the other ops, below */
+static const iabn_op_def op_act, op_act_bwd; /* defined with the other ops, below */
 
-/* Standard BN's y, then the act node that follows it in place (the
- * executor's absorb, graph.h): one pass writes act(y) where the act would
- * have, the same bits (the kernel's act of the affine value is the act
- * kernel's of the stored y).  Without b->next, y itself. */
-static iabn_act absorbed_act(const iabn_bind *b)
+/* The activation of an act or act_bwd node the executor lets a BN node
+ * absorb (graph.h iabn_op_def.absorb), or the identity without one.
+ * Forward: standard BN's y, then the act node that follows it in place; one
+ * pass writes act(y) where the act would have, the same bits (the kernel's
+ * act of the affine value is the act kernel's of the stored y).  Backward:
+ * act_bwd, then BN's backward, which alone reads act_bwd's dy: BN's two
+ * passes take dz*act'(z) where they read dy, the same bits again. */
+static iabn_act absorbed_act(const iabn_node *a)
 {
     iabn_act act = {IABN_ACT_IDENTITY, 0.f};
-    if (b->next) {
+    if (a) {
         na_p A;
-        memcpy(&A, b->next->params, sizeof A);
+        memcpy(&A, a->params, sizeof A);
         act = A.act;
     }
     return act;
@@ -254,6 +257,13 @@ static iabn_act absorbed_act(const iabn_bind *b)
 static int bn_absorb(const iabn_graph *g, const iabn_node *n, const iabn_node *next)
 {
     return next->op == &op_act;
+}
+
+static int bn_bwd_absorb_prev(const iabn_graph *g, const iabn_node *n, const iabn_node *prev)
+{
+    const iabn_kernels *k = iabn_store_backend(iabn_graph_store(g))->k;
+    return prev->op == &op_act_bwd && n->in[1] == prev->out[0] && k->bn_act_bwd_reduce &&
+           k->bn_act_bwd_apply;
 }
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
@@ -265,7 +275,7 @@ static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     int rc = stats_and_running(g, n, &P, b, mean, var, e);
     if (rc) return rc;
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-           P.abs_gamma, absorbed_act(b), b->out[0], NULL);
+           P.abs_gamma, absorbed_act(b->next), b->out[0], NULL);
     return 0;
 }
 
@@ -275,25 +285,37 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     IABN_PARAMS(na_p, n);
     iabn_layout L = act_layout(g, n);
     IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps, b->in[3],
-           b->in[4], P.abs_gamma, absorbed_act(b), b->out[0], NULL);
+           b->in[4], P.abs_gamma, absorbed_act(b->next), b->out[0], NULL);
     return 0;
 }
 
-/* in: x, dy, mean, var, gamma   out: dx [, dgamma, dbeta] */
+/* in: x, dy, mean, var, gamma   out: dx [, dgamma, dbeta]
+ * With b->prev (the act_bwd before it, absorbed: bn_bwd_absorb_prev), dy is
+ * never written: the kernels read the act's z and dz and take dz*act'(z). */
 static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
-           sum_dy, sum_dy_xhat);
+    const float *z = b->prev ? b->prev_in[0] : NULL, *dz = b->prev ? b->prev_in[1] : NULL;
+    iabn_act act = absorbed_act(b->prev);
+    if (b->prev)
+        IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
+               P.eps, sum_dy, sum_dy_xhat);
+    else
+        IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
+               sum_dy, sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
     double m = (double)P.n * P.hw;
     int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
     if (rc) return rc;
-    IABN_K(bn_bwd_apply, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
-           b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
+    if (b->prev)
+        IABN_K(bn_act_bwd_apply, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
+               P.eps, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, b->out[0]);
+    else
+        IABN_K(bn_bwd_apply, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
+               b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
     return 0;
 }
 
@@ -403,6 +425,7 @@ static const iabn_op_def op_bn_bwd = {
     .name = "bn_bwd", .scratch_bytes = sums_scratch,
     .run = bn_bwd_run,
     .layout = IABN_LAYOUT_RULE_SAME,
+    .absorb_prev = bn_bwd_absorb_prev,
 };
 static const iabn_op_def op_act_bwd = {
     .name = "act_bwd",

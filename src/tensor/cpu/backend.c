@@ -183,6 +183,26 @@ static int k_bn_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layout, c
                       sum_dy_xhat, count, training, dx);
     return 0;
 }
+static int k_bn_act_bwd_reduce(void *ctx, int n, int c, int hw, iabn_layout layout,
+                               const float *x, const float *dz, const float *z, iabn_act act,
+                               const float *mean, const float *var, float eps, float *sum_dy,
+                               float *sum_dy_xhat, iabn_err *e)
+{
+    LAYOUT_OK(c, layout);
+    iabn_bn_act_bwd_reduce(n, c, hw, layout, x, dz, z, act, mean, var, eps, sum_dy, sum_dy_xhat);
+    return 0;
+}
+static int k_bn_act_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layout,
+                              const float *x, const float *dz, const float *z, iabn_act act,
+                              const float *mean, const float *var, float eps, const float *gamma,
+                              int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                              double count, float *dx, iabn_err *e)
+{
+    LAYOUT_OK(c, layout);
+    iabn_bn_act_bwd_apply(n, c, hw, layout, x, dz, z, act, mean, var, eps, gamma, abs_gamma,
+                          sum_dy, sum_dy_xhat, count, dx);
+    return 0;
+}
 static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,
                                 const float *xhat, const float *dy, float *sum_dy,
                                 float *sum_dy_xhat, iabn_err *e)
@@ -431,7 +451,8 @@ static const iabn_kernels cpu_kernels = {
     .bn_stats = k_bn_stats, .bn_update_running = k_bn_update_running,
     .norm_act_fwd = k_norm_act_fwd, .norm_act_from_xhat = k_norm_act_from_xhat,
     .act_fwd = k_act_fwd, .act_bwd = k_act_bwd, .bn_bwd_reduce = k_bn_bwd_reduce,
-    .bn_bwd_apply = k_bn_bwd_apply, .bn_bwd_reduce_xhat = k_bn_bwd_reduce_xhat,
+    .bn_bwd_apply = k_bn_bwd_apply, .bn_act_bwd_reduce = k_bn_act_bwd_reduce,
+    .bn_act_bwd_apply = k_bn_act_bwd_apply, .bn_bwd_reduce_xhat = k_bn_bwd_reduce_xhat,
     .bn_bwd_apply_xhat = k_bn_bwd_apply_xhat, .bn_param_grads = k_bn_param_grads,
     .iabn_bwd_reduce = k_iabn_bwd_reduce, .iabn_bwd_apply = k_iabn_bwd_apply,
     .add = k_add, .copy_bytes = k_copy_bytes, .scale = k_scale, .sumsq = k_sumsq,

@@ -126,6 +126,46 @@ void iabn_bn_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x
     iabn_red_run(&j);
 }
 
+void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
+                            const float *dz, const float *z, iabn_act act, const float *mean,
+                            const float *var, float eps, float *sum_dy, float *sum_dy_xhat)
+{
+    if (c <= 0) return;
+    iabn_red_job j = iabn_red_job_init(RED_BN_X_ACT, n > 0 && hw > 0 ? n : 0, c,
+                                       hw > 0 ? hw : 0, layout, x, dz);
+    j.z = z;
+    j.act = act.kind;
+    j.p = act.param;
+    j.mean = mean;
+    j.var = var;
+    j.eps = eps;
+    j.o0 = sum_dy;
+    j.o1 = sum_dy_xhat;
+    iabn_red_run(&j);
+}
+
+void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
+                           const float *dz, const float *z, iabn_act act, const float *mean,
+                           const float *var, float eps, const float *gamma, int abs_gamma,
+                           const float *sum_dy, const float *sum_dy_xhat, double count,
+                           float *dx)
+{
+    if (empty(n, c, hw)) return;
+    iabn_ew_job j = iabn_ew_job_init(EW_BN_X_ACT, n, c, hw, layout, x, dz, dx);
+    j.z = z;
+    j.act = act.kind;
+    j.p = act.param;
+    j.mean = mean;
+    j.var = var;
+    j.eps = eps;
+    j.gamma = gamma;
+    j.abs_gamma = abs_gamma;
+    j.sum_dy = sum_dy;
+    j.sum_dy_xhat = sum_dy_xhat;
+    j.count = count;
+    iabn_ew_run(&j);
+}
+
 void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
                              const float *dy, float *sum_dy, float *sum_dy_xhat)
 {

@@ -14,7 +14,7 @@
 #include "tensor/tensor.h"
 
 /* What a reduction sums per element (red_pair in the engine says how). */
-enum iabn_red_kind { RED_STATS, RED_BN_X, RED_BN_XHAT, RED_IABN1, RED_IABN2 };
+enum iabn_red_kind { RED_STATS, RED_BN_X, RED_BN_X_ACT, RED_BN_XHAT, RED_IABN1, RED_IABN2 };
 
 typedef struct iabn_red_job {
     int kind, act;
@@ -23,6 +23,8 @@ typedef struct iabn_red_job {
     int blk;           /* channels per group: 1 (NCHW) or 16 (nChw16c) */
     const float *a;    /* x, xhat or z */
     const float *b;    /* dy or dz; NULL for statistics */
+    const float *z;    /* RED_BN_X_ACT: the output of the act after BN, whose
+                        * gradient b is (dy = b*act'(z)); else NULL */
     const float *mean, *var, *gamma, *beta;
     float eps;
     float *o0, *o1;    /* mean/var or sum_dy/sum_dy_xhat */
@@ -32,6 +34,7 @@ enum iabn_ew_kind {
     EW_FWD,         /* z = act(g*xhat+beta), xhat = (x-mean)*invstd, xhat kept if asked */
     EW_FROM_XHAT,   /* z = act(g*xhat+beta) */
     EW_BN_X,        /* dx from x (training) */
+    EW_BN_X_ACT,    /* the same with dy = dz*act'(z) (b: dz, c: z) */
     EW_BN_XHAT,     /* dx from xhat (training) */
     EW_SCALE,       /* dx = a*dy (evaluation) */
     EW_IABN1,       /* dx from z, xhat rebuilt per element */
@@ -47,6 +50,7 @@ typedef struct iabn_ew_job {
     int n, c, hw;
     int blk;             /* channels per group: 1 (NCHW) or 16 (nChw16c) */
     const float *a, *b;  /* first and second input (x/xhat/z, dy/dz) */
+    const float *z;      /* EW_BN_X_ACT: the act's output after BN; else NULL */
     float *o, *o2;       /* output; o2: the kept xhat of EW_FWD or NULL */
     const float *mean, *var, *gamma, *beta, *sum_dy, *sum_dy_xhat;
     float eps;
