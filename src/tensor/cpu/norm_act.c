@@ -111,28 +111,15 @@ void iabn_act_bwd(size_t count, iabn_act act, const float *y, const float *dy, f
 /* ======================================================================== */
 /* standard / checkpoint_opt backward                                        */
 
-void iabn_bn_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
-                        const float *dy, const float *mean, const float *var, float eps,
-                        float *sum_dy, float *sum_dy_xhat)
+/* BN's backward sums from x, of dy itself (z NULL) or of dy = dz*act'(z):
+ * the plain kernel and the one with the activation folded in. */
+static void bn_x_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *dy, const float *z, iabn_act act, const float *mean,
+                        const float *var, float eps, float *sum_dy, float *sum_dy_xhat)
 {
     if (c <= 0) return;
-    iabn_red_job j = iabn_red_job_init(RED_BN_X, n > 0 && hw > 0 ? n : 0, c, hw > 0 ? hw : 0,
-                                       layout, x, dy);
-    j.mean = mean;
-    j.var = var;
-    j.eps = eps;
-    j.o0 = sum_dy;
-    j.o1 = sum_dy_xhat;
-    iabn_red_run(&j);
-}
-
-void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
-                            const float *dz, const float *z, iabn_act act, const float *mean,
-                            const float *var, float eps, float *sum_dy, float *sum_dy_xhat)
-{
-    if (c <= 0) return;
-    iabn_red_job j = iabn_red_job_init(RED_BN_X_ACT, n > 0 && hw > 0 ? n : 0, c,
-                                       hw > 0 ? hw : 0, layout, x, dz);
+    iabn_red_job j = iabn_red_job_init(z ? RED_BN_X_ACT : RED_BN_X, n > 0 && hw > 0 ? n : 0, c,
+                                       hw > 0 ? hw : 0, layout, x, dy);
     j.z = z;
     j.act = act.kind;
     j.p = act.param;
@@ -144,14 +131,14 @@ void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const floa
     iabn_red_run(&j);
 }
 
-void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
-                           const float *dz, const float *z, iabn_act act, const float *mean,
-                           const float *var, float eps, const float *gamma, int abs_gamma,
-                           const float *sum_dy, const float *sum_dy_xhat, double count,
-                           float *dx)
+/* Its dx pass, the same way (kind EW_BN_X, EW_SCALE or EW_BN_X_ACT). */
+static void bn_x_apply(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *dy, const float *z, iabn_act act, const float *mean,
+                       const float *var, float eps, const float *gamma, int abs_gamma,
+                       const float *sum_dy, const float *sum_dy_xhat, double count, float *dx)
 {
     if (empty(n, c, hw)) return;
-    iabn_ew_job j = iabn_ew_job_init(EW_BN_X_ACT, n, c, hw, layout, x, dz, dx);
+    iabn_ew_job j = iabn_ew_job_init(kind, n, c, hw, layout, x, dy, dx);
     j.z = z;
     j.act = act.kind;
     j.p = act.param;
@@ -160,10 +147,45 @@ void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float
     j.eps = eps;
     j.gamma = gamma;
     j.abs_gamma = abs_gamma;
-    j.sum_dy = sum_dy;
-    j.sum_dy_xhat = sum_dy_xhat;
+    j.sum_dy = kind == EW_SCALE ? NULL : sum_dy;
+    j.sum_dy_xhat = kind == EW_SCALE ? NULL : sum_dy_xhat;
     j.count = count;
     iabn_ew_run(&j);
+}
+
+static const iabn_act no_act = {IABN_ACT_IDENTITY, 0.f};
+
+void iabn_bn_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *dy, const float *mean, const float *var, float eps,
+                        float *sum_dy, float *sum_dy_xhat)
+{
+    bn_x_reduce(n, c, hw, layout, x, dy, NULL, no_act, mean, var, eps, sum_dy, sum_dy_xhat);
+}
+
+void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
+                            const float *dz, const float *z, iabn_act act, const float *mean,
+                            const float *var, float eps, float *sum_dy, float *sum_dy_xhat)
+{
+    bn_x_reduce(n, c, hw, layout, x, dz, z, act, mean, var, eps, sum_dy, sum_dy_xhat);
+}
+
+void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *dy, const float *mean, const float *var, float eps,
+                       const float *gamma, int abs_gamma, const float *sum_dy,
+                       const float *sum_dy_xhat, double count, int training, float *dx)
+{
+    bn_x_apply(training ? EW_BN_X : EW_SCALE, n, c, hw, layout, x, dy, NULL, no_act, mean, var,
+               eps, gamma, abs_gamma, sum_dy, sum_dy_xhat, count, dx);
+}
+
+void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
+                           const float *dz, const float *z, iabn_act act, const float *mean,
+                           const float *var, float eps, const float *gamma, int abs_gamma,
+                           const float *sum_dy, const float *sum_dy_xhat, double count,
+                           float *dx)
+{
+    bn_x_apply(EW_BN_X_ACT, n, c, hw, layout, x, dz, z, act, mean, var, eps, gamma, abs_gamma,
+               sum_dy, sum_dy_xhat, count, dx);
 }
 
 void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
@@ -175,24 +197,6 @@ void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const flo
     j.o0 = sum_dy;
     j.o1 = sum_dy_xhat;
     iabn_red_run(&j);
-}
-
-void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
-                       const float *dy, const float *mean, const float *var, float eps,
-                       const float *gamma, int abs_gamma, const float *sum_dy,
-                       const float *sum_dy_xhat, double count, int training, float *dx)
-{
-    if (empty(n, c, hw)) return;
-    iabn_ew_job j = iabn_ew_job_init(training ? EW_BN_X : EW_SCALE, n, c, hw, layout, x, dy, dx);
-    j.mean = mean;
-    j.var = var;
-    j.eps = eps;
-    j.gamma = gamma;
-    j.abs_gamma = abs_gamma;
-    j.sum_dy = training ? sum_dy : NULL;
-    j.sum_dy_xhat = training ? sum_dy_xhat : NULL;
-    j.count = count;
-    iabn_ew_run(&j);
 }
 
 void iabn_bn_bwd_apply_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
