@@ -89,6 +89,15 @@ static int apart(const iabn_exec *ex, int a, int b, int same_ok)
     return pa + ta->nbytes <= pb || pb + tb->nbytes <= pa;
 }
 
+/* Whether n can do the work of nx, the step after it, in its own run: nx
+ * reads only n's first output and writes its own first output over it. */
+static int can_absorb_next(const iabn_exec *ex, const iabn_node *n, const iabn_node *nx)
+{
+    return n->op->absorb && nx->nin == 1 && nx->nout >= 1 && nx->in[0] == n->out[0] &&
+           nx->inplace[0] == 0 && ex->ptr[nx->out[0]] == ex->ptr[n->out[0]] &&
+           n->op->absorb(ex->g, n, nx);
+}
+
 /* Whether n (the step after prev) can do prev's work in its own run: it
  * alone reads prev's only output, and none of its outputs or its scratch
  * overlaps prev's inputs, which it reads in prev's place, other than
@@ -97,7 +106,9 @@ static int can_absorb_prev(const iabn_exec *ex, const iabn_node *n, const iabn_n
 {
     const iabn_graph *g = ex->g;
     int y = prev->out[0];
-    if (!n->op->absorb_prev || prev->nout != 1 || g->t[y].kind != IABN_T_ACT) return 0;
+    if (!n->op->absorb_prev || prev->nout != 1 || g->t[y].kind != IABN_T_ACT ||
+        !n->op->absorb_prev(g, n, prev))
+        return 0;
     for (int q = 0; q < g->ns; q++) {
         const iabn_node *r = &g->n[g->sched[q]];
         for (int k = 0; k < r->nin; k++)
@@ -108,13 +119,12 @@ static int can_absorb_prev(const iabn_exec *ex, const iabn_node *n, const iabn_n
             if (!apart(ex, n->out[j], prev->in[k], 1)) return 0;
         if (n->scratch >= 0 && !apart(ex, n->scratch, prev->in[k], 0)) return 0;
     }
-    return n->op->absorb_prev(g, n, prev);
+    return 1;
 }
 
 /* The pairs of steps where one node does both's work: the first absorbs the
- * next (iabn_op_def.absorb: the next node reads only the first's output
- * and, in the plan, writes its own first output over that buffer), or the
- * second absorbs the one before it (absorb_prev, can_absorb_prev). */
+ * next (can_absorb_next), or the second the one before it
+ * (can_absorb_prev). */
 static int absorb_setup(iabn_exec *ex, iabn_err *e)
 {
     const iabn_graph *g = ex->g;
@@ -122,9 +132,7 @@ static int absorb_setup(iabn_exec *ex, iabn_err *e)
     for (int s = 0; s + 1 < g->ns; s++) {
         const iabn_node *n = &g->n[g->sched[s]], *nx = &g->n[g->sched[s + 1]];
         if (ex->absorb && ex->absorb[s]) continue;
-        int next = n->op->absorb && nx->nin == 1 && nx->nout >= 1 && nx->in[0] == n->out[0] &&
-                   nx->inplace[0] == 0 && ex->ptr[nx->out[0]] == ex->ptr[n->out[0]] &&
-                   n->op->absorb(g, n, nx);
+        int next = can_absorb_next(ex, n, nx);
         if (!next && !can_absorb_prev(ex, nx, n)) continue;
         if (!ex->absorb && !(ex->absorb = calloc((size_t)g->ns, 1)))
             return iabn_err_set(e, IABN_ENOMEM, "out of memory creating the executor");

@@ -124,12 +124,12 @@ static int ask_backend(const iabn_graph *g, const iabn_node *n, iabn_conv_pass p
     static int pre##_winograd(const iabn_graph *g, const iabn_node *n,                     \
                               const iabn_backend *be)                                      \
     {                                                                                      \
-        return ask_backend(g, n, pass, be->k->conv_winograd, 0);                                               \
+        return ask_backend(g, n, pass, be->k->conv_winograd, 0);                           \
     }                                                                                      \
     static int pre##_layouts_ok(const iabn_graph *g, const iabn_node *n,                   \
                                 const iabn_backend *be)                                    \
     {                                                                                      \
-        return ask_backend(g, n, pass, be->k->conv_layouts_ok, 1);                                             \
+        return ask_backend(g, n, pass, be->k->conv_layouts_ok, 1);                         \
     }
 PASS_HOOKS(fwd, IABN_CONV_FWD)
 PASS_HOOKS(bwd_data, IABN_CONV_BWD_DATA)

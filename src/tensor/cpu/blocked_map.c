@@ -92,6 +92,29 @@ void iabn_blocked_map_free(iabn_blocked_map *m)
     memset(m, 0, sizeof *m);
 }
 
+#if IABN_HAVE_DNNL
+int iabn_blocked_map_from_dnnl(iabn_blocked_map *m, const dnnl_memory_desc_t *md)
+{
+    memset(m, 0, sizeof *m);
+    if (md->format_kind != dnnl_blocked || md->data_type != dnnl_f32 || md->extra.flags)
+        return 1;
+    int64_t dims[DNNL_MAX_NDIMS], strides[DNNL_MAX_NDIMS], blks[DNNL_MAX_NDIMS],
+        idxs[DNNL_MAX_NDIMS];
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    for (int k = 0; k < md->ndims; k++) {
+        if (md->padded_dims[k] != md->dims[k] || md->padded_offsets[k]) return 1;
+        dims[k] = md->dims[k];
+        strides[k] = b->strides[k];
+    }
+    for (int j = 0; j < b->inner_nblks; j++) {
+        blks[j] = b->inner_blks[j];
+        idxs[j] = b->inner_idxs[j];
+    }
+    return iabn_blocked_map_init(m, md->ndims, dims, strides, md->offset0, b->inner_nblks, blks,
+                                 idxs);
+}
+#endif
+
 /* plain += blocked over 16 rows of dims (0, 1) and all of dim 2, in tiles
  * (m->tile16): tile (row block, column block) of the blocked tensor holds
  * element (row r, column c) at [c % 16][r % 16]. */

@@ -17,8 +17,13 @@
 #ifndef IABN_CPU_BLOCKED_MAP_H
 #define IABN_CPU_BLOCKED_MAP_H
 
+#include "iabn_config.h"
+
 #include <stddef.h>
 #include <stdint.h>
+#if IABN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #define IABN_BLOCKED_MAP_DIMS 5
 
@@ -41,6 +46,11 @@ int iabn_blocked_map_init(iabn_blocked_map *m, int nd, const int64_t *dims,
                           const int64_t *strides, int64_t offset0, int nblks,
                           const int64_t *blks, const int64_t *idxs);
 void iabn_blocked_map_free(iabn_blocked_map *m);
+#if IABN_HAVE_DNNL
+/* The same from a oneDNN memory descriptor: 1 also for one that is not an
+ * f32 blocked layout. */
+int iabn_blocked_map_from_dnnl(iabn_blocked_map *m, const dnnl_memory_desc_t *md);
+#endif
 
 /* plain (row-major) += blocked. */
 void iabn_blocked_unpack_add(const iabn_blocked_map *m, const float *blocked, float *plain);

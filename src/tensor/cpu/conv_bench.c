@@ -270,18 +270,7 @@ static void time_weight_copy(const iabn_conv_geom *g, int pass, int repeat, cons
              dnnl_memory_create(&mb, &bm, eng, wb) == dnnl_success &&
              dnnl_reorder_primitive_desc_create(&pd, &pm, eng, &bm, eng, NULL) == dnnl_success &&
              dnnl_primitive_create(&r, pd) == dnnl_success;
-    if (ok) {
-        const dnnl_blocking_desc_t *b = &bm.format_desc.blocking;
-        int64_t dims[4], str[4], blks[2], idx[2];
-        for (int k = 0; k < 4; k++) { dims[k] = d[k]; str[k] = b->strides[k]; }
-        for (int j = 0; j < b->inner_nblks && j < 2; j++) {
-            blks[j] = b->inner_blks[j];
-            idx[j] = b->inner_idxs[j];
-        }
-        ok = b->inner_nblks == 2 &&
-             iabn_blocked_map_init(&map, 4, dims, str, bm.offset0, 2, blks, idx) == 0 &&
-             (map.tile16 || map.rows16);
-    }
+    ok = ok && iabn_blocked_map_from_dnnl(&map, &bm) == 0 && (map.tile16 || map.rows16);
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, mp}, {DNNL_ARG_TO, mb}};
     double best[2] = {1e30, 1e30};
     for (int i = -1; ok && i < repeat; i++) { /* i -1: the warm-up */

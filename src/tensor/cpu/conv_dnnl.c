@@ -283,28 +283,6 @@ static void merge_weights(const op_plan *p, float *w, float *mw, int back)
         }
 }
 
-/* The map of an accumulating output's primitive layout (cpu/blocked_map.h):
- * 0, or 1 when the map cannot express it, -1 out of memory. */
-static int map_init(iabn_blocked_map *m, const dnnl_memory_desc_t *md)
-{
-    if (md->format_kind != dnnl_blocked || md->data_type != dnnl_f32 || md->extra.flags)
-        return 1;
-    int64_t dims[DNNL_MAX_NDIMS], strides[DNNL_MAX_NDIMS], blks[DNNL_MAX_NDIMS],
-        idxs[DNNL_MAX_NDIMS];
-    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
-    for (int k = 0; k < md->ndims; k++) {
-        if (md->padded_dims[k] != md->dims[k] || md->padded_offsets[k]) return 1;
-        dims[k] = md->dims[k];
-        strides[k] = b->strides[k];
-    }
-    for (int j = 0; j < b->inner_nblks; j++) {
-        blks[j] = b->inner_blks[j];
-        idxs[j] = b->inner_idxs[j];
-    }
-    return iabn_blocked_map_init(m, md->ndims, dims, strides, md->offset0, b->inner_nblks, blks,
-                                 idxs);
-}
-
 /* Adds operand `arg` with the caller's layout; a reorder and a scratch copy
  * when the primitive wants another layout, or when an output accumulates. */
 static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi, int out,
@@ -336,15 +314,13 @@ static int add_io(dnnl_engine_t eng, op_plan *p, int arg, dnnl_query_t q, int qi
     io->off = *off;
     *off += align64(dnnl_memory_desc_get_size(&io->prim_md));
     DN(dnnl_memory_create(&io->prim_m, &io->prim_md, eng, DNNL_MEMORY_NONE));
-    if (accumulate && plain) {
-        int m = map_init(&io->map, &io->prim_md);
+    /* the layout map (cpu/blocked_map.h): the addition of an accumulating
+     * output wherever it can express the layout, the copy of the weights
+     * going in where it moves 16 x 16 blocks (a 1x1 conv's) */
+    if ((accumulate && plain) || (!out && arg == DNNL_ARG_WEIGHTS)) {
+        int m = iabn_blocked_map_from_dnnl(&io->map, &io->prim_md);
         if (m < 0) return iabn_err_set(e, IABN_ENOMEM, "out of memory for a weight layout map");
-        if (m == 0) return 0;
-    }
-    if (!out && arg == DNNL_ARG_WEIGHTS) { /* 16 x 16 blocks: the map's copy */
-        int m = map_init(&io->map, &io->prim_md);
-        if (m < 0) return iabn_err_set(e, IABN_ENOMEM, "out of memory for a weight layout map");
-        if (m == 0 && (io->map.tile16 || io->map.rows16)) return 0;
+        if (m == 0 && (out || io->map.tile16 || io->map.rows16)) return 0;
         iabn_blocked_map_free(&io->map);
     }
     dnnl_primitive_attr_t attr;
