@@ -97,8 +97,12 @@ static int run_net(int fusion, int k, int reread, iabn_layout_mode lm, net_out *
     return rc;
 }
 
+/* Where the backend's convolutions cannot add into their output (a build
+ * without oneDNN: iabn_conv_accumulates), conv2d_add is never made: the
+ * models keep conv2d and add. */
 static void test_same_bits(void)
 {
+    const int fuses = iabn_conv_have_dnnl();
     for (int lm = 0; lm < IABN_LAYOUT_MODE_COUNT; lm++)
         for (int k = 1; k <= 3; k += 2)
             for (int reread = 0; reread < 2; reread++) {
@@ -106,7 +110,7 @@ static void test_same_bits(void)
                 const char *lname = iabn_layout_mode_name((iabn_layout_mode)lm);
                 CHECK_OK(run_net(1, k, reread, (iabn_layout_mode)lm, &a));
                 CHECK_OK(run_net(0, k, reread, (iabn_layout_mode)lm, &b));
-                CHECK_MSG(a.fused == 1 && a.adds == reread && b.fused == 0 &&
+                CHECK_MSG(a.fused == fuses && a.adds == reread + !fuses && b.fused == 0 &&
                               b.adds == 1 + reread,
                           "%s k%d: %d fused, %d adds", lname, k, a.fused, a.adds);
                 CHECK_MSG(a.loss == b.loss, "%s k%d reread %d: loss %.9g fused, %.9g apart",
@@ -150,8 +154,8 @@ static void test_blocks(void)
             fused += !strcmp(iabn_graph_n(g, k)->op->name, "conv2d_add");
             adds += !strcmp(iabn_graph_n(g, k)->op->name, "add");
         }
-        /* 16 blocks, 4 of them with a projection */
-        int want = modes[i] == IABN_BN_STANDARD ? 4 : 16;
+        /* 16 blocks, 4 of them with a projection; none without oneDNN */
+        int want = !iabn_conv_have_dnnl() ? 0 : modes[i] == IABN_BN_STANDARD ? 4 : 16;
         CHECK_MSG(fused == want && adds == 16 - want, "%s: %d fused, %d adds",
                   iabn_bn_mode_name(modes[i]), fused, adds);
         iabn_graph_free(g);
@@ -240,10 +244,14 @@ static void test_model(void)
          * act too) and its act_bwd in BN's backward, at every such pair of
          * steps in the schedule but those where the plan put BN's backward
          * scratch over the z that act_bwd read last (the stem's two units
-         * here: the executor declines them); the other modes have none */
+         * here: the executor declines them); the other modes have none.
+         * Without oneDNN the convolutions' scratch differs, and so does the
+         * plan: it put 16 of 102 (standard) and 37 of 153 (checkpoint)
+         * backward pairs over each other there, so two thirds are asked. */
         int some = modes[i] == IABN_BN_STANDARD || modes[i] == IABN_BN_CHECKPOINT;
         CHECK_MSG(some ? a.pairs > 90 : !a.pairs, "%s: %d BN + act pairs", mn, a.pairs);
-        CHECK_MSG(a.absorbed <= a.pairs && a.absorbed >= a.pairs - 4 && b.absorbed == 0,
+        int declined = iabn_conv_have_dnnl() ? 4 : a.pairs / 3;
+        CHECK_MSG(a.absorbed <= a.pairs && a.absorbed >= a.pairs - declined && b.absorbed == 0,
                   "%s: %d / %d steps absorbed, want %d / 0", mn, a.absorbed, b.absorbed, a.pairs);
         CHECK_MSG(a.loss == b.loss, "%s nchw: loss %.9g fused, %.9g apart", mn, a.loss, b.loss);
         CHECK_MSG(a.ngrads == b.ngrads && !memcmp(a.grads, b.grads, a.ngrads * 4),

@@ -431,6 +431,10 @@ static void test_winograd_auto(void)
  * 175.9 MiB). */
 static void test_winograd_budget(void)
 {
+    if (!iabn_conv_have_dnnl()) { /* Winograd is oneDNN's */
+        printf("  skipped: no Winograd kernels without oneDNN\n");
+        return;
+    }
     int n_off = -1, n_rc = -1;
     size_t arena = 0;
     for (int w = 0; w < 2; w++) {

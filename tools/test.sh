@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: sets up a fresh Debian machine, builds iabn with warnings as errors,
-# runs the whole test suite, then the unit and gradient tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and prints one closing line
+# runs the whole test suite, builds once more without oneDNN, then runs the
+# unit and gradient tests again under AddressSanitizer + UndefinedBehavior-
+# Sanitizer, and prints one closing line
 # "N passed, N failed".  This is the README's test command and what CI runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,16 @@ if build build-test -Dwerror=true; then
   count build-test
 else
   echo "build failed"; failed=$((failed + 1))
+fi
+
+# without oneDNN (a machine without libdnnl-dev, the GPU machines' kit among
+# them): the library and programs build with warnings as errors there too,
+# and the unit suite passes with the native convolutions
+if build build-nodnnl -Dwerror=true -Ddnnl=disabled -Dcuda=disabled; then
+  meson test -C build-nodnnl --num-processes 2 --print-errorlogs --suite unit 2>&1 | tail -20
+  count build-nodnnl
+else
+  echo "build without oneDNN failed"; failed=$((failed + 1))
 fi
 
 if [ "${IABN_SKIP_SANITIZE:-0}" != 1 ]; then

@@ -29,6 +29,7 @@ const char *iabn_blas_core(void)
     return c && *c ? c : "unknown";
 }
 
+#if IABN_HAVE_DNNL && defined(__x86_64__)
 /* OpenBLAS's cores with AVX-512 kernels (0.3.21's names). */
 static int core_has_avx512(const char *core)
 {
@@ -37,6 +38,7 @@ static int core_has_avx512(const char *core)
         if (!strcasecmp(core, wide[i])) return 1;
     return 0;
 }
+#endif
 
 iabn_gemm_engine_kind iabn_gemm_engine(void)
 {
