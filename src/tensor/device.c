@@ -55,6 +55,15 @@ static const iabn_cuda_api *cuda_api(iabn_err *e)
                      path, api->version, IABN_CUDA_API_VERSION);
         return NULL;
     }
+    if (api->backend_bytes != sizeof(iabn_backend) || api->kernels_bytes != sizeof(iabn_kernels)) {
+        iabn_err_set(e, IABN_EDEVICE,
+                     "%s was compiled against another src/tensor/backend.h (a backend of %zu "
+                     "bytes and a kernel table of %zu, this library's %zu and %zu): rebuild it "
+                     "(docs/GPU.md: an incremental build may miss the header change)",
+                     path, api->backend_bytes, api->kernels_bytes, sizeof(iabn_backend),
+                     sizeof(iabn_kernels));
+        return NULL;
+    }
     return api;
 }
 #else

@@ -502,7 +502,8 @@ const iabn_backend *iabn_cuda_backend_planning(void)
 const iabn_cuda_api *iabn_cuda_api_get(void)
 {
     static const iabn_cuda_api api = {
-        IABN_CUDA_API_VERSION, iabn_cuda_device_count, iabn_cuda_ctx_new,
+        IABN_CUDA_API_VERSION, sizeof(iabn_backend), sizeof(iabn_kernels),
+        iabn_cuda_device_count, iabn_cuda_ctx_new,
         iabn_cuda_ctx_free,    iabn_cuda_backend,      iabn_cuda_device_name,
         iabn_cuda_mem_info,    iabn_cuda_tf32,         iabn_cuda_host_alloc,
         iabn_cuda_host_free,   iabn_cuda_backend_planning};

@@ -79,10 +79,15 @@ const iabn_backend *iabn_cuda_backend_planning(void);
 
 /* ---- the entry points libiabn loads ------------------------------------- */
 
-#define IABN_CUDA_API_VERSION 1
+#define IABN_CUDA_API_VERSION 2
 
 typedef struct iabn_cuda_api {
     int version; /* IABN_CUDA_API_VERSION of the module */
+    /* sizeof(iabn_backend) and sizeof(iabn_kernels) as the module was
+     * compiled: a module built against an older backend.h (an incremental
+     * build whose .cu objects missed a header change) is refused by these
+     * rather than called through a shifted table */
+    size_t backend_bytes, kernels_bytes;
     int (*device_count)(int *count, iabn_err *e);
     int (*ctx_new)(int device, iabn_cuda_ctx **out, iabn_err *e);
     void (*ctx_free)(iabn_cuda_ctx *ctx);
