@@ -460,6 +460,37 @@ static void test_device(void)
  * per-step losses agree to float32 summation order, and the GPU run
  * learns.  Without a GPU the case says so and passes: the CUDA suite
  * (test_cuda) holds the op-level comparisons. */
+/* Trains c on the CPU and on CUDA into <tmpdir>/<tag>_{cpu,cuda}; their
+ * per-step losses into a, b (the count into *n).  0: both ran. */
+static int train_both(const iabn_config *c, const char *tag, char (*a)[64], char (*b)[64], int *n,
+                      iabn_train_result *rc_gpu)
+{
+    iabn_train_opts o;
+    iabn_train_result r;
+    iabn_err e = {0};
+    char cpu[300], gpu[300];
+    snprintf(cpu, sizeof cpu, "%s/%s_cpu", tmpdir, tag);
+    snprintf(gpu, sizeof gpu, "%s/%s_cuda", tmpdir, tag);
+    opts_for(&o, c, cpu);
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s: %s", tag, e.msg);
+    opts_for(&o, c, gpu);
+    o.device = "cuda";
+    CHECK_MSG(iabn_trainer_run(&o, rc_gpu, &e) == 0, "%s: cuda: %s", tag, e.msg);
+    int na = read_losses(cpu, a, 256), nb = read_losses(gpu, b, 256);
+    CHECK_MSG(na == nb && na > 0, "%s: %d vs %d loss lines", tag, na, nb);
+    *n = na < nb ? na : nb;
+    return *n > 0 ? 0 : -1;
+}
+
+/* The trainer on CUDA (pinned batches staged on the copy stream into two
+ * buffers used in turn, cuDNN, the SGD kernel) against the CPU's.  Training
+ * this small net at a real learning rate amplifies rounding: two CPU runs
+ * that differ only in summation order (--layout nchw against auto) give
+ * losses 1e-4 apart at step 3 and 2% apart at step 4 (docs/GPU.md), so only
+ * the first two steps are compared there.  With a learning rate too small to
+ * move the weights, nothing compounds: every step's loss then depends on its
+ * batch alone and must agree, which checks each staged batch of two epochs
+ * (buffers reused, epoch boundary crossed). */
 static void test_cuda_matches_cpu(void)
 {
     iabn_device d;
@@ -469,31 +500,32 @@ static void test_cuda_matches_cpu(void)
         return;
     }
     iabn_device_close(&d);
+    static char a[256][64], b[256][64];
+    int n = 0;
+    iabn_train_result r;
     iabn_config c;
     small_config(&c);
     c.schedule.epochs = 2;
-    iabn_train_opts o;
-    char cpu[300], gpu[300];
-    snprintf(cpu, sizeof cpu, "%s/run_cpu", tmpdir);
-    snprintf(gpu, sizeof gpu, "%s/run_gpu", tmpdir);
-    iabn_train_result rc_cpu, rc_gpu;
-    opts_for(&o, &c, cpu);
-    CHECK_MSG(iabn_trainer_run(&o, &rc_cpu, &e) == 0, "%s", e.msg);
-    opts_for(&o, &c, gpu);
-    o.device = "cuda";
-    CHECK_MSG(iabn_trainer_run(&o, &rc_gpu, &e) == 0, "cuda: %s", e.msg);
-    static char a[256][64], b[256][64];
-    int na = read_losses(cpu, a, 256), nb = read_losses(gpu, b, 256);
-    CHECK_MSG(na == nb && na > 0, "%d vs %d loss lines", na, nb);
-    /* early steps agree closely; later ones drift as rounding compounds */
-    for (int i = 0; i < na && i < nb && i < 5; i++) {
-        double x = atof(a[i]), y = atof(b[i]);
-        CHECK_MSG(fabs(x - y) <= 1e-3 * fabs(x) + 1e-4, "step %d: cpu %s vs cuda %s", i + 1, a[i],
-                  b[i]);
+    c.learning_rate = 1e-12f;
+    if (!train_both(&c, "frozen", a, b, &n, &r)) {
+        for (int i = 0; i < n; i++) {
+            double x = atof(a[i]), y = atof(b[i]);
+            CHECK_MSG(fabs(x - y) <= 1e-4 * fabs(x) + 2e-6, "frozen step %d: cpu %s vs cuda %s",
+                      i + 1, a[i], b[i]);
+        }
+        CHECK_MSG(n >= 20, "%d steps", n);
     }
-    fprintf(stderr, "  validation top-1: cpu %.1f%%, cuda %.1f%%\n", rc_cpu.last_metric,
-            rc_gpu.last_metric);
-    CHECK(rc_gpu.last_metric >= 50.0);
+    small_config(&c);
+    c.schedule.epochs = 2;
+    if (!train_both(&c, "learn", a, b, &n, &r)) {
+        for (int i = 0; i < n && i < 2; i++) {
+            double x = atof(a[i]), y = atof(b[i]);
+            CHECK_MSG(fabs(x - y) <= 1e-3 * fabs(x) + 1e-4, "step %d: cpu %s vs cuda %s", i + 1,
+                      a[i], b[i]);
+        }
+        fprintf(stderr, "  cuda validation top-1 %.1f%% after 2 epochs\n", r.last_metric);
+        CHECK(r.last_metric >= 50.0);
+    }
 }
 
 int main(void)
