@@ -356,6 +356,10 @@ int iabn_cuda_ctx_new(int device, iabn_cuda_ctx **out, iabn_err *e)
     ctx->sync_each = env_on("IABN_CUDA_SYNC");
     ctx->tf32 = env_on("IABN_TF32");
     ctx->deterministic = env_on("IABN_CUDNN_DETERMINISTIC");
+    /* on unless IABN_CUDNN_FIND=0; deterministic runs keep the heuristic's
+     * choice, which does not depend on timings (cuda/conv.cu) */
+    const char *find = getenv("IABN_CUDNN_FIND");
+    ctx->timed = !ctx->deterministic && !(find && strcmp(find, "0") == 0);
     int rc = ctx_init(ctx, device, e);
     if (rc) {
         iabn_cuda_ctx_free(ctx);

@@ -7,7 +7,10 @@
  *   IABN_CUDA_SYNC=1            synchronise after every node (faults then
  *                               name the node that caused them)
  *   IABN_TF32=1                 allow TF32 in cuDNN / cuBLAS (off: fp32 FMA)
- *   IABN_CUDNN_DETERMINISTIC=1  only deterministic cuDNN algorithms
+ *   IABN_CUDNN_DETERMINISTIC=1  only deterministic cuDNN algorithms, chosen
+ *                               by the heuristic alone (reproducible choice)
+ *   IABN_CUDNN_FIND=0           the heuristic's algorithm, not the fastest
+ *                               of cuDNN's timed trials (cuda/conv.cu)
  * There is no global state: two contexts on two devices are independent,
  * but kernels launch on the calling thread's current device, which
  * iabn_cuda_ctx_new() sets: a thread that drives two devices must call

@@ -4,12 +4,15 @@
  * pass, workspace budget) and cached in the context (no global state).  The
  * workspace is the node's planned scratch, sized by
  * iabn_cuda_conv_workspace_bytes() from the geometry alone because the
- * planner runs before any handle exists; the algorithm is the first of
+ * planner runs before any handle exists.  The algorithm: first the first of
  * cuDNN's heuristic ranking (cudnnGet*_v7) whose workspace, asked of cuDNN
- * for that algorithm and math type, fits that budget, and that is
- * deterministic when IABN_CUDNN_DETERMINISTIC=1.  The heuristic is used
- * rather than cudnnFind*: Find times every algorithm on the real buffers,
- * which would allocate outside the plan and make the choice vary run to run.
+ * for that algorithm and math type, fits that budget (deterministic ones
+ * only when IABN_CUDNN_DETERMINISTIC=1); then, at the plan's first call,
+ * the fastest admissible one of cuDNN's timed trials (cudnnFind*Ex), run on
+ * that call's own buffers and planned workspace, so nothing is allocated
+ * outside the plan (PyTorch's cudnn.benchmark, within the plan).  Timings
+ * vary run to run, and with them the choice and its rounding:
+ * IABN_CUDNN_FIND=0, or IABN_CUDNN_DETERMINISTIC=1, keeps the heuristic's.
  * Math: FMA (no TF32) unless IABN_TF32=1.  Batches whose tensors exceed
  * cuDNN's 2^31-element descriptors run in sub-batches.  Bias add and bias
  * gradient are our own kernels (deterministic, any size).
@@ -29,7 +32,9 @@ struct iabn_cuda_conv_plan {
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
     int algo;          /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    cudnnMathType_t math; /* the descriptor's, the algorithm's entry's */
     size_t ws;         /* bytes the algorithm needs (<= budget) */
+    int timed;         /* the timed trials ran (or could not) */
 };
 
 static void plan_destroy(iabn_cuda_conv_plan *p)
@@ -141,6 +146,35 @@ static cudnnStatus_t ws_size(iabn_cuda_ctx *ctx, const iabn_cuda_conv_plan *p, i
         ctx->cudnn, p->xd, p->yd, p->cd, p->wd, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
 }
 
+/* Takes the first entry of c (best first) that the context admits (FMA math
+ * unless TF32 is allowed, deterministic when asked) and whose workspace fits
+ * `room`: the plan's algorithm, math type and workspace.  0: taken; 1: none
+ * fits (the descriptor's math type then is the last tried); < 0: error. */
+static int first_admissible(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, const cand *c, int nc,
+                            size_t room, iabn_err *e)
+{
+    for (int i = 0; i < nc; i++) {
+        if (c[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (ctx->deterministic && c[i].det != CUDNN_DETERMINISTIC) continue;
+        cudnnMathType_t m = c[i].math;
+        if (!ctx->tf32) {
+            /* tensor-op entries would round fp32 inputs to TF32 */
+            if (m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+            m = CUDNN_FMA_MATH;
+        }
+        /* the call runs with the descriptor's math type: it must be the entry's */
+        IABN_CUDNN_CHECK(e, cudnnSetConvolutionMathType(p->cd, m));
+        size_t bytes = 0;
+        if (ws_size(ctx, p, c[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+        if (bytes > room) continue;
+        p->algo = c[i].algo;
+        p->math = m;
+        p->ws = bytes;
+        return 0;
+    }
+    return 1;
+}
+
 static int plan_build(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, iabn_err *e)
 {
     const iabn_conv_geom *g = &p->g;
@@ -175,24 +209,7 @@ static int plan_build(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, iabn_err *e)
     int nc = 0;
     int rc = ranking(ctx, p, c, &nc, e);
     if (rc) return rc;
-    for (int i = 0; i < nc; i++) {
-        if (c[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (ctx->deterministic && c[i].det != CUDNN_DETERMINISTIC) continue;
-        cudnnMathType_t m = c[i].math;
-        if (!ctx->tf32) {
-            /* tensor-op entries would round fp32 inputs to TF32 */
-            if (m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-            m = CUDNN_FMA_MATH;
-        }
-        /* the call runs with the descriptor's math type: it must be the entry's */
-        IABN_CUDNN_CHECK(e, cudnnSetConvolutionMathType(p->cd, m));
-        size_t bytes = 0;
-        if (ws_size(ctx, p, c[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
-        if (bytes > p->budget) continue;
-        p->algo = c[i].algo;
-        p->ws = bytes;
-        return 0;
-    }
+    if ((rc = first_admissible(ctx, p, c, nc, p->budget, e)) <= 0) return rc;
     return iabn_err_set(e, IABN_EDEVICE,
                         "cuDNN offers no %s%salgorithm for conv pass %d (%dx%dx%dx%d -> %d, "
                         "k %dx%d, s %d, p %d, d %d, g %d) within %zu bytes of workspace",
@@ -230,6 +247,63 @@ static int get_plan(iabn_cuda_ctx *ctx, const iabn_conv_geom *g, int pass, size_
     }
     ctx->nplans++;
     *out = p;
+    return 0;
+}
+
+/* The timed trials (cudnnFind*AlgorithmEx), once per plan at its first call,
+ * on that call's buffers: `a`, `b` its inputs (x, w / w, dy / x, dy) and
+ * `out` its output, `ws` its planned workspace of ws_bytes.  The fastest
+ * admissible entry whose workspace fits replaces the heuristic's choice.
+ * The forward and data passes overwrite their output (beta 0), so the trials
+ * may write it; the filter pass adds into dw (beta 1), so its trials write
+ * into the workspace's tail instead and the rest is offered as workspace.
+ * A trial cuDNN cannot run leaves the heuristic's choice. */
+static int time_plan(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, const void *a, const void *b,
+                     void *out, void *ws, size_t ws_bytes, iabn_err *e)
+{
+    p->timed = 1;
+    if (!ctx->timed || (p->pass == IABN_CONV_FWD && p->g.accumulate)) return 0;
+    const iabn_conv_geom *g = &p->g;
+    if (p->pass == IABN_CONV_BWD_FILTER) {
+        size_t wb = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw * sizeof(float);
+        wb = (wb + 255) & ~(size_t)255;
+        if (!ws || wb > ws_bytes) return 0;
+        ws_bytes -= wb;
+        out = (char *)ws + ws_bytes;
+    }
+    if (!ws) ws_bytes = 0;
+    const iabn_cuda_conv_plan keep = *p;
+    const cudnnMathType_t base = ctx->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    IABN_CUDNN_CHECK(e, cudnnSetConvolutionMathType(p->cd, base));
+    cand c[MAX_CANDS];
+    int maxc = MAX_CANDS, got = 0;
+    cudnnStatus_t st;
+    if (p->pass == IABN_CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[MAX_CANDS];
+        st = cudnnFindConvolutionForwardAlgorithmEx(ctx->cudnn, p->xd, a, p->wd, b, p->cd, p->yd,
+                                                    out, maxc, &got, perf, ws, ws_bytes);
+        if (st == CUDNN_STATUS_SUCCESS) got = to_cands(perf, got, c);
+    } else if (p->pass == IABN_CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_CANDS];
+        st = cudnnFindConvolutionBackwardDataAlgorithmEx(ctx->cudnn, p->wd, a, p->yd, b, p->cd,
+                                                         p->xd, out, maxc, &got, perf, ws,
+                                                         ws_bytes);
+        if (st == CUDNN_STATUS_SUCCESS) got = to_cands(perf, got, c);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_CANDS];
+        st = cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx->cudnn, p->xd, a, p->yd, b, p->cd,
+                                                           p->wd, out, maxc, &got, perf, ws,
+                                                           ws_bytes);
+        if (st == CUDNN_STATUS_SUCCESS) got = to_cands(perf, got, c);
+    }
+    int rc = st == CUDNN_STATUS_SUCCESS ? first_admissible(ctx, p, c, got, ws_bytes, e) : 1;
+    if (rc < 0) return rc;
+    if (rc == 1) { /* nothing timed fits: the heuristic's choice stands */
+        p->algo = keep.algo;
+        p->math = keep.math;
+        p->ws = keep.ws;
+        IABN_CUDNN_CHECK(e, cudnnSetConvolutionMathType(p->cd, p->math));
+    }
     return 0;
 }
 
@@ -311,6 +385,8 @@ int iabn_cuda_conv_fwd(iabn_cuda_ctx *ctx, const iabn_conv_geom *g, const float 
         gs.n = g->n - n0 < nb ? g->n - n0 : nb;
         iabn_cuda_conv_plan *p = NULL;
         int rc = get_plan(ctx, &gs, IABN_CONV_FWD, ws_bytes, &p, e);
+        if (!rc && !p->timed)
+            rc = time_plan(ctx, p, x + (size_t)n0 * px, w, y + (size_t)n0 * py, ws, ws_bytes, e);
         if (rc) return rc;
         IABN_CUDNN_CHECK(e, cudnnConvolutionForward(ctx->cudnn, &one, p->xd, x + (size_t)n0 * px,
                                                     p->wd, w, p->cd,
@@ -338,6 +414,9 @@ int iabn_cuda_conv_bwd_data(iabn_cuda_ctx *ctx, const iabn_conv_geom *g, const f
         gs.n = g->n - n0 < nb ? g->n - n0 : nb;
         iabn_cuda_conv_plan *p = NULL;
         int rc = get_plan(ctx, &gs, IABN_CONV_BWD_DATA, ws_bytes, &p, e);
+        if (!rc && !p->timed)
+            rc = time_plan(ctx, p, w, dy + (size_t)n0 * py, dx + (size_t)n0 * px, ws, ws_bytes,
+                           e);
         if (rc) return rc;
         /* beta = 0: dx is overwritten, as on the CPU */
         IABN_CUDNN_CHECK(e, cudnnConvolutionBackwardData(
@@ -361,6 +440,8 @@ int iabn_cuda_conv_bwd_filter(iabn_cuda_ctx *ctx, const iabn_conv_geom *g, const
         gs.n = g->n - n0 < nb ? g->n - n0 : nb;
         iabn_cuda_conv_plan *p = NULL;
         int rc = get_plan(ctx, &gs, IABN_CONV_BWD_FILTER, ws_bytes, &p, e);
+        if (!rc && !p->timed)
+            rc = time_plan(ctx, p, x + (size_t)n0 * px, dy + (size_t)n0 * py, dw, ws, ws_bytes, e);
         if (rc) return rc;
         /* beta = 1: gradients accumulate, as on the CPU */
         IABN_CUDNN_CHECK(e, cudnnConvolutionBackwardFilter(

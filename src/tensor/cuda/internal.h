@@ -39,6 +39,7 @@ struct iabn_cuda_ctx {
     int sync_each;              /* IABN_CUDA_SYNC=1                        */
     int tf32;                   /* IABN_TF32=1                             */
     int deterministic;          /* IABN_CUDNN_DETERMINISTIC=1              */
+    int timed;                  /* cuDNN's algorithms timed (IABN_CUDNN_FIND) */
     void *flag_dev;             /* 64 bytes of device scratch for flags    */
     void *flag_host;            /* 64 pinned bytes to read them back       */
     struct iabn_cuda_conv_plan *plans;
