@@ -13,11 +13,15 @@
 #   test       meson test --suite cuda --suite unit --suite planner
 #   memcheck   compute-sanitizer --tool memcheck  on tests/test_cuda, test_cuda_kernels
 #   initcheck  compute-sanitizer --tool initcheck on tests/test_cuda, test_cuda_kernels
+#   racecheck  compute-sanitizer --tool racecheck on tests/test_cuda_kernels (shared-memory reductions)
 #   stepcheck  compute-sanitizer --tool memcheck  on one resnext_tiny training step
 #   traincheck compute-sanitizer --tool memcheck  on `iabn train --device cuda` (pinned
 #              batches, staged inputs on the copy stream, SGD, validation, checkpoint)
 #   bench      resnext101 b32 224: iabn standard, iabn inplace_abn_ii, PyTorch (TF32 off)
 #   mem        iabn mem resnext101 --batch 32 (the planned totals)
+#   ops        the benchmark's step broken down by op (standard BN)
+#   largest    the largest batch per mode in the free device memory, one step at each
+#   dataload   iabn train on a synthetic JPEG/PNG folder: the share of time waiting for data
 #   traintest  tests/test_train (a CPU and a CUDA training run compared), if time is left
 #   tf32       the same step with TF32 allowed on both sides (only if time is left)
 # Everything goes to $OUT (or build-gpu-out/ when OUT is unset) as it happens:
@@ -26,9 +30,9 @@
 # ones after it.  Here, without a GPU, the same script builds and runs the CPU
 # suites; the GPU steps then end "no GPU".
 # Knobs (environment): GPU_CHECK_ONLY="test bench" (steps to run; the build
-# always runs), GPU_CHECK_BUDGET=540 (seconds in all), GPU_ARCHS=90,
+# always runs), GPU_TEST_SUITES="cuda unit planner", GPU_CHECK_BUDGET=540 (seconds in all), GPU_ARCHS=90,
 # GPU_CHECK_BUILD=build-gpu, BENCH_BATCH=32, BENCH_SIZE=224, BENCH_REPEAT=5,
-# BENCH_MODEL=resnext101, CUDNN_DIR=... (a cuDNN with include/ and lib/).
+# BENCH_MODEL=resnext101, BENCH_CLASSES=1000, CUDNN_DIR=... (a cuDNN with include/ and lib/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,6 +42,7 @@ ONLY=${GPU_CHECK_ONLY:-}
 B=${GPU_CHECK_BUILD:-build-gpu}
 ARCHS=${GPU_ARCHS:-90}
 MODEL=${BENCH_MODEL:-resnext101}
+CLASSES=${BENCH_CLASSES:-1000}
 BATCH=${BENCH_BATCH:-32}
 SIZE=${BENCH_SIZE:-224}
 REPEAT=${BENCH_REPEAT:-5}
@@ -46,6 +51,8 @@ P=$W/prefix                # the unpacked .deb files
 NV=$W/nv                   # symlinks: cuDNN / NCCL / cuBLAS headers and libraries found outside the toolkit
 OUT=${OUT:-$ROOT/build-gpu-out}
 mkdir -p "$OUT" "$W/bin" "$W/steps"
+# a warm machine keeps /tmp: no reading of an earlier invocation's samples or results
+rm -f "$W"/smi.* "$W"/smi_* "$W"/*.json
 MD=$OUT/gpu-results.md
 LOG=$OUT/gpu-steps.log
 STEP_LOG_MAX=${STEP_LOG_MAX:-600000}   # bytes of one step's output kept in gpu-steps.log (head; the tail is added)
@@ -251,7 +258,9 @@ done
 # prefix's libraries' own dependencies, libgfortran say, need the path)
 RUN_LDP="$NV/lib:$PL/openblas-openmp:$PL${TK_LIB:+:$TK_LIB}"
 md "- nvcc: ${NVCC:-not found}$( [ -n "$NVCC" ] && "$NVCC" --version | tail -2 | head -1 | sed 's/^/, /'); CUDA_PATH=${CUDA_PATH:-unset}"
-md "- cuDNN: $CUDNN_FROM; NCCL: ${NCCL_FROM:-not found}${NOTES[*]:+; ${NOTES[*]}}"
+# the version of the cuDNN that PyTorch loads (the wheel iabn builds against)
+CUDNN_VER=$(env -u LD_LIBRARY_PATH "$PY" -c 'import torch; v = torch.backends.cudnn.version(); print(v if v else "?")' 2>/dev/null || echo '?')
+md "- cuDNN: $CUDNN_FROM (version $CUDNN_VER, as PyTorch reports it); NCCL: ${NCCL_FROM:-not found}${NOTES[*]:+; ${NOTES[*]}}"
 md "- compute-sanitizer: ${SAN:-not found}; meson $(meson --version 2>/dev/null || echo '?'), ninja $(ninja --version 2>/dev/null || echo '?')"
 md ""
 md "| step | result | s | note |"
@@ -308,7 +317,8 @@ if wanted smi; then
 fi
 
 if wanted test; then
-  step test 240 0 env LD_LIBRARY_PATH="$RUN_LDP" meson test -C "$BUILT" --suite cuda --suite unit --suite planner \
+  SUITES=(); for s in ${GPU_TEST_SUITES:-cuda unit planner}; do SUITES+=(--suite "$s"); done
+  step test 240 0 env LD_LIBRARY_PATH="$RUN_LDP" meson test -C "$BUILT" "${SUITES[@]}" \
        --num-processes 8 --timeout-multiplier 0.5 --print-errorlogs
   TL=$BUILT/meson-logs/testlog.json
   if [ -f "$TL" ]; then
@@ -351,6 +361,11 @@ if wanted initcheck; then
   if [ -n "$SAN" ]; then
     step initcheck 100 1 bash -c "$SANITIZE_BOTH" _ "$SAN" --tool initcheck "${SAN_ARGS[@]}"
   else md "| initcheck | not run: no compute-sanitizer | 0 | |"; fi
+fi
+if wanted racecheck; then
+  if [ -n "$SAN" ]; then
+    step racecheck 100 1 env LD_LIBRARY_PATH="$RUN_LDP" "$SAN" --tool racecheck "${SAN_ARGS[@]}" "$TEST_CUDA_K"
+  else md "| racecheck | not run: no compute-sanitizer | 0 | |"; fi
 fi
 if wanted stepcheck; then
   if [ -n "$SAN" ]; then
@@ -407,7 +422,8 @@ ours() { # NAME BN [env...]
   rm -f "$W/$name.json"
   smi_start "$name"
   step "$name" 150 1 env LD_LIBRARY_PATH="$RUN_LDP" "$@" bash -c 'bench_json "$0" "$@"' "$name" \
-       "$IABN" bench step "$MODEL" --device cuda --batch "$BATCH" --size "$SIZE" --repeat "$REPEAT" --bn "$bn" --json
+       "$IABN" bench step "$MODEL" --device cuda --batch "$BATCH" --size "$SIZE" --repeat "$REPEAT" --bn "$bn" \
+       --classes "$CLASSES" --json
   smi_stop "$name"
   BENCH+=("$name")
 }
@@ -417,7 +433,7 @@ theirs() { # NAME [flags...]
   smi_start "$name"
   step "$name" 180 1 env -u LD_LIBRARY_PATH PYTHONUNBUFFERED=1 bash -c 'bench_json "$0" "$@"' "$name" \
        "$PY" tools/bench_step_torch.py "$MODEL" --device cuda --batch "$BATCH" --size "$SIZE" --repeat "$REPEAT" \
-       --threads 8 --cudnn-benchmark --json "$@"
+       --classes "$CLASSES" --threads 8 --cudnn-benchmark --json "$@"
   smi_stop "$name"
   BENCH+=("$name")
 }
@@ -431,13 +447,53 @@ if wanted mem; then
   # the plan's totals (weights, gradients, momentum, inputs, arena); with
   # --device cuda where this build's `iabn mem` knows it (cuDNN workspaces)
   memcmd() {
-    LD_LIBRARY_PATH="$RUN_LDP" "$IABN" mem "$MODEL" --batch "$BATCH" --size "$SIZE" --bn standard,inplace_abn_ii --json --device cuda >"$W/mem.json" 2>"$W/mem.err" ||
-      LD_LIBRARY_PATH="$RUN_LDP" "$IABN" mem "$MODEL" --batch "$BATCH" --size "$SIZE" --bn standard,inplace_abn_ii --json >"$W/mem.json"
+    LD_LIBRARY_PATH="$RUN_LDP" "$IABN" mem "$MODEL" --batch "$BATCH" --size "$SIZE" --classes "$CLASSES" --bn standard,inplace_abn_ii --json --device cuda >"$W/mem.json" 2>"$W/mem.err" ||
+      LD_LIBRARY_PATH="$RUN_LDP" "$IABN" mem "$MODEL" --batch "$BATCH" --size "$SIZE" --classes "$CLASSES" --bn standard,inplace_abn_ii --json >"$W/mem.json"
     local rc=$?; cat "$W/mem.err" "$W/mem.json"; return $rc
   }
-  export -f memcmd; export IABN MODEL BATCH SIZE
+  export -f memcmd; export IABN MODEL BATCH SIZE CLASSES
   rm -f "$W/mem.json"
   step mem 60 0 bash -c memcmd
+fi
+export IABN MODEL BATCH SIZE CLASSES PY W; export -f run
+# where the step's time goes: per-op times, the device synchronised after each node
+if wanted ops; then
+  step ops 90 1 env LD_LIBRARY_PATH="$RUN_LDP" "$IABN" bench step "$MODEL" --device cuda --batch "$BATCH" \
+       --size "$SIZE" --classes "$CLASSES" --repeat 3 --bn standard --ops
+fi
+# the largest batch the planner fits into the free device memory (less 3 GiB
+# for the CUDA context and the cuDNN / cuBLAS handles), per mode, and one
+# step run at each to show that it does fit
+if wanted largest; then
+  largest() {
+    local free budget; free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+    budget=$(( (free - 3072) * 1048576 ))
+    run "$IABN" mem "$MODEL" --size "$SIZE" --classes "$CLASSES" --largest-batch --budget "$budget" \
+        --bn standard,inplace_abn_ii --device cuda --json >"$W/largest.json" || return 1
+    local bn b
+    for bn in standard inplace_abn_ii; do
+      b=$("$PY" -c 'import json,sys; print([m["max_batch"] for m in json.load(open(sys.argv[1])) if m["bn_mode"] == sys.argv[2]][0])' "$W/largest.json" "$bn") || return 1
+      echo "== $bn: largest batch $b in $((budget >> 20)) MiB"
+      run "$IABN" bench step "$MODEL" --device cuda --batch "$b" --size "$SIZE" --classes "$CLASSES" --repeat 1 --bn "$bn" || return 1
+    done
+  }
+  export -f largest
+  step largest 150 1 bash -c largest
+fi
+# data loading beside the GPU: `iabn train` on a synthetic 384x384 JPEG/PNG
+# folder, 224 crops, 14 loader threads; its progress lines give the share of
+# the step spent waiting for a batch ("data N%")
+if wanted dataload; then
+  dataload() {
+    local D=$W/dataload; rm -rf "$D"; mkdir -p "$D"
+    run "$IABN" data synth --out "$D/data" --classes 10 --size 384 --train-images 64 --val-images 2 >/dev/null || return 1
+    printf '%s\n' "{\"network\": {\"arch\": \"$MODEL\", \"bn_mode\": \"inplace_abn_ii\", \"activation\": \"leaky_relu\"}," \
+      "\"optimizer\": {\"batch_size\": $BATCH, \"schedule\": {\"epochs\": 2}}," \
+      '"input": {"crop_train": 224, "crop_val": 224, "scale_val": 256}}' >"$D/cfg.json"
+    run "$IABN" train "$D/cfg.json" "$D/data" --device cuda --max-steps 30 --print-freq 5 -j 14 --output-dir "$D/run"
+  }
+  export -f dataload
+  step dataload 120 1 bash -c dataload
 fi
 # the trainer on both devices: per-step losses of a CPU and a CUDA run agree
 # and the CUDA run learns (tests/test_train.c, test_cuda_matches_cpu)
