@@ -494,22 +494,48 @@ static int virt_sync(void *c)
     return 0;
 }
 
-const iabn_backend *iabn_cuda_backend_planning(void)
+/* Both tables are filled field by field (C++17 has no designated
+ * initialisers): a member added to iabn_backend or iabn_cuda_api then
+ * stays NULL here rather than shifting the ones after it. */
+static iabn_backend make_planning()
 {
-    static const iabn_backend virt = {
-        IABN_DEV_CUDA, "cuda", 256, NULL, virt_alloc, virt_free, virt_copy, virt_copy,
-        virt_fill,     virt_sync, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-        NULL,          &cuda_kernels};
-    return &virt;
+    iabn_backend b;
+    memset(&b, 0, sizeof b);
+    b.kind = IABN_DEV_CUDA;
+    b.name = "cuda";
+    b.align = 256;
+    b.alloc = virt_alloc;
+    b.free = virt_free;
+    b.h2d = virt_copy;
+    b.d2h = virt_copy;
+    b.fill = virt_fill;
+    b.sync = virt_sync;
+    b.k = &cuda_kernels;
+    return b;
 }
+static const iabn_backend planning_backend = make_planning();
 
-const iabn_cuda_api *iabn_cuda_api_get(void)
+const iabn_backend *iabn_cuda_backend_planning(void) { return &planning_backend; }
+
+static iabn_cuda_api make_api()
 {
-    static const iabn_cuda_api api = {
-        IABN_CUDA_API_VERSION, sizeof(iabn_backend), sizeof(iabn_kernels),
-        iabn_cuda_device_count, iabn_cuda_ctx_new,
-        iabn_cuda_ctx_free,    iabn_cuda_backend,      iabn_cuda_device_name,
-        iabn_cuda_mem_info,    iabn_cuda_tf32,         iabn_cuda_host_alloc,
-        iabn_cuda_host_free,   iabn_cuda_backend_planning};
-    return &api;
+    iabn_cuda_api a;
+    memset(&a, 0, sizeof a);
+    a.version = IABN_CUDA_API_VERSION;
+    a.backend_bytes = sizeof(iabn_backend);
+    a.kernels_bytes = sizeof(iabn_kernels);
+    a.device_count = iabn_cuda_device_count;
+    a.ctx_new = iabn_cuda_ctx_new;
+    a.ctx_free = iabn_cuda_ctx_free;
+    a.backend = iabn_cuda_backend;
+    a.device_name = iabn_cuda_device_name;
+    a.mem_info = iabn_cuda_mem_info;
+    a.tf32 = iabn_cuda_tf32;
+    a.host_alloc = iabn_cuda_host_alloc;
+    a.host_free = iabn_cuda_host_free;
+    a.backend_planning = iabn_cuda_backend_planning;
+    return a;
 }
+static const iabn_cuda_api cuda_api_table = make_api();
+
+const iabn_cuda_api *iabn_cuda_api_get(void) { return &cuda_api_table; }
