@@ -54,16 +54,22 @@ static void test_memreport(void)
     CHECK(r.col[0].nrows > 1 && kept > 0 && kept <= r.col[0].m.saved);
     CHECK(r.col[0].nsteps > r.col[0].boundary && r.col[0].boundary > 0 && r.col[0].nmarks > 0);
     char name[40];
-    CHECK(!strcmp(iabn_memreport_col_name(&r.col[2], name, sizeof name), "inplace_ab+offload"));
-    /* the table */
+    /* the whole mode's name: "inplace_ab+offload" was both in-place modes' */
+    CHECK(!strcmp(iabn_memreport_col_name(&r.col[2], name, sizeof name),
+                  "inplace_abn_ii+offload"));
+    /* the table: its columns line up, the long name's as wide as the name */
     char *t = iabn_memreport_table(&r);
+    if (t) {
+        const char *h = strchr(t, '\n') + 1, *p = strstr(t, "\nparameters (count)");
+        CHECK(p && strchr(h, '\n') - h == strchr(p + 1, '\n') - (p + 1));
+    }
     CHECK_MSG(t && strstr(t, "resnext_tiny, batch 4, 32x32") && strstr(t, "1124776") &&
                   strstr(t, "inplace_abn_ii") && strstr(t, "largest batch in 0.2 GiB") &&
                   strstr(t, "module: kept MiB/buffers/copies"),
               "%s", t ? t : "(null)");
     free(t);
     t = iabn_memreport_largest(&r);
-    CHECK(t && strstr(t, "largest batch in 0.25 GiB") && strstr(t, "inplace_ab+offload"));
+    CHECK(t && strstr(t, "largest batch in 0.25 GiB") && strstr(t, "inplace_abn_ii+offload"));
     free(t);
     /* the JSON */
     t = iabn_memreport_json(&r);

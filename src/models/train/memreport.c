@@ -24,7 +24,7 @@ void iabn_memreport_opts_defaults(iabn_memreport_opts *o)
 const char *iabn_memreport_col_name(const iabn_memreport_col *c, char *buf, size_t n)
 {
     if (c->storage == IABN_STORAGE_KEEP) snprintf(buf, n, "%s", iabn_bn_mode_name(c->mode));
-    else snprintf(buf, n, "%.10s+%s", iabn_bn_mode_name(c->mode), iabn_storage_name(c->storage));
+    else snprintf(buf, n, "%s+%s", iabn_bn_mode_name(c->mode), iabn_storage_name(c->storage));
     return buf;
 }
 
@@ -245,6 +245,12 @@ char *iabn_memreport_table(const iabn_memreport *rep)
     const iabn_memreport_col *r = rep->col;
     int n = rep->ncols, cuda = a->backend->kind == IABN_DEV_CUDA;
     char cn[40];
+    /* a column is 16 wide, or as wide as its name (inplace_abn_ii+offload) */
+    int wd[IABN_MEMREPORT_MAX_COLS];
+    for (int i = 0; i < n; i++) {
+        int l = (int)strlen(iabn_memreport_col_name(&r[i], cn, sizeof cn));
+        wd[i] = l > 16 ? l : 16;
+    }
     fprintf(f, "%s, batch %d, %dx%d, training step (forward + backward), float32, %s backend, "
             "Winograd %s\n",
             a->model, a->batch, a->height, a->width, a->backend->name,
@@ -253,57 +259,57 @@ char *iabn_memreport_table(const iabn_memreport *rep)
         fprintf(f, "per rank of %d: global batch %d split %d per rank (the largest share)\n",
                 a->world, rep->global_batch, a->batch);
     fprintf(f, "%-34s", "");
-    for (int i = 0; i < n; i++) fprintf(f, " %16s", iabn_memreport_col_name(&r[i], cn, sizeof cn));
+    for (int i = 0; i < n; i++) fprintf(f, " %*s", wd[i], iabn_memreport_col_name(&r[i], cn, sizeof cn));
     fprintf(f, "\n");
 #define LINE(label, expr, fmt)                                         \
     fprintf(f, "%-34s", label);                                        \
-    for (int i = 0; i < n; i++) fprintf(f, " " fmt, expr);             \
+    for (int i = 0; i < n; i++) fprintf(f, " %*" fmt, wd[i], expr);   \
     fprintf(f, "\n")
-    LINE("parameters (count)", (double)r[i].m.params, "%16.0f");
-    LINE("parameters MiB", mib(r[i].m.param_bytes), "%16.1f");
-    LINE("gradients MiB", mib(r[i].m.grad_bytes), "%16.1f");
-    LINE("optimizer state MiB (momentum)", mib(r[i].m.optim_bytes), "%16.1f");
-    LINE("running statistics MiB", mib(r[i].m.buffer_bytes), "%16.2f");
-    LINE("inputs / outputs MiB", mib(r[i].m.io), "%16.1f");
+    LINE("parameters (count)", (double)r[i].m.params, ".0f");
+    LINE("parameters MiB", mib(r[i].m.param_bytes), ".1f");
+    LINE("gradients MiB", mib(r[i].m.grad_bytes), ".1f");
+    LINE("optimizer state MiB (momentum)", mib(r[i].m.optim_bytes), ".1f");
+    LINE("running statistics MiB", mib(r[i].m.buffer_bytes), ".2f");
+    LINE("inputs / outputs MiB", mib(r[i].m.io), ".1f");
     if (cuda) {
-        LINE("  staged next inputs MiB", mib(r[i].m.staging), "%16.1f");
+        LINE("  staged next inputs MiB", mib(r[i].m.staging), ".1f");
     }
-    LINE("activations kept for backward MiB", mib(r[i].m.saved), "%16.1f");
-    LINE("  per sample MiB", mib(r[i].m.saved) / a->batch, "%16.2f");
-    LINE("arena peak MiB (planned)", mib(r[i].m.arena), "%16.1f");
-    LINE("lower bound MiB (max live)", mib(r[i].m.lower_bound), "%16.1f");
-    LINE("arena / lower bound", (double)r[i].m.arena / (double)r[i].m.lower_bound, "%16.3f");
+    LINE("activations kept for backward MiB", mib(r[i].m.saved), ".1f");
+    LINE("  per sample MiB", mib(r[i].m.saved) / a->batch, ".2f");
+    LINE("arena peak MiB (planned)", mib(r[i].m.arena), ".1f");
+    LINE("lower bound MiB (max live)", mib(r[i].m.lower_bound), ".1f");
+    LINE("arena / lower bound", (double)r[i].m.arena / (double)r[i].m.lower_bound, ".3f");
     LINE(cuda ? "  largest cuDNN workspace MiB" : "  largest kernel scratch MiB",
-         mib(r[i].m.scratch_max), "%16.1f");
-    LINE("without reuse MiB", mib(r[i].m.naive), "%16.1f");
-    LINE("copies for in-place", (double)r[i].m.copies, "%16.0f");
-    LINE("blocked (nChw16c) activations MiB", mib(r[i].m.layouts.blocked_bytes), "%16.1f");
-    LINE("  conv passes still reordering", (double)r[i].m.layouts.conv_reorders, "%16.0f");
-    LINE("conv passes on Winograd", (double)r[i].m.winograd, "%16.0f");
-    LINE("  of those that could (--winograd on)", (double)r[i].m.winograd_possible, "%16.0f");
+         mib(r[i].m.scratch_max), ".1f");
+    LINE("without reuse MiB", mib(r[i].m.naive), ".1f");
+    LINE("copies for in-place", (double)r[i].m.copies, ".0f");
+    LINE("blocked (nChw16c) activations MiB", mib(r[i].m.layouts.blocked_bytes), ".1f");
+    LINE("  conv passes still reordering", (double)r[i].m.layouts.conv_reorders, ".0f");
+    LINE("conv passes on Winograd", (double)r[i].m.winograd, ".0f");
+    LINE("  possible with --winograd on", (double)r[i].m.winograd_possible, ".0f");
     if (a->world > 1) {
-        LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, "%16.0f");
-        LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), "%16.1f");
+        LINE("all-reduce buckets (25 MiB)", (double)r[i].m.buckets, ".0f");
+        LINE("  bucket buffers MiB (in arena)", mib(r[i].m.bucket_bytes), ".1f");
     }
-    LINE("total step MiB (device)", mib(r[i].m.total), "%16.1f");
-    LINE("host pool MiB (offloaded copies)", mib(r[i].m.host), "%16.1f");
-    LINE("offloaded tensors", (double)r[i].n_off, "%16.0f");
-    LINE("recomputed tensors (strategy)", (double)r[i].n_rc, "%16.0f");
-    LINE("estimated step time overhead %", 100.0 * (r[i].est / base_est(rep, i) - 1.0), "%16.1f");
-    LINE("fits the budget (auto)", (double)r[i].fits, "%16.0f");
-    LINE("strategy choice seconds (auto)", r[i].strategy_s, "%16.3f");
-    LINE("  paper's offload policy (auto)", (double)r[i].paper, "%16.0f");
-    if (n > 1) { LINE("kept / first mode", (double)r[i].m.saved / (double)r[0].m.saved, "%16.3f"); }
+    LINE("total step MiB (device)", mib(r[i].m.total), ".1f");
+    LINE("host pool MiB (offloaded copies)", mib(r[i].m.host), ".1f");
+    LINE("offloaded tensors", (double)r[i].n_off, ".0f");
+    LINE("recomputed tensors (strategy)", (double)r[i].n_rc, ".0f");
+    LINE("estimated step time overhead %", 100.0 * (r[i].est / base_est(rep, i) - 1.0), ".1f");
+    LINE("fits the budget (auto)", (double)r[i].fits, ".0f");
+    LINE("strategy choice seconds (auto)", r[i].strategy_s, ".3f");
+    LINE("  paper's offload policy (auto)", (double)r[i].paper, ".0f");
+    if (n > 1) { LINE("kept / first mode", (double)r[i].m.saved / (double)r[0].m.saved, ".3f"); }
     if (a->budget > 0) {
         char lab[64];
         snprintf(lab, sizeof lab, "largest batch in %.1f GiB", (double)a->budget / 1073741824.0);
-        LINE(lab, (double)r[i].max_batch, "%16.0f");
+        LINE(lab, (double)r[i].max_batch, ".0f");
         snprintf(lab, sizeof lab, "largest square crop at batch %d", a->batch);
-        LINE(lab, (double)r[i].max_crop, "%16.0f");
+        LINE(lab, (double)r[i].max_crop, ".0f");
     }
 #undef LINE
     fprintf(f, "\n%-34s", a->blocks ? "block: kept MiB/buffers/copies" : "module: kept MiB/buffers/copies");
-    for (int i = 0; i < n; i++) fprintf(f, " %16s", iabn_memreport_col_name(&r[i], cn, sizeof cn));
+    for (int i = 0; i < n; i++) fprintf(f, " %*s", wd[i], iabn_memreport_col_name(&r[i], cn, sizeof cn));
     fprintf(f, "\n");
     for (int k = 0; k < r[0].nrows; k++) {
         fprintf(f, "%-34.34s", r[0].rows[k].name);
@@ -316,7 +322,7 @@ char *iabn_memreport_table(const iabn_memreport *rep)
                 snprintf(cell, sizeof cell, "%.1f/%d/%d o%dr%d", mib(w->kept), w->buffers,
                          w->copies, w->offloaded, w->recomputed);
             else if (w) snprintf(cell, sizeof cell, "%.1f/%d/%d", mib(w->kept), w->buffers, w->copies);
-            fprintf(f, " %16s", cell);
+            fprintf(f, " %*s", wd[i], cell);
         }
         fprintf(f, "\n");
     }
