@@ -10,7 +10,7 @@
 # build fails, once more without -Dwerror so that the GPU steps still run),
 # then runs, each under its own timeout and within ~9 minutes in all:
 #   smi        nvidia-smi
-#   test       meson test --suite cuda --suite unit --suite planner
+#   test       meson test --suite cuda --suite unit --suite planner --suite grad ...
 #   memcheck   compute-sanitizer --tool memcheck  on tests/test_cuda, test_cuda_kernels
 #   initcheck  compute-sanitizer --tool initcheck on tests/test_cuda, test_cuda_kernels
 #   racecheck  compute-sanitizer --tool racecheck on tests/test_cuda_kernels (shared-memory reductions)
@@ -19,7 +19,7 @@
 #              batches, staged inputs on the copy stream, SGD, validation, checkpoint)
 #   bench      resnext101 b32 224: iabn standard, iabn inplace_abn_ii, PyTorch (TF32 off)
 #   mem        iabn mem resnext101 --batch 32 (the planned totals)
-#   ops        the benchmark's step broken down by op (standard BN)
+#   ops        the benchmark's step broken down by op and by conv shape (standard BN)
 #   largest    the largest batch per mode in the free device memory, one step at each
 #   dataload   iabn train on a synthetic JPEG/PNG folder: the share of time waiting for data
 #   traintest  tests/test_train (a CPU and a CUDA training run compared), if time is left
@@ -30,7 +30,8 @@
 # ones after it.  Here, without a GPU, the same script builds and runs the CPU
 # suites; the GPU steps then end "no GPU".
 # Knobs (environment): GPU_CHECK_ONLY="test bench" (steps to run; the build
-# always runs), GPU_TEST_SUITES="cuda unit planner", GPU_CHECK_BUDGET=540 (seconds in all), GPU_ARCHS=90,
+# always runs), GPU_TEST_SUITES="cuda unit planner grad kernels data",
+# GPU_CHECK_BUDGET=540 (seconds in all), GPU_ARCHS=90,
 # GPU_CHECK_BUILD=build-gpu, BENCH_BATCH=32, BENCH_SIZE=224, BENCH_REPEAT=5,
 # BENCH_MODEL=resnext101, BENCH_CLASSES=1000, CUDNN_DIR=... (a cuDNN with include/ and lib/).
 set -uo pipefail
@@ -317,7 +318,7 @@ if wanted smi; then
 fi
 
 if wanted test; then
-  SUITES=(); for s in ${GPU_TEST_SUITES:-cuda unit planner}; do SUITES+=(--suite "$s"); done
+  SUITES=(); for s in ${GPU_TEST_SUITES:-cuda unit planner grad kernels data}; do SUITES+=(--suite "$s"); done
   step test 240 0 env LD_LIBRARY_PATH="$RUN_LDP" meson test -C "$BUILT" "${SUITES[@]}" \
        --num-processes 8 --timeout-multiplier 0.5 --print-errorlogs
   TL=$BUILT/meson-logs/testlog.json
@@ -456,10 +457,11 @@ if wanted mem; then
   step mem 60 0 bash -c memcmd
 fi
 export IABN MODEL BATCH SIZE CLASSES PY W; export -f run
-# where the step's time goes: per-op times, the device synchronised after each node
+# where the step's time goes: per op, then per conv / linear shape and pass
+# (ms and GFLOP/s), the device synchronised after each node
 if wanted ops; then
   step ops 90 1 env LD_LIBRARY_PATH="$RUN_LDP" "$IABN" bench step "$MODEL" --device cuda --batch "$BATCH" \
-       --size "$SIZE" --classes "$CLASSES" --repeat 3 --bn standard --ops
+       --size "$SIZE" --classes "$CLASSES" --repeat 3 --bn standard --ops --layers
 fi
 # the largest batch the planner fits into the free device memory (less 3 GiB
 # for the CUDA context and the cuDNN / cuBLAS handles), per mode, and one
