@@ -265,10 +265,10 @@ static int time_plan(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, const void *a, 
     if (!ctx->timed || (p->pass == IABN_CONV_FWD && p->g.accumulate)) return 0;
     const iabn_conv_geom *g = &p->g;
     if (p->pass == IABN_CONV_BWD_FILTER) {
+        /* dW's stand-in at a 256-byte boundary (the workspace starts at one) */
         size_t wb = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw * sizeof(float);
-        wb = (wb + 255) & ~(size_t)255;
         if (!ws || wb > ws_bytes) return 0;
-        ws_bytes -= wb;
+        ws_bytes = (ws_bytes - wb) & ~(size_t)255;
         out = (char *)ws + ws_bytes;
     }
     if (!ws) ws_bytes = 0;
