@@ -54,6 +54,12 @@ extern "C" void iabn_cuda_conv_plans_free(iabn_cuda_ctx *ctx)
     ctx->nplans = ctx->cap_plans = 0;
 }
 
+/* The bytes of the geometry's weight (OIHW, c_in / groups per output). */
+static size_t weight_bytes(const iabn_conv_geom *g)
+{
+    return (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw * sizeof(float);
+}
+
 /* Budget policy (a pure function of the shape, so plans are reproducible):
  * twice the largest of input, output and weight, at least 8 MiB (what the
  * implicit-GEMM and winograd paths of small layers ask) and at most 512 MiB.
@@ -64,7 +70,7 @@ extern "C" size_t iabn_cuda_conv_workspace_bytes(const iabn_conv_geom *g, iabn_c
     (void)pass;
     size_t xb = (size_t)g->n * g->c_in * g->h_in * g->w_in * sizeof(float);
     size_t yb = (size_t)g->n * g->c_out * g->h_out * g->w_out * sizeof(float);
-    size_t wb = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw * sizeof(float);
+    size_t wb = weight_bytes(g);
     size_t m = xb > yb ? xb : yb;
     m = m > wb ? m : wb;
     m *= 2;
@@ -266,7 +272,7 @@ static int time_plan(iabn_cuda_ctx *ctx, iabn_cuda_conv_plan *p, const void *a, 
     const iabn_conv_geom *g = &p->g;
     if (p->pass == IABN_CONV_BWD_FILTER) {
         /* dW's stand-in at a 256-byte boundary (the workspace starts at one) */
-        size_t wb = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw * sizeof(float);
+        size_t wb = weight_bytes(g);
         if (!ws || wb > ws_bytes) return 0;
         ws_bytes = (ws_bytes - wb) & ~(size_t)255;
         out = (char *)ws + ws_bytes;
