@@ -438,6 +438,8 @@ theirs() { # NAME [flags...]
   smi_stop "$name"
   BENCH+=("$name")
 }
+# what the steps run through `bash -c` (mem, largest, dataload) read
+export IABN MODEL BATCH SIZE CLASSES PY W; export -f run
 RESERVE=0
 if wanted bench; then
   ours iabn_standard standard IABN_TF32=0
@@ -452,11 +454,10 @@ if wanted mem; then
       LD_LIBRARY_PATH="$RUN_LDP" "$IABN" mem "$MODEL" --batch "$BATCH" --size "$SIZE" --classes "$CLASSES" --bn standard,inplace_abn_ii --json >"$W/mem.json"
     local rc=$?; cat "$W/mem.err" "$W/mem.json"; return $rc
   }
-  export -f memcmd; export IABN MODEL BATCH SIZE CLASSES
+  export -f memcmd
   rm -f "$W/mem.json"
   step mem 60 0 bash -c memcmd
 fi
-export IABN MODEL BATCH SIZE CLASSES PY W; export -f run
 # where the step's time goes: per op, then per conv / linear shape and pass
 # (ms and GFLOP/s), the device synchronised after each node
 if wanted ops; then
