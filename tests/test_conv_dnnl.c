@@ -531,7 +531,7 @@ static void test_device(void)
  * nChw16c (it starts the accumulators from y when it splits the sum over
  * input-channel blocks). */
 static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked, int wino,
-                     int exact)
+                     int exact, int binary)
 {
     iabn_conv_geom g;
     CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, k, k, 1, k / 2, 1, 1) == 0);
@@ -552,25 +552,41 @@ static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked,
     iabn_err e = {0};
     CHECK_OK(iabn_conv_fwd(cache, &g, x, w, bias ? b : NULL, y, sc, s1, &e));
     CHECK_OK(iabn_conv_fwd(cache, &ga, x, w, bias ? b : NULL, ya, sc, s2, &e));
+    /* the sum in a buffer of its own, r left as it was */
+    float *y2 = malloc(ny * 4), *r0 = malloc(ny * 4);
+    memcpy(r0, r, ny * 4);
+    CHECK_OK(iabn_conv_fwd_add(cache, &ga, x, w, bias ? b : NULL, r, y2, sc, s2, &e));
+    CHECK(memcmp(r, r0, ny * 4) == 0);
     for (size_t i = 0; i < ny; i++) y[i] += r[i];
+    const char *lname = blocked ? "nChw16c" : "NCHW";
     CHECK_MSG(exact ? memcmp(y, ya, ny * 4) == 0 : t_rel_diff(ya, y, ny) <= 1e-6,
               "%dx%dx%d -> %d k%d bias %d %s wino %d: y += conv differs from conv, then add "
-              "(rel %.3g)", n, ci, h, co, k, bias, blocked ? "nChw16c" : "NCHW", wino,
-              t_rel_diff(ya, y, ny));
-    free(x); free(w); free(b); free(r); free(y); free(ya); free(sc);
+              "(rel %.3g)", n, ci, h, co, k, bias, lname, wino, t_rel_diff(ya, y, ny));
+    /* the binary post-op gives the bits of the conv and then the add; where
+     * it is not taken, r is copied into y2 and the conv adds to it */
+    CHECK_MSG(memcmp(y2, y, ny * 4) == 0 || memcmp(y2, ya, ny * 4) == 0,
+              "%dx%dx%d -> %d k%d bias %d %s wino %d: y2 = r + conv is neither conv, then add, "
+              "nor y += conv (rel %.3g)", n, ci, h, co, k, bias, lname, wino,
+              t_rel_diff(y, y2, ny));
+    if (binary)
+        CHECK_MSG(memcmp(y2, y, ny * 4) == 0, "%dx%dx%d -> %d %s: not the binary post-op's bits",
+                  n, ci, h, co, lname);
+    free(x); free(w); free(b); free(r); free(y); free(ya); free(sc); free(y2); free(r0);
 }
 
 static void test_accumulate(void)
 {
-    acc_case(2, 64, 14, 128, 1, 0, 1, 0, 1);  /* ResNeXt's conv3: nChw16c, sum post-op */
-    acc_case(2, 64, 14, 128, 1, 0, 0, 0, 1);  /* NCHW operands: reordered, then added  */
-    acc_case(1, 64, 28, 32, 1, 0, 0, 0, 1);   /* 1x1 on 28x28 NCHW: oneDNN's GEMM      */
-    acc_case(2, 512, 4, 1024, 1, 0, 1, 0, 0); /* long reductions (mod4 / mod5)         */
-    acc_case(2, 1024, 2, 2048, 1, 0, 1, 0, 0);
-    acc_case(2, 1024, 1, 2048, 1, 0, 0, 0, 1);
-    acc_case(2, 32, 9, 48, 3, 1, 1, 0, 0);    /* 3x3 with bias (WideResNet's conv2)    */
-    acc_case(2, 32, 9, 48, 3, 1, 0, 0, 1);
-    acc_case(1, 32, 16, 32, 3, 0, 1, 1, 1);   /* with the Winograd flag                */
+    acc_case(2, 64, 14, 128, 1, 0, 1, 0, 1, 1);  /* ResNeXt's conv3: nChw16c, sum post-op */
+    acc_case(2, 64, 14, 128, 1, 0, 0, 0, 1, 0);  /* NCHW operands: reordered, then added  */
+    acc_case(1, 64, 28, 32, 1, 0, 0, 0, 1, 0);   /* 1x1 on 28x28 NCHW: oneDNN's GEMM      */
+    /* long reductions (mod4 / mod5): the sum post-op rounds otherwise, the
+     * binary one does not */
+    acc_case(2, 512, 4, 1024, 1, 0, 1, 0, 0, 1);
+    acc_case(2, 1024, 2, 2048, 1, 0, 1, 0, 0, 1);
+    acc_case(2, 1024, 1, 2048, 1, 0, 0, 0, 1, 0);
+    acc_case(2, 32, 9, 48, 3, 1, 1, 0, 0, 0);    /* 3x3 with bias (WideResNet's conv2)    */
+    acc_case(2, 32, 9, 48, 3, 1, 0, 0, 1, 0);
+    acc_case(1, 32, 16, 32, 3, 0, 1, 1, 1, 0);   /* with the Winograd flag                */
     /* the geometries and passes it refuses, by name */
     iabn_conv_geom g;
     CHECK(iabn_conv_geom_init(&g, 1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 16) == 0); /* 4 per group */
@@ -582,6 +598,9 @@ static void test_accumulate(void)
     iabn_err e = {0};
     CHECK(iabn_conv_fwd(cache, &g, buf, buf + 192, NULL, buf + 624, NULL, 0, &e) == IABN_EINVAL &&
           strstr(e.msg, "accumulating"));
+    CHECK(iabn_conv_fwd_add(cache, &g, buf, buf + 192, NULL, buf + 1648, buf + 624, NULL, 0,
+                            &e) == IABN_EINVAL &&
+          strstr(e.msg, "residual added apart"));
     CHECK(iabn_conv_geom_init(&g, 1, 16, 8, 8, 16, 1, 1, 1, 0, 1, 1) == 0);
     g.accumulate = 1;
     CHECK(iabn_conv_bwd_data(cache, &g, buf, buf, buf + 1024, NULL, 0, &e) == IABN_EINVAL);

@@ -440,10 +440,11 @@ static int train_step(const char *arch, iabn_bn_mode mode, int hw, int no_dropou
     t_run t = {0};
     t.s = iabn_store_new(iabn_backend_cpu(), NULL);
     t.g = iabn_graph_new(t.s, IABN_TRAIN);
-    /* the modes fuse different blocks (conv2d_add: the identity blocks in the
-     * in-place modes only), and a fused add rounds at another point of the
-     * sum: float32 noise that batch norm over 1x1 maps amplifies at this
-     * size.  The modes are compared on the same kernels; test_fusion
+    /* the modes fuse their identity blocks differently (conv2d_add: the sum
+     * post-op over x in the in-place modes, the binary post-op into a sum
+     * apart in the others), and the sum post-op rounds at another point of
+     * long sums: float32 noise that batch norm over 1x1 maps amplifies at
+     * this size.  The modes are compared on the same kernels; test_fusion
      * compares fused and apart. */
     iabn_graph_set_fusion(t.g, 0);
     iabn_model_cfg cfg = iabn_model_defaults(arch);

@@ -5,8 +5,9 @@
  * activations' layouts (graph/layout.c) through the backend, and runs with
  * the layouts the pass chose: x / dx on the geometry's x side, y / dy on its
  * y side.  conv2d_add is the same op with a residual input that its output
- * overwrites: the forward adds the convolution to it (the geometry's
- * accumulate flag), the backward hands dy to it as an add would. */
+ * overwrites where the plan allows: the forward adds the convolution to it
+ * (the geometry's accumulate flag; the backend's conv_fwd_add where the sum
+ * has a buffer of its own), the backward hands dy to it as an add would. */
 #include "layers/layer_util.h"
 
 /* Which side of the geometry an operand is on, per pass: x side 0, y side
@@ -73,12 +74,20 @@ static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = geom_of(g, n, IABN_CONV_FWD);
-    /* conv2d_add: y starts as the residual, which it overwrites; a plan
-     * without in-place outputs (plan.c's noinplace) keeps them apart */
-    if (P.residual && b->out[0] != b->in[P.residual])
+    const float *bias = P.bias ? b->in[2] : NULL;
+    /* conv2d_add: y overwrites the residual where the plan put them
+     * together; where the residual is read again later (the shortcut of
+     * standard BN, bn1's saved input) or the plan keeps in-place outputs
+     * apart (plan.c's noinplace), the sum has a buffer of its own */
+    if (P.residual && b->out[0] != b->in[P.residual]) {
+        if (b->backend->k->conv_fwd_add) {
+            IABN_K(conv_fwd_add, &geo, b->in[0], b->in[1], bias, b->in[P.residual], b->out[0],
+                   b->scratch, b->scratch_bytes);
+            return 0;
+        }
         IABN_K(copy_bytes, lt(g, n->out[0])->nbytes, b->in[P.residual], b->out[0]);
-    IABN_K(conv_fwd, &geo, b->in[0], b->in[1], P.bias ? b->in[2] : NULL, b->out[0], b->scratch,
-           b->scratch_bytes);
+    }
+    IABN_K(conv_fwd, &geo, b->in[0], b->in[1], bias, b->out[0], b->scratch, b->scratch_bytes);
     return 0;
 }
 
@@ -232,7 +241,9 @@ static int conv_layer(iabn_graph *g, const char *name, const char *out_name, int
     int n = iabn_graph_node(g, out_name ? &op_conv_add : &op_conv, name, nin, ins, 1, &y, &P,
                             sizeof P);
     if (n < 0) return -1;
-    if (out_name) iabn_graph_inplace(g, n, 0, P.residual, 1);
+    /* permitted, not required: where the residual is read later the sum
+     * takes a buffer of its own (fwd_run), which costs no copy */
+    if (out_name) iabn_graph_inplace(g, n, 0, P.residual, 0);
     return y;
 }
 

@@ -107,21 +107,17 @@ int iabn_mdl_preact_block(const iabn_mctx *m, const char *name, int x, const int
     if (drop > 0.f && !m->cfg->no_dropout)
         h = iabn_dropout2d(m->g, iabn_mdl_name(m, full, "%s", sub(n, name, "convs.dropout")), h,
                            drop);
-    /* The last conv adds the shortcut as it writes (iabn_conv2d_add) where
-     * nothing reads the shortcut afterwards: a projection, or x in the
-     * in-place modes (bn1 wrote z elsewhere, and the sum overwrites x
-     * itself).  In the other modes x is bn1's saved input, and
-     * the fused layer would need one more copy of it: conv and add stay
-     * apart. */
+    /* The last conv adds the shortcut as it writes (iabn_conv2d_add).  Where
+     * nothing reads the shortcut afterwards (a projection, or x in the
+     * in-place modes: bn1 wrote z elsewhere) the sum overwrites it; in the
+     * other modes x is bn1's saved input, and the sum gets a buffer of its
+     * own (the backend reads x in the convolution's output pass). */
     int k = nch == 2 ? 3 : 1, d = nch == 2 ? dil : 1;
     char last[IABN_NAME_LEN];
     iabn_mdl_name(m, last, "%s", sub(n, name, nch == 2 ? "convs.conv2" : "convs.conv3"));
     iabn_mdl_name(m, full, "%s", name);
-    if (shortcut != x || iabn_bn_mode_is_inplace(m->cfg->bn))
-        return iabn_conv2d_add(m->g, last, full, h, shortcut, ch[nch - 1], k, 1,
-                               same_pad(k, d), d, 1, 0);
-    h = iabn_conv2d(m->g, last, h, ch[nch - 1], k, 1, same_pad(k, d), d, 1, 0);
-    return iabn_add_layer(m->g, full, h, shortcut);
+    return iabn_conv2d_add(m->g, last, full, h, shortcut, ch[nch - 1], k, 1, same_pad(k, d), d,
+                           1, 0);
 }
 
 int iabn_mdl_classifier(const iabn_mctx *m, int x)

@@ -63,6 +63,13 @@ typedef struct iabn_kernels {
      * iabn_conv_accumulates).  Optional: NULL never; a model then keeps
      * the convolution and the add apart (layers.h iabn_conv2d_add). */
     int (*conv_accumulates)(const iabn_conv_geom *g);
+    /* conv: y = r + conv(x, w) (+ bias) with r not y's storage, for a
+     * geometry conv_accumulates() takes (cpu/conv.h iabn_conv_fwd_add): the
+     * fused residual add of a block whose shortcut is read again later.
+     * Optional: NULL copies r into y and runs conv_fwd with accumulate. */
+    int (*conv_fwd_add)(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
+                        const float *bias, const float *r, float *y, void *ws,
+                        size_t ws_bytes, iabn_err *e);
     /* norm_act */
     int (*bn_stats)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
                     float *mean, float *var, iabn_err *e);

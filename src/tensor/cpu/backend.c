@@ -86,6 +86,12 @@ static int k_conv_fwd(void *ctx, const iabn_conv_geom *g, const float *x, const 
 {
     return iabn_conv_fwd(NULL, g, x, w, bias, y, ws, ws_bytes, e);
 }
+static int k_conv_fwd_add(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
+                          const float *bias, const float *r, float *y, void *ws,
+                          size_t ws_bytes, iabn_err *e)
+{
+    return iabn_conv_fwd_add(NULL, g, x, w, bias, r, y, ws, ws_bytes, e);
+}
 static int k_conv_bwd_data(void *ctx, const iabn_conv_geom *g, const float *dy, const float *w,
                            float *dx, void *ws, size_t ws_bytes, iabn_err *e)
 {
@@ -107,6 +113,12 @@ static int k_conv_fwd_cached(void *ctx, const iabn_conv_geom *g, const float *x,
                              const float *bias, float *y, void *ws, size_t ws_bytes, iabn_err *e)
 {
     return iabn_conv_fwd(((cpu_ctx *)ctx)->conv, g, x, w, bias, y, ws, ws_bytes, e);
+}
+static int k_conv_fwd_add_cached(void *ctx, const iabn_conv_geom *g, const float *x,
+                                 const float *w, const float *bias, const float *r, float *y,
+                                 void *ws, size_t ws_bytes, iabn_err *e)
+{
+    return iabn_conv_fwd_add(((cpu_ctx *)ctx)->conv, g, x, w, bias, r, y, ws, ws_bytes, e);
 }
 static int k_conv_bwd_data_cached(void *ctx, const iabn_conv_geom *g, const float *dy,
                                   const float *w, float *dx, void *ws, size_t ws_bytes,
@@ -446,7 +458,7 @@ static const iabn_kernels cpu_kernels = {
     .conv_scratch = k_conv_scratch, .conv_fwd = k_conv_fwd, .conv_bwd_data = k_conv_bwd_data,
     .conv_layout_vote = iabn_conv_layout_vote, .conv_layouts_ok = iabn_conv_layouts_ok,
     .conv_winograd = iabn_conv_winograd,
-    .conv_accumulates = iabn_conv_accumulates,
+    .conv_accumulates = iabn_conv_accumulates, .conv_fwd_add = k_conv_fwd_add,
     .conv_bwd_filter = k_conv_bwd_filter,
     .bn_stats = k_bn_stats, .bn_update_running = k_bn_update_running,
     .norm_act_fwd = k_norm_act_fwd, .norm_act_from_xhat = k_norm_act_from_xhat,
@@ -491,6 +503,7 @@ int iabn_cpu_backend_new(const iabn_backend **out, iabn_err *e)
     }
     c->k = cpu_kernels;
     c->k.conv_fwd = k_conv_fwd_cached;
+    c->k.conv_fwd_add = k_conv_fwd_add_cached;
     c->k.conv_bwd_data = k_conv_bwd_data_cached;
     c->k.conv_bwd_filter = k_conv_bwd_filter_cached;
     c->be = cpu_backend;

@@ -640,7 +640,7 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
     if (p->path == IABN_CONV_PATH_DNNL) {
         switch (pass) {
         case IABN_CONV_FWD:
-            return iabn_conv_dnnl_fwd(c, g, a, b, bias, out, scratch, scratch_bytes, e);
+            return iabn_conv_dnnl_fwd(c, g, a, b, bias, NULL, out, scratch, scratch_bytes, e);
         case IABN_CONV_BWD_DATA:
             return iabn_conv_dnnl_bwd_data(c, g, a, b, out, scratch, scratch_bytes, e);
         default:
@@ -710,6 +710,22 @@ int iabn_conv_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x, c
                   const float *bias, float *y, void *scratch, size_t scratch_bytes, iabn_err *e)
 {
     return run_pass(c, g, IABN_CONV_FWD, x, w, bias, y, NULL, scratch, scratch_bytes, e);
+}
+
+int iabn_conv_fwd_add(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                      const float *w, const float *bias, const float *r, float *y,
+                      void *scratch, size_t scratch_bytes, iabn_err *e)
+{
+    if (r == y) return iabn_conv_fwd(c, g, x, w, bias, y, scratch, scratch_bytes, e);
+    if (g->accumulate != 1 || choose_path(g, IABN_CONV_FWD) != IABN_CONV_PATH_DNNL)
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: a residual added apart "
+                            "(iabn_conv_fwd_add) needs the accumulate flag and the oneDNN path "
+                            "(iabn_conv_accumulates)",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups);
+    iabn_conv_geom g2 = *g;
+    g2.accumulate = 2;
+    return iabn_conv_dnnl_fwd(c, &g2, x, w, bias, r, y, scratch, scratch_bytes, e);
 }
 
 int iabn_conv_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,

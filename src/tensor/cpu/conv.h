@@ -75,7 +75,9 @@ typedef struct iabn_conv_geom {
      * bias): a residual add fused into the convolution's output pass
      * (layers.h iabn_conv2d_add).  CPU: oneDNN's sum post-op, on the
      * geometries iabn_conv_accumulates() takes; any other path or pass
-     * refuses it.  0 (iabn_conv_geom_init): y is overwritten. */
+     * refuses it; iabn_conv_fwd_add() takes the residual from a buffer of
+     * its own (2 inside conv_dnnl.c: oneDNN's binary post-op).  0
+     * (iabn_conv_geom_init): y is overwritten. */
     int accumulate;
 } iabn_conv_geom;
 
@@ -135,6 +137,17 @@ size_t iabn_conv_scratch_bytes(const iabn_conv_geom *g, iabn_conv_pass pass, int
 int iabn_conv_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x, const float *w,
                   const float *bias, float *y, void *scratch, size_t scratch_bytes,
                   iabn_err *e);
+
+/* y = r + conv(x, w) (+ bias), g->accumulate set (a geometry
+ * iabn_conv_accumulates() takes), r a buffer of y's size and layout: the
+ * residual add of a block whose shortcut is still needed elsewhere, so that
+ * the sum cannot overwrite it.  oneDNN's binary post-op reads r where the
+ * primitive writes y in the caller's layout, with the same bits as the
+ * convolution and then the add; elsewhere r is copied into y first.  r == y
+ * is iabn_conv_fwd().  Scratch: iabn_conv_scratch_bytes() of g. */
+int iabn_conv_fwd_add(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
+                      const float *w, const float *bias, const float *r, float *y,
+                      void *scratch, size_t scratch_bytes, iabn_err *e);
 
 /* dx = conv_transpose(dy, w); dx is overwritten (beta 0). */
 int iabn_conv_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,

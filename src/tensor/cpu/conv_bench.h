@@ -37,8 +37,9 @@ typedef struct iabn_convbench_row {
                                           /* target 0: none                        */
     int ok;                               /* at or over the target                 */
     int residual;                         /* fwd rows where the graph fuses a      */
-    double residual_ms[2];                /* residual add (conv2d_add): best ms of */
-                                          /* the conv then the add, and fused      */
+    double residual_ms[3];                /* residual add (conv2d_add): best ms of */
+                                          /* the conv then the add, fused over the */
+                                          /* shortcut, fused into a sum apart      */
     int wcopy;                            /* fwd and bwd-data rows of 1x1 convs on */
     double wcopy_ms[2];                   /* oneDNN: best ms of the weights' copy  */
                                           /* into its blocks, by oneDNN's reorder  */

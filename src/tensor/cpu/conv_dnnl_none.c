@@ -37,8 +37,8 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
     return no_dnnl(e);
 }
 int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
-                       const float *w, const float *bias, float *y, void *scratch,
-                       size_t scratch_bytes, iabn_err *e)
+                       const float *w, const float *bias, const float *r, float *y,
+                       void *scratch, size_t scratch_bytes, iabn_err *e)
 {
     return no_dnnl(e);
 }

@@ -97,9 +97,11 @@ int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side);
  * chose (a static string; impl may be NULL); the passes. */
 int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bias, int threads,
                            size_t *bytes, const char **impl, iabn_err *e);
+/* r: the residual where g->accumulate is 2 (y = r + conv, r apart), else
+ * NULL.  The scratch of an accumulate 1 forward covers accumulate 2. */
 int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
-                       const float *w, const float *bias, float *y, void *scratch,
-                       size_t scratch_bytes, iabn_err *e);
+                       const float *w, const float *bias, const float *r, float *y,
+                       void *scratch, size_t scratch_bytes, iabn_err *e);
 int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
                             const float *w, float *dx, void *scratch, size_t scratch_bytes,
                             iabn_err *e);
