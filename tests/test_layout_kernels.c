@@ -570,40 +570,51 @@ static void test_blocked_finite_differences(void)
 /* Standard BN's backward with the activation folded in (the executor's
  * absorb of act_bwd: iabn_bn_act_bwd_*) against act_bwd and then the
  * plain pair: the same sums and dx bit for bit, in both layouts, for every
- * activation, with dx apart and over dz. */
+ * activation, with dx apart and over dz, reading z or rebuilding it from x
+ * (z NULL), with gamma as it is and as |gamma| + eps (gammas of both signs;
+ * y on both sides of 0, where the activations' branches meet). */
 static void test_bn_act_bwd(void)
 {
     const int n = 2, c = 32, hw = 37;
     const size_t cnt = (size_t)n * c * hw;
     for (int L = 0; L < 2; L++)
-        for (int a = 0; a < NACTS; a++) {
-            iabn_layout lay = L ? BLK : NCHW;
-            iabn_act act = ACTS[a];
-            float *x = falloc(cnt), *dz = falloc(cnt), *z = falloc(cnt), *dy = falloc(cnt);
-            float *dx1 = falloc(cnt), *dx2 = falloc(cnt), *dz2 = falloc(cnt);
-            float *g = falloc(c), *b = falloc(c), *mean = falloc(c), *var = falloc(c);
-            float *s1 = falloc(2 * c), *s2 = falloc(2 * c);
-            for (size_t i = 0; i < cnt; i++) x[i] = rn(31, 1, i) * 2.f + 0.5f, dz[i] = rn(31, 2, i);
-            for (int ci = 0; ci < c; ci++) g[ci] = 0.5f + ru(31, 3, ci), b[ci] = ru(31, 4, ci) - 0.5f;
-            iabn_bn_stats(n, c, hw, lay, x, mean, var);
-            iabn_norm_act_fwd(n, c, hw, lay, x, mean, var, EPS, g, b, 0, act, z, NULL);
-            double m = (double)n * hw;
-            iabn_act_bwd(cnt, act, z, dz, dy);
-            iabn_bn_bwd_reduce(n, c, hw, lay, x, dy, mean, var, EPS, s1, s1 + c);
-            iabn_bn_bwd_apply(n, c, hw, lay, x, dy, mean, var, EPS, g, 0, s1, s1 + c, m, 1, dx1);
-            iabn_bn_act_bwd_reduce(n, c, hw, lay, x, dz, z, act, mean, var, EPS, s2, s2 + c);
-            iabn_bn_act_bwd_apply(n, c, hw, lay, x, dz, z, act, mean, var, EPS, g, 0, s2, s2 + c,
-                                  m, dx2);
-            memcpy(dz2, dz, cnt * sizeof *dz);
-            iabn_bn_act_bwd_apply(n, c, hw, lay, x, dz2, z, act, mean, var, EPS, g, 0, s2, s2 + c,
-                                  m, dz2);
-            CHECK_MSG(!memcmp(s1, s2, 2 * c * sizeof *s1), "%s act %d: sums differ",
-                      L ? "nChw16c" : "NCHW", a);
-            CHECK_MSG(!memcmp(dx1, dx2, cnt * sizeof *dx1) && !memcmp(dx1, dz2, cnt * sizeof *dx1),
-                      "%s act %d: dx differs", L ? "nChw16c" : "NCHW", a);
-            free(x); free(dz); free(z); free(dy); free(dx1); free(dx2); free(dz2);
-            free(g); free(b); free(mean); free(var); free(s1); free(s2);
-        }
+        for (int a = 0; a < NACTS; a++)
+            for (int v = 0; v < 4; v++) {
+                int rebuild = v & 1, ag = v >> 1;
+                iabn_layout lay = L ? BLK : NCHW;
+                iabn_act act = ACTS[a];
+                float *x = falloc(cnt), *dz = falloc(cnt), *z = falloc(cnt), *dy = falloc(cnt);
+                float *dx1 = falloc(cnt), *dx2 = falloc(cnt), *dz2 = falloc(cnt);
+                float *g = falloc(c), *b = falloc(c), *mean = falloc(c), *var = falloc(c);
+                float *s1 = falloc(2 * c), *s2 = falloc(2 * c);
+                for (size_t i = 0; i < cnt; i++)
+                    x[i] = rn(31, 1, i) * 2.f + 0.5f, dz[i] = rn(31, 2, i);
+                for (int ci = 0; ci < c; ci++)
+                    g[ci] = (ci % 3 ? 0.5f : -0.5f) + ru(31, 3, ci), b[ci] = ru(31, 4, ci) - 0.5f;
+                iabn_bn_stats(n, c, hw, lay, x, mean, var);
+                iabn_norm_act_fwd(n, c, hw, lay, x, mean, var, EPS, g, b, ag, act, z, NULL);
+                double m = (double)n * hw;
+                const float *zr = rebuild ? NULL : z;
+                iabn_act_bwd(cnt, act, z, dz, dy);
+                iabn_bn_bwd_reduce(n, c, hw, lay, x, dy, mean, var, EPS, s1, s1 + c);
+                iabn_bn_bwd_apply(n, c, hw, lay, x, dy, mean, var, EPS, g, ag, s1, s1 + c, m, 1,
+                                  dx1);
+                iabn_bn_act_bwd_reduce(n, c, hw, lay, x, dz, zr, act, mean, var, EPS, g, b, ag,
+                                       s2, s2 + c);
+                iabn_bn_act_bwd_apply(n, c, hw, lay, x, dz, zr, act, mean, var, EPS, g, b, ag, s2,
+                                      s2 + c, m, dx2);
+                memcpy(dz2, dz, cnt * sizeof *dz);
+                iabn_bn_act_bwd_apply(n, c, hw, lay, x, dz2, zr, act, mean, var, EPS, g, b, ag,
+                                      s2, s2 + c, m, dz2);
+                CHECK_MSG(!memcmp(s1, s2, 2 * c * sizeof *s1), "%s act %d z %s abs %d: sums differ",
+                          L ? "nChw16c" : "NCHW", a, rebuild ? "rebuilt" : "read", ag);
+                CHECK_MSG(!memcmp(dx1, dx2, cnt * sizeof *dx1) &&
+                              !memcmp(dx1, dz2, cnt * sizeof *dx1),
+                          "%s act %d z %s abs %d: dx differs", L ? "nChw16c" : "NCHW", a,
+                          rebuild ? "rebuilt" : "read", ag);
+                free(x); free(dz); free(z); free(dy); free(dx1); free(dx2); free(dz2);
+                free(g); free(b); free(mean); free(var); free(s1); free(s2);
+            }
 }
 
 int main(void)

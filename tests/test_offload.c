@@ -15,13 +15,18 @@
 
 #include <math.h>
 
-enum { POL_KEEP, POL_PAPER, POL_ALL, POL_AUTO, POL_PAPER_BF16 };
+enum { POL_KEEP, POL_PAPER, POL_ALL, POL_AUTO, POL_PAPER_BF16, POL_ALL_BF16 };
+
+/* What test_bf16_absorbed varies: the executor's fusion and the activation
+ * (the mode's default where elu is 0). */
+static int fusion_off, use_elu;
 
 static void build_cnn(iabn_graph *g, iabn_bn_mode mode, int batch, int *loss)
 {
     int x = iabn_graph_input(g, "input", IABN_F32, 4, (int[]){batch, 3, 12, 12});
     int lab = iabn_graph_input(g, "labels", IABN_I32, 1, (int[]){batch});
     iabn_norm_act_cfg bn = iabn_norm_act_defaults(mode);
+    if (use_elu) bn.act = (iabn_act){IABN_ACT_ELU, 1.f};
     int h = iabn_conv2d(g, "c1", x, 8, 3, 1, 1, 1, 1, 0);
     h = iabn_norm_act(g, "bn1", h, &bn);
     int sc = iabn_maxpool(g, "pool", h, 3, 2, 1);
@@ -52,14 +57,15 @@ static int run_case(iabn_bn_mode mode, int how, size_t budget, const iabn_backen
     t_run t = {0};
     t.s = iabn_store_new(be, &e);
     t.g = iabn_graph_new(t.s, IABN_TRAIN);
+    iabn_graph_set_fusion(t.g, !fusion_off);
     build_cnn(t.g, mode, 4, &t.loss);
     int rc = -1;
     if (!iabn_graph_ok(t.g) || iabn_graph_backward(t.g, t.loss, &e)) goto done;
     int marked = 0;
-    if (how == POL_PAPER_BF16)
+    if (how == POL_PAPER_BF16 || how == POL_ALL_BF16)
         iabn_graph_set_offload_opts(t.g, &(iabn_offload_opts){.lookahead = 1, .host_bf16 = 1});
     if (how == POL_PAPER || how == POL_PAPER_BF16) marked = iabn_graph_offload_conv_inputs(t.g);
-    if (how == POL_ALL)
+    if (how == POL_ALL || how == POL_ALL_BF16)
         for (int i = 0; i < iabn_graph_ntensors(t.g); i++)
             if (iabn_graph_t(t.g, i)->policy == IABN_KEEP && iabn_graph_offloadable(t.g, i)) {
                 iabn_graph_set_policy(t.g, i, IABN_OFFLOAD);
@@ -343,6 +349,34 @@ static void test_bf16_rounding(void)
 
 /* bfloat16 host copies of the paper's choice: on the CPU and on the sim
  * device; the host pool is half the float32 one. */
+/* Standard BN's backward absorbs the act_bwd before it and rebuilds z from
+ * x (layers/norm_act.c); where x or z comes back from the host in bfloat16
+ * it must read the rounded z as act_bwd does: the same bits with the
+ * executor's fusion on and off, conv inputs (z) or every saved tensor
+ * (x and z) offloaded, with ELU, whose derivative reads z's value. */
+static void test_bf16_absorbed(void)
+{
+    float *a = malloc(CAP * sizeof(float)), *b = malloc(CAP * sizeof(float));
+    static const int hows[] = {POL_KEEP, POL_PAPER_BF16, POL_ALL_BF16};
+    use_elu = 1;
+    for (int h = 0; h < 3; h++) {
+        size_t na = 0, nb = 0;
+        int marked = 0;
+        fusion_off = 0;
+        CHECK_OK(run_case(IABN_BN_STANDARD, hows[h], 0, iabn_backend_cpu(), a, CAP, &na, NULL,
+                          NULL, &marked));
+        fusion_off = 1;
+        CHECK_OK(run_case(IABN_BN_STANDARD, hows[h], 0, iabn_backend_cpu(), b, CAP, &nb, NULL,
+                          NULL, NULL));
+        CHECK(h == 0 || marked > 0);
+        CHECK_MSG(na > 0 && na == nb && !memcmp(a, b, na * sizeof(float)),
+                  "policy %d: fusion on and off differ", hows[h]);
+    }
+    fusion_off = use_elu = 0;
+    free(a);
+    free(b);
+}
+
 static void test_bf16_copies(void)
 {
     float *ref = malloc(CAP * sizeof(float)), *got = malloc(CAP * sizeof(float));
@@ -564,6 +598,7 @@ int main(void)
     RUN(test_sim_checked);
     RUN(test_bf16_rounding);
     RUN(test_bf16_copies);
+    RUN(test_bf16_absorbed);
     RUN(test_sim_errors);
     RUN(test_budget_refused);
     return TEST_END();

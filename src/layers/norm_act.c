@@ -289,19 +289,37 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     return 0;
 }
 
-/* in: x, dy, mean, var, gamma   out: dx [, dgamma, dbeta]
+/* Whether tensor t is a copy of another in another dtype: the prefetch of
+ * an activation offloaded in bfloat16 (--offload-bf16), whose values are
+ * the forward's rounded. */
+static int rounded_copy(const iabn_graph *g, int t)
+{
+    const iabn_tensor *x = iabn_graph_t(g, t);
+    if (x->producer < 0) return 0;
+    const iabn_node *p = iabn_graph_n(g, x->producer);
+    return p->nin == 1 && iabn_graph_t(g, p->in[0])->dtype != x->dtype;
+}
+
+/* in: x, dy, mean, var, gamma, beta   out: dx [, dgamma, dbeta]
  * With b->prev (the act_bwd before it, absorbed: bn_bwd_absorb_prev), dy is
- * never written: the kernels read the act's z and dz and take dz*act'(z). */
+ * never written: the kernels take dz*act'(z) from the act's dz and a z they
+ * rebuild from x, gamma and beta with the forward's formulas (the act's
+ * input is this BN's output, so those are z's bits), one tensor fewer to
+ * read in both passes.  Where x or z comes back rounded (offloaded in
+ * bfloat16) they read the act's z as act_bwd would have, so that the
+ * absorbed pair keeps act_bwd's bits. */
 static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
-    const float *z = b->prev ? b->prev_in[0] : NULL, *dz = b->prev ? b->prev_in[1] : NULL;
+    const float *dz = b->prev ? b->prev_in[1] : NULL;
+    int read_z = b->prev && (rounded_copy(g, n->in[0]) || rounded_copy(g, b->prev->in[0]));
+    const float *z = read_z ? b->prev_in[0] : NULL;
     iabn_act act = absorbed_act(b->prev);
     if (b->prev)
         IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
-               P.eps, sum_dy, sum_dy_xhat);
+               P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat);
     else
         IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
                sum_dy, sum_dy_xhat);
@@ -312,7 +330,7 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     if (rc) return rc;
     if (b->prev)
         IABN_K(bn_act_bwd_apply, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
-               P.eps, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, b->out[0]);
+               P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat, m, b->out[0]);
     else
         IABN_K(bn_bwd_apply, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
                b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, m, 1, b->out[0]);
@@ -468,8 +486,8 @@ static int bn_backward(iabn_graph *g, int node, const int *dout, int *din, iabn_
     int outs[3];
     outs[0] = like(g, x, "d.", "");
     grad_outs(g, &fw, 1, 2, outs, &P);
-    int ins[5] = {x, dy, fw.out[1], fw.out[2], fw.in[1]};
-    int b = iabn_graph_node(g, &op_bn_bwd, fw.name, 5, ins, P.grads ? 3 : 1, outs, &P, sizeof P);
+    int ins[6] = {x, dy, fw.out[1], fw.out[2], fw.in[1], fw.in[2]};
+    int b = iabn_graph_node(g, &op_bn_bwd, fw.name, 6, ins, P.grads ? 3 : 1, outs, &P, sizeof P);
     iabn_graph_inplace(g, b, 0, 1, 0);
     din[0] = outs[0];
     (void)e;

@@ -45,7 +45,7 @@ enum {
     FLUSH = 16,      /* blocks summed in float before the lanes move to double */
     CHUNK = 4096,    /* unit length in values; fixed, so the summation order is too */
     PAR_MIN = 32768, /* below this many values a parallel region costs more than it saves */
-    NK = 5           /* per-channel constants of an elementwise kind, at most */
+    NK = 7           /* per-channel constants of an elementwise kind, at most */
 };
 /* nChw16c's lanes are its channels: the block width is the channel block. */
 _Static_assert(LANES == 16, "the blocked path needs LANES == nChw16c's channel block");
@@ -110,12 +110,15 @@ static int chunk_len(int blk) { return CHUNK / blk; }
 /* Per element the reduction adds f and f*s, where (f, s) is
  *   statistics: (x-K, x-K), K the channel's first value (a shift that keeps
  *               the sums small when |mean| >> std)
- *   BN:         (dy, xhat), dy = dz*act'(z) for RED_BN_X_ACT (c: z)
+ *   BN:         (dy, xhat), dy = dz*act'(z) for RED_BN_X_ACT (c: z), and for
+ *               RED_BN_X_ACTY with z = act(g*xhat+beta) rebuilt from x (the
+ *               forward's formulas, so its bits: nothing reads z)
  *   in-place I: (dz*act'(z), (act^-1(z)-beta)/g)
  *   in-place II:(dz*act'(z), act^-1(z))
- * k0, k1: the element's channel constants (red_consts).                     */
+ * k0..k3: the element's channel constants (red_consts).                    */
 ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const float *b,
-                            const float *c, int i, float k0, float k1, float *f, float *s)
+                            const float *c, int i, float k0, float k1, float k2, float k3,
+                            float *f, float *s)
 {
     switch (kind) {
     case RED_STATS: {
@@ -132,6 +135,12 @@ ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const fl
         *f = b[i] * iabn_act_dz(act, p, c[i]);
         *s = iabn_bn_xhat(a[i], k0, k1);
         break;
+    case RED_BN_X_ACTY: {
+        float xh = iabn_bn_xhat(a[i], k0, k1);
+        *f = b[i] * iabn_act_dz(act, p, iabn_act_f(act, p, iabn_bn_affine(xh, k2, k3)));
+        *s = xh;
+        break;
+    }
     case RED_BN_XHAT:
         *f = b[i];
         *s = a[i];
@@ -156,7 +165,8 @@ ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const fl
  * the float error is that of 16 terms of similar size, the long sums happen
  * in double.  out[0], out[1]: the unit's two sums. */
 ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, const float *b,
-                                 const float *c, int len, float k0, float k1, double *out)
+                                 const float *c, int len, float k0, float k1, float k2,
+                                 float k3, double *out)
 {
     double su[LANES], sv[LANES];
     for (int l = 0; l < LANES; l++) su[l] = sv[l] = 0.0;
@@ -169,14 +179,14 @@ ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, con
             LANE_LOOP
             for (int l = 0; l < LANES; l++) {
                 float f, s;
-                red_pair(kind, act, p, a, b, c, i + l, k0, k1, &f, &s);
+                red_pair(kind, act, p, a, b, c, i + l, k0, k1, k2, k3, &f, &s);
                 fu[l] += f;
                 fv[l] += f * s;
             }
         }
         for (int l = 0; i < end; i++, l++) {
             float f, s;
-            red_pair(kind, act, p, a, b, c, i, k0, k1, &f, &s);
+            red_pair(kind, act, p, a, b, c, i, k0, k1, k2, k3, &f, &s);
             fu[l] += f;
             fv[l] += f * s;
         }
@@ -200,7 +210,7 @@ ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, con
  * are channel l's two sums. */
 ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, const float *b,
                                 const float *c, int len, const float *k0, const float *k1,
-                                double *out)
+                                const float *k2, const float *k3, double *out)
 {
     double su[LANES], sv[LANES];
     for (int l = 0; l < LANES; l++) su[l] = sv[l] = 0.0;
@@ -213,7 +223,8 @@ ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, cons
             LANE_LOOP
             for (int l = 0; l < LANES; l++) {
                 float f, s;
-                red_pair(kind, act, p, a, b, c, i * LANES + l, k0[l], k1[l], &f, &s);
+                red_pair(kind, act, p, a, b, c, i * LANES + l, k0[l], k1[l], k2[l], k3[l], &f,
+                         &s);
                 fu[l] += f;
                 fv[l] += f * s;
             }
@@ -231,20 +242,25 @@ ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, cons
 
 ALWAYS_INLINE void red_span(int kind, int act, int blocked, float p, const float *a,
                             const float *b, const float *c, int len, const float *k0,
-                            const float *k1, double *out)
+                            const float *k1, const float *k2, const float *k3, double *out)
 {
     if (blocked)
-        red_span_blk(kind, act, p, a, b, c, len, k0, k1, out);
+        red_span_blk(kind, act, p, a, b, c, len, k0, k1, k2, k3, out);
     else
-        red_span_nchw(kind, act, p, a, b, c, len, k0[0], k1[0], out);
+        red_span_nchw(kind, act, p, a, b, c, len, k0[0], k1[0], k2[0], k3[0], out);
 }
 
 /* Channel ci's constants of red_pair. */
-static void red_consts(const iabn_red_job *j, int ci, float *k0, float *k1)
+static void red_consts(const iabn_red_job *j, int ci, float *k0, float *k1, float *k2,
+                       float *k3)
 {
-    *k0 = *k1 = 0.f;
+    *k0 = *k1 = *k2 = *k3 = 0.f;
     switch (j->kind) {
     case RED_STATS: *k0 = j->a[at(j->c, j->hw, j->blk, 0, ci, 0)]; break;
+    case RED_BN_X_ACTY:
+        *k2 = iabn_bn_scale(j->gamma[ci], j->eps, j->abs_gamma);
+        *k3 = j->beta[ci];
+        /* fall through */
     case RED_BN_X:
     case RED_BN_X_ACT:
         *k0 = j->mean[ci];
@@ -267,26 +283,29 @@ static void red_unit(const iabn_red_job *j, int ni, int cg, int off, int len, do
     const float *a = j->a + base;
     const float *b = j->b ? j->b + base : NULL;
     const float *c = j->z ? j->z + base : NULL;
-    float p = j->p, k0[LANES], k1[LANES];
-    for (int l = 0; l < blk; l++) red_consts(j, cg * blk + l, &k0[l], &k1[l]);
+    float p = j->p, k0[LANES], k1[LANES], k2[LANES], k3[LANES];
+    for (int l = 0; l < blk; l++) red_consts(j, cg * blk + l, &k0[l], &k1[l], &k2[l], &k3[l]);
     switch (j->kind) {
     case RED_STATS:
-        red_span(RED_STATS, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, out);
+        red_span(RED_STATS, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X:
-        red_span(RED_BN_X, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, out);
+        red_span(RED_BN_X, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X_ACT:
-        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blocked, p, a, b, c, len, k0, k1, out);
+        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        break;
+    case RED_BN_X_ACTY:
+        WITH_ACT(j->act, red_span, RED_BN_X_ACTY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_XHAT:
-        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, out);
+        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     case RED_IABN1:
-        WITH_ACT(j->act, red_span, RED_IABN1, blocked, p, a, b, c, len, k0, k1, out);
+        WITH_ACT(j->act, red_span, RED_IABN1, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     default:
-        WITH_ACT(j->act, red_span, RED_IABN2, blocked, p, a, b, c, len, k0, k1, out);
+        WITH_ACT(j->act, red_span, RED_IABN2, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
         break;
     }
 }
@@ -400,11 +419,11 @@ iabn_red_job iabn_red_job_init(int kind, int n, int c, int hw, iabn_layout layou
 /* ======================================================================== */
 /* elementwise passes                                                        */
 
-/* Value of element i; k0..k4 are its channel's constants (ew_consts_one
+/* Value of element i; k0..k6 are its channel's constants (ew_consts_one
  * gives their meaning per kind). */
 ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const float *b,
                             const float *c, int i, float k0, float k1, float k2, float k3,
-                            float k4, float *xh_out)
+                            float k4, float k5, float k6, float *xh_out)
 {
     switch (kind) {
     case EW_FWD: {
@@ -417,6 +436,11 @@ ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const fl
     case EW_BN_X_ACT:
         return iabn_bn_bwd_elem(b[i] * iabn_act_dz(act, p, c[i]), iabn_bn_xhat(a[i], k0, k1), k2,
                                 k3, k4);
+    case EW_BN_X_ACTY: { /* z rebuilt from x with the forward's formulas */
+        float xh = iabn_bn_xhat(a[i], k0, k1);
+        float z = iabn_act_f(act, p, iabn_bn_affine(xh, k5, k6));
+        return iabn_bn_bwd_elem(b[i] * iabn_act_dz(act, p, z), xh, k2, k3, k4);
+    }
     case EW_BN_XHAT: return iabn_bn_bwd_elem(b[i], a[i], k0, k1, k2);
     case EW_SCALE: return k0 * b[i];
     case EW_IABN1: {
@@ -444,19 +468,20 @@ ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, cons
                                 const float (*k)[LANES])
 {
     float k0 = k[0][0], k1 = k[1][0], k2 = k[2][0], k3 = k[3][0], k4 = k[4][0];
+    float k5 = k[5][0], k6 = k[6][0];
     int i = 0;
     for (; i + LANES <= len; i += LANES) {
         float t[LANES], t2[LANES];
         LANE_LOOP
         for (int l = 0; l < LANES; l++)
-            t[l] = ew_elem(kind, act, p, a, b, c, i + l, k0, k1, k2, k3, k4, &t2[l]);
+            t[l] = ew_elem(kind, act, p, a, b, c, i + l, k0, k1, k2, k3, k4, k5, k6, &t2[l]);
         if (kind == EW_FWD && o2)
             for (int l = 0; l < LANES; l++) o2[i + l] = t2[l];
         for (int l = 0; l < LANES; l++) o[i + l] = t[l];
     }
     for (; i < len; i++) {
         float t2 = 0.f;
-        float t = ew_elem(kind, act, p, a, b, c, i, k0, k1, k2, k3, k4, &t2);
+        float t = ew_elem(kind, act, p, a, b, c, i, k0, k1, k2, k3, k4, k5, k6, &t2);
         if (kind == EW_FWD && o2) o2[i] = t2;
         o[i] = t;
     }
@@ -474,7 +499,7 @@ ALWAYS_INLINE void ew_span_blk(int kind, int act, float p, const float *a, const
         LANE_LOOP
         for (int l = 0; l < LANES; l++)
             t[l] = ew_elem(kind, act, p, a, b, c, base + l, k[0][l], k[1][l], k[2][l], k[3][l],
-                           k[4][l], &t2[l]);
+                           k[4][l], k[5][l], k[6][l], &t2[l]);
         if (kind == EW_FWD && o2)
             for (int l = 0; l < LANES; l++) o2[base + l] = t2[l];
         for (int l = 0; l < LANES; l++) o[base + l] = t[l];
@@ -505,6 +530,7 @@ static void ew_span_any(const iabn_ew_job *j, size_t base, int len, const float 
     case EW_FROM_XHAT: WITH_ACT(j->act, ew_span, EW_FROM_XHAT, bl, p, a, b, c, o, o2, len, k); break;
     case EW_BN_X: ew_span(EW_BN_X, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
     case EW_BN_X_ACT: WITH_ACT(j->act, ew_span, EW_BN_X_ACT, bl, p, a, b, c, o, o2, len, k); break;
+    case EW_BN_X_ACTY: WITH_ACT(j->act, ew_span, EW_BN_X_ACTY, bl, p, a, b, c, o, o2, len, k); break;
     case EW_BN_XHAT: ew_span(EW_BN_XHAT, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
     case EW_SCALE: ew_span(EW_SCALE, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
     case EW_IABN1: WITH_ACT(j->act, ew_span, EW_IABN1, bl, p, a, b, c, o, o2, len, k); break;
@@ -523,13 +549,15 @@ static void ew_consts_one(const iabn_ew_job *j, int ci, float k[NK])
     double inv_m = j->count > 0.0 ? 1.0 / j->count : 0.0;
     float mdy = j->sum_dy ? (float)((double)j->sum_dy[ci] * inv_m) : 0.f;
     float mdx = j->sum_dy_xhat ? (float)((double)j->sum_dy_xhat[ci] * inv_m) : 0.f;
-    k[0] = k[1] = k[2] = k[3] = k[4] = 0.f;
+    for (int m = 0; m < NK; m++) k[m] = 0.f;
     switch (j->kind) {
     case EW_FWD: k[0] = j->mean[ci]; k[1] = invstd; k[2] = g; k[3] = j->beta[ci]; break;
     case EW_FROM_XHAT: k[0] = g; k[1] = j->beta[ci]; break;
     case EW_BN_X:
     case EW_BN_X_ACT:
+    case EW_BN_X_ACTY:
         k[0] = j->mean[ci]; k[1] = invstd; k[2] = g * invstd; k[3] = mdy; k[4] = mdx;
+        if (j->kind == EW_BN_X_ACTY) { k[5] = g; k[6] = j->beta[ci]; }
         break;
     case EW_BN_XHAT: k[0] = g * invstd; k[1] = mdy; k[2] = mdx; break;
     case EW_SCALE: case EW_IABN_EVAL: k[0] = g * invstd; break;

@@ -14,7 +14,9 @@
 #include "tensor/tensor.h"
 
 /* What a reduction sums per element (red_pair in the engine says how). */
-enum iabn_red_kind { RED_STATS, RED_BN_X, RED_BN_X_ACT, RED_BN_XHAT, RED_IABN1, RED_IABN2 };
+enum iabn_red_kind {
+    RED_STATS, RED_BN_X, RED_BN_X_ACT, RED_BN_X_ACTY, RED_BN_XHAT, RED_IABN1, RED_IABN2
+};
 
 typedef struct iabn_red_job {
     int kind, act;
@@ -24,9 +26,11 @@ typedef struct iabn_red_job {
     const float *a;    /* x, xhat or z */
     const float *b;    /* dy or dz; NULL for statistics */
     const float *z;    /* RED_BN_X_ACT: the output of the act after BN, whose
-                        * gradient b is (dy = b*act'(z)); else NULL */
+                        * gradient b is (dy = b*act'(z)); else NULL
+                        * (RED_BN_X_ACTY rebuilds z from x, gamma, beta) */
     const float *mean, *var, *gamma, *beta;
     float eps;
+    int abs_gamma;     /* RED_BN_X_ACTY: the forward's scale (iabn_bn_scale) */
     float *o0, *o1;    /* mean/var or sum_dy/sum_dy_xhat */
 } iabn_red_job;
 
@@ -35,6 +39,7 @@ enum iabn_ew_kind {
     EW_FROM_XHAT,   /* z = act(g*xhat+beta) */
     EW_BN_X,        /* dx from x (training) */
     EW_BN_X_ACT,    /* the same with dy = dz*act'(z) (b: dz, c: z) */
+    EW_BN_X_ACTY,   /* the same with z = act(g*xhat+beta) rebuilt from x (b: dz) */
     EW_BN_XHAT,     /* dx from xhat (training) */
     EW_SCALE,       /* dx = a*dy (evaluation) */
     EW_IABN1,       /* dx from z, xhat rebuilt per element */
