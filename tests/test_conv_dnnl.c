@@ -601,6 +601,12 @@ static void test_accumulate(void)
     CHECK(iabn_conv_fwd_add(cache, &g, buf, buf + 192, NULL, buf + 1648, buf + 624, NULL, 0,
                             &e) == IABN_EINVAL &&
           strstr(e.msg, "residual added apart"));
+    /* accumulate 2 is the sum apart's, inside: no r to read through iabn_conv_fwd */
+    CHECK(iabn_conv_geom_init(&g, 1, 16, 8, 8, 16, 1, 1, 1, 0, 1, 1) == 0);
+    g.accumulate = 2;
+    CHECK(iabn_conv_fwd(cache, &g, buf, buf + 1024, NULL, buf + 1300, buf, sizeof buf, &e) ==
+              IABN_EINVAL &&
+          strstr(e.msg, "accumulate must be 0 or 1"));
     CHECK(iabn_conv_geom_init(&g, 1, 16, 8, 8, 16, 1, 1, 1, 0, 1, 1) == 0);
     g.accumulate = 1;
     CHECK(iabn_conv_bwd_data(cache, &g, buf, buf, buf + 1024, NULL, 0, &e) == IABN_EINVAL);

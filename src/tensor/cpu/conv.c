@@ -682,6 +682,11 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
 {
     iabn_conv_plan p;
     iabn_conv_path path = choose_path(g, pass);
+    if (g->accumulate != 0 && g->accumulate != 1) /* 2 is iabn_conv_fwd_add's, inside */
+        return iabn_err_set(e, IABN_EINVAL,
+                            "conv %dx%dx%dx%d -> %d: accumulate must be 0 or 1, not %d (a "
+                            "residual apart from y goes through iabn_conv_fwd_add)",
+                            g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->accumulate);
     if (g->accumulate && (pass != IABN_CONV_FWD || path != IABN_CONV_PATH_DNNL))
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: an accumulating output (a "

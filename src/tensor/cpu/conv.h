@@ -144,7 +144,8 @@ int iabn_conv_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x, c
  * the sum cannot overwrite it.  oneDNN's binary post-op reads r where the
  * primitive writes y in the caller's layout, with the same bits as the
  * convolution and then the add; elsewhere r is copied into y first.  r == y
- * is iabn_conv_fwd().  Scratch: iabn_conv_scratch_bytes() of g. */
+ * is iabn_conv_fwd(); otherwise r and y must not overlap.  Scratch:
+ * iabn_conv_scratch_bytes() of g. */
 int iabn_conv_fwd_add(iabn_conv_cache *c, const iabn_conv_geom *g, const float *x,
                       const float *w, const float *bias, const float *r, float *y,
                       void *scratch, size_t scratch_bytes, iabn_err *e);
