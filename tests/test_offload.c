@@ -351,7 +351,7 @@ static void test_bf16_rounding(void)
  * device; the host pool is half the float32 one. */
 /* Standard BN's backward absorbs the act_bwd before it and rebuilds z from
  * x (layers/norm_act.c); where x or z comes back from the host in bfloat16
- * it must read the rounded z as act_bwd does: the same bits with the
+ * it must leave act_bwd its own step, on the rounded z: the same bits with the
  * executor's fusion on and off, conv inputs (z) or every saved tensor
  * (x and z) offloaded, with ELU, whose derivative reads z's value. */
 static void test_bf16_absorbed(void)

@@ -259,11 +259,25 @@ static int bn_absorb(const iabn_graph *g, const iabn_node *n, const iabn_node *n
     return next->op == &op_act;
 }
 
+/* Whether tensor t is a copy of another in another dtype: the prefetch of
+ * an activation offloaded in bfloat16 (--offload-bf16), whose values are
+ * the forward's rounded. */
+static int rounded_copy(const iabn_graph *g, int t)
+{
+    const iabn_tensor *x = iabn_graph_t(g, t);
+    if (x->producer < 0) return 0;
+    const iabn_node *p = iabn_graph_n(g, x->producer);
+    return p->nin == 1 && iabn_graph_t(g, p->in[0])->dtype != x->dtype;
+}
+
+/* BN's backward rebuilds z from x (bn_bwd_run): where x or z comes back
+ * rounded from a bfloat16 host copy, that z would not be the one act_bwd
+ * reads, so the pair stays two steps and keeps act_bwd's bits. */
 static int bn_bwd_absorb_prev(const iabn_graph *g, const iabn_node *n, const iabn_node *prev)
 {
     const iabn_kernels *k = iabn_store_backend(iabn_graph_store(g))->k;
     return prev->op == &op_act_bwd && n->in[1] == prev->out[0] && k->bn_act_bwd_reduce &&
-           k->bn_act_bwd_apply;
+           k->bn_act_bwd_apply && !rounded_copy(g, n->in[0]) && !rounded_copy(g, prev->in[0]);
 }
 
 /* in: x, gamma, beta, rmean, rvar   out: y, mean, var   (standard/checkpoint BN) */
@@ -289,36 +303,21 @@ static int bn_apply_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     return 0;
 }
 
-/* Whether tensor t is a copy of another in another dtype: the prefetch of
- * an activation offloaded in bfloat16 (--offload-bf16), whose values are
- * the forward's rounded. */
-static int rounded_copy(const iabn_graph *g, int t)
-{
-    const iabn_tensor *x = iabn_graph_t(g, t);
-    if (x->producer < 0) return 0;
-    const iabn_node *p = iabn_graph_n(g, x->producer);
-    return p->nin == 1 && iabn_graph_t(g, p->in[0])->dtype != x->dtype;
-}
-
 /* in: x, dy, mean, var, gamma, beta   out: dx [, dgamma, dbeta]
  * With b->prev (the act_bwd before it, absorbed: bn_bwd_absorb_prev), dy is
  * never written: the kernels take dz*act'(z) from the act's dz and a z they
  * rebuild from x, gamma and beta with the forward's formulas (the act's
  * input is this BN's output, so those are z's bits), one tensor fewer to
- * read in both passes.  Where x or z comes back rounded (offloaded in
- * bfloat16) they read the act's z as act_bwd would have, so that the
- * absorbed pair keeps act_bwd's bits. */
+ * read in both passes than act_bwd's z would be. */
 static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
     iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     const float *dz = b->prev ? b->prev_in[1] : NULL;
-    int read_z = b->prev && (rounded_copy(g, n->in[0]) || rounded_copy(g, b->prev->in[0]));
-    const float *z = read_z ? b->prev_in[0] : NULL;
     iabn_act act = absorbed_act(b->prev);
     if (b->prev)
-        IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
+        IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, act, b->in[2], b->in[3],
                P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat);
     else
         IABN_K(bn_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,
@@ -329,7 +328,7 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
     if (rc) return rc;
     if (b->prev)
-        IABN_K(bn_act_bwd_apply, P.n, P.c, P.hw, L, b->in[0], dz, z, act, b->in[2], b->in[3],
+        IABN_K(bn_act_bwd_apply, P.n, P.c, P.hw, L, b->in[0], dz, act, b->in[2], b->in[3],
                P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat, m, b->out[0]);
     else
         IABN_K(bn_bwd_apply, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], b->in[3], P.eps,

@@ -97,16 +97,16 @@ typedef struct iabn_kernels {
                         iabn_err *e);
     /* bn_bwd_reduce / bn_bwd_apply (training) with the activation after BN
      * folded in: dz is z = act(y)'s gradient, dy = dz * act'(z) per element,
-     * never stored; z NULL: rebuilt from x, gamma, beta with the forward's
+     * never stored; z is rebuilt from x, gamma, beta with the forward's
      * formulas (cpu/norm_act.h).  Optional: NULL keeps act_bwd a pass of
      * its own (src/layers/norm_act.c asks before absorbing it). */
     int (*bn_act_bwd_reduce)(void *ctx, int n, int c, int hw, iabn_layout layout,
-                             const float *x, const float *dz, const float *z, iabn_act act,
+                             const float *x, const float *dz, iabn_act act,
                              const float *mean, const float *var, float eps,
                              const float *gamma, const float *beta, int abs_gamma,
                              float *sum_dy, float *sum_dy_xhat, iabn_err *e);
     int (*bn_act_bwd_apply)(void *ctx, int n, int c, int hw, iabn_layout layout,
-                            const float *x, const float *dz, const float *z, iabn_act act,
+                            const float *x, const float *dz, iabn_act act,
                             const float *mean, const float *var, float eps,
                             const float *gamma, const float *beta, int abs_gamma,
                             const float *sum_dy, const float *sum_dy_xhat, double count,

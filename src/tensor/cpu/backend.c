@@ -196,25 +196,25 @@ static int k_bn_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layout, c
     return 0;
 }
 static int k_bn_act_bwd_reduce(void *ctx, int n, int c, int hw, iabn_layout layout,
-                               const float *x, const float *dz, const float *z, iabn_act act,
-                               const float *mean, const float *var, float eps,
-                               const float *gamma, const float *beta, int abs_gamma,
-                               float *sum_dy, float *sum_dy_xhat, iabn_err *e)
+                               const float *x, const float *dz, iabn_act act, const float *mean,
+                               const float *var, float eps, const float *gamma,
+                               const float *beta, int abs_gamma, float *sum_dy,
+                               float *sum_dy_xhat, iabn_err *e)
 {
     LAYOUT_OK(c, layout);
-    iabn_bn_act_bwd_reduce(n, c, hw, layout, x, dz, z, act, mean, var, eps, gamma, beta,
-                           abs_gamma, sum_dy, sum_dy_xhat);
+    iabn_bn_act_bwd_reduce(n, c, hw, layout, x, dz, act, mean, var, eps, gamma, beta, abs_gamma,
+                           sum_dy, sum_dy_xhat);
     return 0;
 }
 static int k_bn_act_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layout,
-                              const float *x, const float *dz, const float *z, iabn_act act,
-                              const float *mean, const float *var, float eps, const float *gamma,
-                              const float *beta, int abs_gamma, const float *sum_dy,
-                              const float *sum_dy_xhat, double count, float *dx, iabn_err *e)
+                              const float *x, const float *dz, iabn_act act, const float *mean,
+                              const float *var, float eps, const float *gamma, const float *beta,
+                              int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                              double count, float *dx, iabn_err *e)
 {
     LAYOUT_OK(c, layout);
-    iabn_bn_act_bwd_apply(n, c, hw, layout, x, dz, z, act, mean, var, eps, gamma, beta,
-                          abs_gamma, sum_dy, sum_dy_xhat, count, dx);
+    iabn_bn_act_bwd_apply(n, c, hw, layout, x, dz, act, mean, var, eps, gamma, beta, abs_gamma,
+                          sum_dy, sum_dy_xhat, count, dx);
     return 0;
 }
 static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,

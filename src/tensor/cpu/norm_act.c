@@ -112,18 +112,16 @@ void iabn_act_bwd(size_t count, iabn_act act, const float *y, const float *dy, f
 /* standard / checkpoint_opt backward                                        */
 
 /* BN's backward sums from x, of dy itself (kind RED_BN_X) or of dy =
- * dz*act'(z) (RED_BN_X_ACT, z read; RED_BN_X_ACTY, z rebuilt from x with
- * gamma and beta): the plain kernel and the ones with the activation
- * folded in. */
+ * dz*act'(z) with z rebuilt from x, gamma and beta (RED_BN_X_ACT): the
+ * plain kernel and the one with the activation folded in. */
 static void bn_x_reduce(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
-                        const float *dy, const float *z, iabn_act act, const float *mean,
+                        const float *dy, iabn_act act, const float *mean,
                         const float *var, float eps, const float *gamma, const float *beta,
                         int abs_gamma, float *sum_dy, float *sum_dy_xhat)
 {
     if (c <= 0) return;
     iabn_red_job j = iabn_red_job_init(kind, n > 0 && hw > 0 ? n : 0, c, hw > 0 ? hw : 0,
                                        layout, x, dy);
-    j.z = z;
     j.gamma = gamma;
     j.beta = beta;
     j.abs_gamma = abs_gamma;
@@ -137,17 +135,15 @@ static void bn_x_reduce(int kind, int n, int c, int hw, iabn_layout layout, cons
     iabn_red_run(&j);
 }
 
-/* Its dx pass, the same way (kind EW_BN_X, EW_SCALE, EW_BN_X_ACT or
- * EW_BN_X_ACTY). */
+/* Its dx pass, the same way (kind EW_BN_X, EW_SCALE or EW_BN_X_ACT). */
 static void bn_x_apply(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
-                       const float *dy, const float *z, iabn_act act, const float *mean,
+                       const float *dy, iabn_act act, const float *mean,
                        const float *var, float eps, const float *gamma, const float *beta,
                        int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
                        double count, float *dx)
 {
     if (empty(n, c, hw)) return;
     iabn_ew_job j = iabn_ew_job_init(kind, n, c, hw, layout, x, dy, dx);
-    j.z = z;
     j.beta = beta;
     j.act = act.kind;
     j.p = act.param;
@@ -168,17 +164,17 @@ void iabn_bn_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x
                         const float *dy, const float *mean, const float *var, float eps,
                         float *sum_dy, float *sum_dy_xhat)
 {
-    bn_x_reduce(RED_BN_X, n, c, hw, layout, x, dy, NULL, no_act, mean, var, eps, NULL, NULL, 0,
+    bn_x_reduce(RED_BN_X, n, c, hw, layout, x, dy, no_act, mean, var, eps, NULL, NULL, 0,
                 sum_dy, sum_dy_xhat);
 }
 
 void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
-                            const float *dz, const float *z, iabn_act act, const float *mean,
+                            const float *dz, iabn_act act, const float *mean,
                             const float *var, float eps, const float *gamma, const float *beta,
                             int abs_gamma, float *sum_dy, float *sum_dy_xhat)
 {
-    bn_x_reduce(z ? RED_BN_X_ACT : RED_BN_X_ACTY, n, c, hw, layout, x, dz, z, act, mean, var,
-                eps, gamma, beta, abs_gamma, sum_dy, sum_dy_xhat);
+    bn_x_reduce(RED_BN_X_ACT, n, c, hw, layout, x, dz, act, mean, var, eps, gamma, beta,
+                abs_gamma, sum_dy, sum_dy_xhat);
 }
 
 void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
@@ -186,18 +182,18 @@ void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
                        const float *gamma, int abs_gamma, const float *sum_dy,
                        const float *sum_dy_xhat, double count, int training, float *dx)
 {
-    bn_x_apply(training ? EW_BN_X : EW_SCALE, n, c, hw, layout, x, dy, NULL, no_act, mean, var,
+    bn_x_apply(training ? EW_BN_X : EW_SCALE, n, c, hw, layout, x, dy, no_act, mean, var,
                eps, gamma, NULL, abs_gamma, sum_dy, sum_dy_xhat, count, dx);
 }
 
 void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
-                           const float *dz, const float *z, iabn_act act, const float *mean,
-                           const float *var, float eps, const float *gamma, const float *beta,
-                           int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                           double count, float *dx)
+                           const float *dz, iabn_act act, const float *mean, const float *var,
+                           float eps, const float *gamma, const float *beta, int abs_gamma,
+                           const float *sum_dy, const float *sum_dy_xhat, double count,
+                           float *dx)
 {
-    bn_x_apply(z ? EW_BN_X_ACT : EW_BN_X_ACTY, n, c, hw, layout, x, dz, z, act, mean, var, eps,
-               gamma, beta, abs_gamma, sum_dy, sum_dy_xhat, count, dx);
+    bn_x_apply(EW_BN_X_ACT, n, c, hw, layout, x, dz, act, mean, var, eps, gamma, beta, abs_gamma,
+               sum_dy, sum_dy_xhat, count, dx);
 }
 
 void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,

@@ -94,20 +94,19 @@ void iabn_bn_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
 /* The pair above in training, with the activation that followed BN folded
  * in: dz is the gradient of z = act(y), and dy = dz * act'(z) per element
  * (act's derivative from its output, as iabn_act_bwd), never stored.  z is
- * read where given; with z NULL it is rebuilt from x, mean, var, gamma,
- * beta (abs_gamma as in the forward) with the forward's formulas, so its
- * bits are the forward's and the pass reads one tensor fewer.  The same
- * bits as iabn_act_bwd then the pair, when z (or the x that rebuilds it) is
- * what the forward saw.  dx may equal dz or z. */
+ * not read: it is rebuilt from x, mean, var, gamma and beta (abs_gamma as
+ * in the forward) with the forward's formulas, so its bits are the
+ * forward's when x is what the forward saw.  Then the same bits as
+ * iabn_act_bwd on that z and the pair.  dx may equal dz. */
 void iabn_bn_act_bwd_reduce(int n, int c, int hw, iabn_layout layout, const float *x,
-                            const float *dz, const float *z, iabn_act act, const float *mean,
-                            const float *var, float eps, const float *gamma, const float *beta,
-                            int abs_gamma, float *sum_dy, float *sum_dy_xhat);
+                            const float *dz, iabn_act act, const float *mean, const float *var,
+                            float eps, const float *gamma, const float *beta, int abs_gamma,
+                            float *sum_dy, float *sum_dy_xhat);
 void iabn_bn_act_bwd_apply(int n, int c, int hw, iabn_layout layout, const float *x,
-                           const float *dz, const float *z, iabn_act act, const float *mean,
-                           const float *var, float eps, const float *gamma, const float *beta,
-                           int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                           double count, float *dx);
+                           const float *dz, iabn_act act, const float *mean, const float *var,
+                           float eps, const float *gamma, const float *beta, int abs_gamma,
+                           const float *sum_dy, const float *sum_dy_xhat, double count,
+                           float *dx);
 /* Same as the pair above, but from a kept xhat (checkpoint_opt). */
 void iabn_bn_bwd_reduce_xhat(int n, int c, int hw, iabn_layout layout, const float *xhat,
                              const float *dy, float *sum_dy, float *sum_dy_xhat);

@@ -110,14 +110,14 @@ static int chunk_len(int blk) { return CHUNK / blk; }
 /* Per element the reduction adds f and f*s, where (f, s) is
  *   statistics: (x-K, x-K), K the channel's first value (a shift that keeps
  *               the sums small when |mean| >> std)
- *   BN:         (dy, xhat), dy = dz*act'(z) for RED_BN_X_ACT (c: z), and for
- *               RED_BN_X_ACTY with z = act(g*xhat+beta) rebuilt from x (the
- *               forward's formulas, so its bits: nothing reads z)
+ *   BN:         (dy, xhat), dy = dz*act'(z) for RED_BN_X_ACT, with z =
+ *               act(g*xhat+beta) rebuilt from x (the forward's formulas, so
+ *               its bits: nothing reads z)
  *   in-place I: (dz*act'(z), (act^-1(z)-beta)/g)
  *   in-place II:(dz*act'(z), act^-1(z))
  * k0..k3: the element's channel constants (red_consts).                    */
 ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const float *b,
-                            const float *c, int i, float k0, float k1, float k2, float k3,
+                            int i, float k0, float k1, float k2, float k3,
                             float *f, float *s)
 {
     switch (kind) {
@@ -131,11 +131,7 @@ ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const fl
         *f = b[i];
         *s = iabn_bn_xhat(a[i], k0, k1);
         break;
-    case RED_BN_X_ACT:
-        *f = b[i] * iabn_act_dz(act, p, c[i]);
-        *s = iabn_bn_xhat(a[i], k0, k1);
-        break;
-    case RED_BN_X_ACTY: {
+    case RED_BN_X_ACT: {
         float xh = iabn_bn_xhat(a[i], k0, k1);
         *f = b[i] * iabn_act_dz(act, p, iabn_act_f(act, p, iabn_bn_affine(xh, k2, k3)));
         *s = xh;
@@ -165,7 +161,7 @@ ALWAYS_INLINE void red_pair(int kind, int act, float p, const float *a, const fl
  * the float error is that of 16 terms of similar size, the long sums happen
  * in double.  out[0], out[1]: the unit's two sums. */
 ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, const float *b,
-                                 const float *c, int len, float k0, float k1, float k2,
+                                 int len, float k0, float k1, float k2,
                                  float k3, double *out)
 {
     double su[LANES], sv[LANES];
@@ -179,14 +175,14 @@ ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, con
             LANE_LOOP
             for (int l = 0; l < LANES; l++) {
                 float f, s;
-                red_pair(kind, act, p, a, b, c, i + l, k0, k1, k2, k3, &f, &s);
+                red_pair(kind, act, p, a, b, i + l, k0, k1, k2, k3, &f, &s);
                 fu[l] += f;
                 fv[l] += f * s;
             }
         }
         for (int l = 0; i < end; i++, l++) {
             float f, s;
-            red_pair(kind, act, p, a, b, c, i, k0, k1, k2, k3, &f, &s);
+            red_pair(kind, act, p, a, b, i, k0, k1, k2, k3, &f, &s);
             fu[l] += f;
             fv[l] += f * s;
         }
@@ -209,7 +205,7 @@ ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, con
  * lane (float over FLUSH positions, then double); out[l] and out[LANES + l]
  * are channel l's two sums. */
 ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, const float *b,
-                                const float *c, int len, const float *k0, const float *k1,
+                                int len, const float *k0, const float *k1,
                                 const float *k2, const float *k3, double *out)
 {
     double su[LANES], sv[LANES];
@@ -223,7 +219,7 @@ ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, cons
             LANE_LOOP
             for (int l = 0; l < LANES; l++) {
                 float f, s;
-                red_pair(kind, act, p, a, b, c, i * LANES + l, k0[l], k1[l], k2[l], k3[l], &f,
+                red_pair(kind, act, p, a, b, i * LANES + l, k0[l], k1[l], k2[l], k3[l], &f,
                          &s);
                 fu[l] += f;
                 fv[l] += f * s;
@@ -241,13 +237,13 @@ ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, cons
 }
 
 ALWAYS_INLINE void red_span(int kind, int act, int blocked, float p, const float *a,
-                            const float *b, const float *c, int len, const float *k0,
+                            const float *b, int len, const float *k0,
                             const float *k1, const float *k2, const float *k3, double *out)
 {
     if (blocked)
-        red_span_blk(kind, act, p, a, b, c, len, k0, k1, k2, k3, out);
+        red_span_blk(kind, act, p, a, b, len, k0, k1, k2, k3, out);
     else
-        red_span_nchw(kind, act, p, a, b, c, len, k0[0], k1[0], k2[0], k3[0], out);
+        red_span_nchw(kind, act, p, a, b, len, k0[0], k1[0], k2[0], k3[0], out);
 }
 
 /* Channel ci's constants of red_pair. */
@@ -257,12 +253,11 @@ static void red_consts(const iabn_red_job *j, int ci, float *k0, float *k1, floa
     *k0 = *k1 = *k2 = *k3 = 0.f;
     switch (j->kind) {
     case RED_STATS: *k0 = j->a[at(j->c, j->hw, j->blk, 0, ci, 0)]; break;
-    case RED_BN_X_ACTY:
+    case RED_BN_X_ACT:
         *k2 = iabn_bn_scale(j->gamma[ci], j->eps, j->abs_gamma);
         *k3 = j->beta[ci];
         /* fall through */
     case RED_BN_X:
-    case RED_BN_X_ACT:
         *k0 = j->mean[ci];
         *k1 = iabn_invstd(j->var[ci], j->eps);
         break;
@@ -282,30 +277,26 @@ static void red_unit(const iabn_red_job *j, int ni, int cg, int off, int len, do
     size_t base = at(j->c, j->hw, blk, ni, cg * blk, off);
     const float *a = j->a + base;
     const float *b = j->b ? j->b + base : NULL;
-    const float *c = j->z ? j->z + base : NULL;
     float p = j->p, k0[LANES], k1[LANES], k2[LANES], k3[LANES];
     for (int l = 0; l < blk; l++) red_consts(j, cg * blk + l, &k0[l], &k1[l], &k2[l], &k3[l]);
     switch (j->kind) {
     case RED_STATS:
-        red_span(RED_STATS, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        red_span(RED_STATS, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X:
-        red_span(RED_BN_X, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        red_span(RED_BN_X, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X_ACT:
-        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
-        break;
-    case RED_BN_X_ACTY:
-        WITH_ACT(j->act, red_span, RED_BN_X_ACTY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_XHAT:
-        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_IABN1:
-        WITH_ACT(j->act, red_span, RED_IABN1, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_IABN1, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     default:
-        WITH_ACT(j->act, red_span, RED_IABN2, blocked, p, a, b, c, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_IABN2, blocked, p, a, b, len, k0, k1, k2, k3, out);
         break;
     }
 }
@@ -422,7 +413,7 @@ iabn_red_job iabn_red_job_init(int kind, int n, int c, int hw, iabn_layout layou
 /* Value of element i; k0..k6 are its channel's constants (ew_consts_one
  * gives their meaning per kind). */
 ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const float *b,
-                            const float *c, int i, float k0, float k1, float k2, float k3,
+                            int i, float k0, float k1, float k2, float k3,
                             float k4, float k5, float k6, float *xh_out)
 {
     switch (kind) {
@@ -433,10 +424,7 @@ ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const fl
     }
     case EW_FROM_XHAT: return iabn_act_f(act, p, iabn_bn_affine(a[i], k0, k1));
     case EW_BN_X: return iabn_bn_bwd_elem(b[i], iabn_bn_xhat(a[i], k0, k1), k2, k3, k4);
-    case EW_BN_X_ACT:
-        return iabn_bn_bwd_elem(b[i] * iabn_act_dz(act, p, c[i]), iabn_bn_xhat(a[i], k0, k1), k2,
-                                k3, k4);
-    case EW_BN_X_ACTY: { /* z rebuilt from x with the forward's formulas */
+    case EW_BN_X_ACT: { /* z rebuilt from x with the forward's formulas */
         float xh = iabn_bn_xhat(a[i], k0, k1);
         float z = iabn_act_f(act, p, iabn_bn_affine(xh, k5, k6));
         return iabn_bn_bwd_elem(b[i] * iabn_act_dz(act, p, z), xh, k2, k3, k4);
@@ -464,7 +452,7 @@ ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const fl
  * block are computed before any is stored, which is what makes o == a or
  * o == b safe. */
 ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, const float *b,
-                                const float *c, float *o, float *o2, int len,
+                                float *o, float *o2, int len,
                                 const float (*k)[LANES])
 {
     float k0 = k[0][0], k1 = k[1][0], k2 = k[2][0], k3 = k[3][0], k4 = k[4][0];
@@ -474,14 +462,14 @@ ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, cons
         float t[LANES], t2[LANES];
         LANE_LOOP
         for (int l = 0; l < LANES; l++)
-            t[l] = ew_elem(kind, act, p, a, b, c, i + l, k0, k1, k2, k3, k4, k5, k6, &t2[l]);
+            t[l] = ew_elem(kind, act, p, a, b, i + l, k0, k1, k2, k3, k4, k5, k6, &t2[l]);
         if (kind == EW_FWD && o2)
             for (int l = 0; l < LANES; l++) o2[i + l] = t2[l];
         for (int l = 0; l < LANES; l++) o[i + l] = t[l];
     }
     for (; i < len; i++) {
         float t2 = 0.f;
-        float t = ew_elem(kind, act, p, a, b, c, i, k0, k1, k2, k3, k4, k5, k6, &t2);
+        float t = ew_elem(kind, act, p, a, b, i, k0, k1, k2, k3, k4, k5, k6, &t2);
         if (kind == EW_FWD && o2) o2[i] = t2;
         o[i] = t;
     }
@@ -490,7 +478,7 @@ ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, cons
 /* nChw16c: len positions of one channel block, a block of LANES values per
  * position, lane l with channel l's constants k[m][l]. */
 ALWAYS_INLINE void ew_span_blk(int kind, int act, float p, const float *a, const float *b,
-                               const float *c, float *o, float *o2, int len,
+                               float *o, float *o2, int len,
                                const float (*k)[LANES])
 {
     for (int i = 0; i < len; i++) {
@@ -498,7 +486,7 @@ ALWAYS_INLINE void ew_span_blk(int kind, int act, float p, const float *a, const
         int base = i * LANES;
         LANE_LOOP
         for (int l = 0; l < LANES; l++)
-            t[l] = ew_elem(kind, act, p, a, b, c, base + l, k[0][l], k[1][l], k[2][l], k[3][l],
+            t[l] = ew_elem(kind, act, p, a, b, base + l, k[0][l], k[1][l], k[2][l], k[3][l],
                            k[4][l], k[5][l], k[6][l], &t2[l]);
         if (kind == EW_FWD && o2)
             for (int l = 0; l < LANES; l++) o2[base + l] = t2[l];
@@ -507,13 +495,13 @@ ALWAYS_INLINE void ew_span_blk(int kind, int act, float p, const float *a, const
 }
 
 ALWAYS_INLINE void ew_span(int kind, int act, int blocked, float p, const float *a,
-                           const float *b, const float *c, float *o, float *o2, int len,
+                           const float *b, float *o, float *o2, int len,
                            const float (*k)[LANES])
 {
     if (blocked)
-        ew_span_blk(kind, act, p, a, b, c, o, o2, len, k);
+        ew_span_blk(kind, act, p, a, b, o, o2, len, k);
     else
-        ew_span_nchw(kind, act, p, a, b, c, o, o2, len, k);
+        ew_span_nchw(kind, act, p, a, b, o, o2, len, k);
 }
 
 /* One span at offset base: len values (NCHW) or positions (nChw16c). */
@@ -521,23 +509,21 @@ static void ew_span_any(const iabn_ew_job *j, size_t base, int len, const float 
 {
     const float *a = j->a ? j->a + base : NULL;
     const float *b = j->b ? j->b + base : NULL;
-    const float *c = j->z ? j->z + base : NULL;
     float *o = j->o + base, *o2 = j->o2 ? j->o2 + base : NULL;
     float p = j->p;
     int bl = j->blk > 1;
     switch (j->kind) {
-    case EW_FWD: WITH_ACT(j->act, ew_span, EW_FWD, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_FROM_XHAT: WITH_ACT(j->act, ew_span, EW_FROM_XHAT, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_BN_X: ew_span(EW_BN_X, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_BN_X_ACT: WITH_ACT(j->act, ew_span, EW_BN_X_ACT, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_BN_X_ACTY: WITH_ACT(j->act, ew_span, EW_BN_X_ACTY, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_BN_XHAT: ew_span(EW_BN_XHAT, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_SCALE: ew_span(EW_SCALE, IABN_ACT_IDENTITY, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_IABN1: WITH_ACT(j->act, ew_span, EW_IABN1, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_IABN2: WITH_ACT(j->act, ew_span, EW_IABN2, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_IABN_EVAL: WITH_ACT(j->act, ew_span, EW_IABN_EVAL, bl, p, a, b, c, o, o2, len, k); break;
-    case EW_ACT_FWD: WITH_ACT(j->act, ew_span, EW_ACT_FWD, bl, p, a, b, c, o, o2, len, k); break;
-    default: WITH_ACT(j->act, ew_span, EW_ACT_BWD, bl, p, a, b, c, o, o2, len, k); break;
+    case EW_FWD: WITH_ACT(j->act, ew_span, EW_FWD, bl, p, a, b, o, o2, len, k); break;
+    case EW_FROM_XHAT: WITH_ACT(j->act, ew_span, EW_FROM_XHAT, bl, p, a, b, o, o2, len, k); break;
+    case EW_BN_X: ew_span(EW_BN_X, IABN_ACT_IDENTITY, bl, p, a, b, o, o2, len, k); break;
+    case EW_BN_X_ACT: WITH_ACT(j->act, ew_span, EW_BN_X_ACT, bl, p, a, b, o, o2, len, k); break;
+    case EW_BN_XHAT: ew_span(EW_BN_XHAT, IABN_ACT_IDENTITY, bl, p, a, b, o, o2, len, k); break;
+    case EW_SCALE: ew_span(EW_SCALE, IABN_ACT_IDENTITY, bl, p, a, b, o, o2, len, k); break;
+    case EW_IABN1: WITH_ACT(j->act, ew_span, EW_IABN1, bl, p, a, b, o, o2, len, k); break;
+    case EW_IABN2: WITH_ACT(j->act, ew_span, EW_IABN2, bl, p, a, b, o, o2, len, k); break;
+    case EW_IABN_EVAL: WITH_ACT(j->act, ew_span, EW_IABN_EVAL, bl, p, a, b, o, o2, len, k); break;
+    case EW_ACT_FWD: WITH_ACT(j->act, ew_span, EW_ACT_FWD, bl, p, a, b, o, o2, len, k); break;
+    default: WITH_ACT(j->act, ew_span, EW_ACT_BWD, bl, p, a, b, o, o2, len, k); break;
     }
 }
 
@@ -555,9 +541,8 @@ static void ew_consts_one(const iabn_ew_job *j, int ci, float k[NK])
     case EW_FROM_XHAT: k[0] = g; k[1] = j->beta[ci]; break;
     case EW_BN_X:
     case EW_BN_X_ACT:
-    case EW_BN_X_ACTY:
         k[0] = j->mean[ci]; k[1] = invstd; k[2] = g * invstd; k[3] = mdy; k[4] = mdx;
-        if (j->kind == EW_BN_X_ACTY) { k[5] = g; k[6] = j->beta[ci]; }
+        if (j->kind == EW_BN_X_ACT) { k[5] = g; k[6] = j->beta[ci]; }
         break;
     case EW_BN_XHAT: k[0] = g * invstd; k[1] = mdy; k[2] = mdx; break;
     case EW_SCALE: case EW_IABN_EVAL: k[0] = g * invstd; break;

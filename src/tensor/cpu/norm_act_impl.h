@@ -14,9 +14,7 @@
 #include "tensor/tensor.h"
 
 /* What a reduction sums per element (red_pair in the engine says how). */
-enum iabn_red_kind {
-    RED_STATS, RED_BN_X, RED_BN_X_ACT, RED_BN_X_ACTY, RED_BN_XHAT, RED_IABN1, RED_IABN2
-};
+enum iabn_red_kind { RED_STATS, RED_BN_X, RED_BN_X_ACT, RED_BN_XHAT, RED_IABN1, RED_IABN2 };
 
 typedef struct iabn_red_job {
     int kind, act;
@@ -25,12 +23,9 @@ typedef struct iabn_red_job {
     int blk;           /* channels per group: 1 (NCHW) or 16 (nChw16c) */
     const float *a;    /* x, xhat or z */
     const float *b;    /* dy or dz; NULL for statistics */
-    const float *z;    /* RED_BN_X_ACT: the output of the act after BN, whose
-                        * gradient b is (dy = b*act'(z)); else NULL
-                        * (RED_BN_X_ACTY rebuilds z from x, gamma, beta) */
     const float *mean, *var, *gamma, *beta;
     float eps;
-    int abs_gamma;     /* RED_BN_X_ACTY: the forward's scale (iabn_bn_scale) */
+    int abs_gamma;     /* RED_BN_X_ACT: the forward's scale (iabn_bn_scale) */
     float *o0, *o1;    /* mean/var or sum_dy/sum_dy_xhat */
 } iabn_red_job;
 
@@ -38,8 +33,8 @@ enum iabn_ew_kind {
     EW_FWD,         /* z = act(g*xhat+beta), xhat = (x-mean)*invstd, xhat kept if asked */
     EW_FROM_XHAT,   /* z = act(g*xhat+beta) */
     EW_BN_X,        /* dx from x (training) */
-    EW_BN_X_ACT,    /* the same with dy = dz*act'(z) (b: dz, c: z) */
-    EW_BN_X_ACTY,   /* the same with z = act(g*xhat+beta) rebuilt from x (b: dz) */
+    EW_BN_X_ACT,    /* the same with dy = dz*act'(z), z = act(g*xhat+beta)
+                     * rebuilt from x (b: dz) */
     EW_BN_XHAT,     /* dx from xhat (training) */
     EW_SCALE,       /* dx = a*dy (evaluation) */
     EW_IABN1,       /* dx from z, xhat rebuilt per element */
@@ -55,7 +50,6 @@ typedef struct iabn_ew_job {
     int n, c, hw;
     int blk;             /* channels per group: 1 (NCHW) or 16 (nChw16c) */
     const float *a, *b;  /* first and second input (x/xhat/z, dy/dz) */
-    const float *z;      /* EW_BN_X_ACT: the act's output after BN; else NULL */
     float *o, *o2;       /* output; o2: the kept xhat of EW_FWD or NULL */
     const float *mean, *var, *gamma, *beta, *sum_dy, *sum_dy_xhat;
     float eps;
