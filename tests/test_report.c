@@ -142,6 +142,9 @@ static void test_stepbench(void)
     iabn_err e = {0};
     CHECK_MSG(iabn_stepbench_run(&o, r, &e) == 0, "%s", e.msg);
     CHECK(r->step_s > 0 && r->forward_s > 0 && r->update_s > 0 && r->profiled && !r->gpu);
+    /* the fastest of the 2 timed steps: the first of the sorted times */
+    CHECK_MSG(r->step_min_s > 0 && r->step_min_s <= r->step_s, "fastest %g, median %g",
+              r->step_min_s, r->step_s);
     CHECK(r->arena > 0 && r->held > r->arena && !strcmp(r->device, "cpu"));
     CHECK(r->nops > 3 && r->ops[0].seconds >= r->ops[r->nops - 1].seconds);
     /* the layers: every conv / linear shape and pass, FLOPs counted once
@@ -163,6 +166,8 @@ static void test_stepbench(void)
     CHECK_MSG(t && strstr(t, "resnext_tiny inplace_abn_ii batch 2 32x32 on cpu") && strstr(t, "median of 2"),
               "%s", t ? t : "(null)");
     cJSON *j = js ? cJSON_Parse(js) : NULL;
+    CHECK(j && cJSON_GetObjectItem(j, "step_min_ms")->valuedouble == 1e3 * r->step_min_s);
+    CHECK_MSG(t && strstr(t, "(fastest "), "%s", t ? t : "(null)");
     CHECK(j && cJSON_GetObjectItem(j, "held_bytes")->valuedouble == (double)r->held &&
           cJSON_GetObjectItem(j, "ranks")->valueint == 1 && !cJSON_GetObjectItem(j, "copy_bw"));
     CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "layers")) == r->nlayers);

@@ -86,7 +86,7 @@ def main():
         print(json.dumps({"model": a.model, "framework": "pytorch " + torch.__version__, "device": a.device,
                           "device_name": name, "batch": a.batch, "size": a.size, "threads": a.threads,
                           "tf32": bool(cuda and a.tf32), "cudnn_benchmark": bool(cuda and a.cudnn_benchmark),
-                          "step_ms": ms, "peak_bytes": peak}))
+                          "step_ms": ms, "step_min_ms": 1e3 * min(times), "peak_bytes": peak}))
     elif cuda:
         print("pytorch %s %s on %s, batch %d %dx%d, tf32 %s: step %.1f ms, median of %d; "
               "peak %.1f MiB (max_memory_allocated)"

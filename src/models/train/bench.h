@@ -69,6 +69,9 @@ typedef struct iabn_stepbench_result {
     int gpu, profiled, tf32;
     int ranks;                   /* of the communicator (1 without)              */
     double step_s, forward_s, backward_s, update_s;   /* medians                 */
+    double step_min_s;           /* the fastest timed step: contention on a shared
+                                    host only slows a step, so this is the
+                                    closest to the step's own time              */
     double allreduce_s, allreduce_wait_s, hidden;     /* medians; hidden fraction */
     size_t arena, held;          /* planned arena; arena + io + store            */
     size_t device_used;          /* what the driver says the step took (GPU)     */
