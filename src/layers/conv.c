@@ -80,12 +80,9 @@ static int fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, 
      * standard BN, bn1's saved input) or the plan keeps in-place outputs
      * apart (plan.c's noinplace), the sum has a buffer of its own */
     if (P.residual && b->out[0] != b->in[P.residual]) {
-        if (b->backend->k->conv_fwd_add) {
-            IABN_K(conv_fwd_add, &geo, b->in[0], b->in[1], bias, b->in[P.residual], b->out[0],
-                   b->scratch, b->scratch_bytes);
-            return 0;
-        }
-        IABN_K(copy_bytes, lt(g, n->out[0])->nbytes, b->in[P.residual], b->out[0]);
+        IABN_K(conv_fwd_add, &geo, b->in[0], b->in[1], bias, b->in[P.residual], b->out[0],
+               b->scratch, b->scratch_bytes);
+        return 0;
     }
     IABN_K(conv_fwd, &geo, b->in[0], b->in[1], bias, b->out[0], b->scratch, b->scratch_bytes);
     return 0;
@@ -222,7 +219,7 @@ static int conv_layer(iabn_graph *g, const char *name, const char *out_name, int
                                    out_name, rt->name, yshape[0], yshape[1], yshape[2],
                                    yshape[3]);
         const iabn_backend *be = iabn_store_backend(iabn_graph_store(g));
-        if (!iabn_graph_fusion(g) || !be->k->conv_accumulates ||
+        if (!iabn_graph_fusion(g) || !be->k->conv_accumulates || !be->k->conv_fwd_add ||
             !be->k->conv_accumulates(&P.geom)) /* apart: conv2d, then add */
             return iabn_add_layer(g, out_name,
                                   conv_layer(g, name, NULL, x, -1, c_out, k, stride, pad, dil,

@@ -102,11 +102,11 @@ int iabn_conv2d(iabn_graph *g, const char *name, int x, int c_out, int k, int st
                 int pad, int dil, int groups, int bias);
 /* conv2d(x) + r, named out_name: a residual block's last convolution and
  * its add in one node, where the backend's kernel adds to r's values as it
- * writes (backend.h conv_accumulates; the CPU's oneDNN path), else the two
- * layers apart (and always with iabn_graph_set_fusion(g, 0)).  r must have
- * the convolution's output shape; the sum overwrites it (an in-place
- * output: finalize copies r first if anything reads it later, so fuse
- * where r dies at the add, e.g. a shortcut that nothing else reads).  The
+ * writes (backend.h conv_accumulates and conv_fwd_add; the CPU's oneDNN
+ * path), else the two layers apart (and always with
+ * iabn_graph_set_fusion(g, 0)).  r must have the convolution's output
+ * shape.  The sum overwrites r where the plan allows (r dies at the add);
+ * where r is read later it goes to a buffer of its own (conv_fwd_add).  The
  * weights are named as iabn_conv2d's, and the results are the same bits. */
 int iabn_conv2d_add(iabn_graph *g, const char *name, const char *out_name, int x, int r,
                     int c_out, int k, int stride, int pad, int dil, int groups, int bias);

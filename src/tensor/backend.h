@@ -66,7 +66,7 @@ typedef struct iabn_kernels {
     /* conv: y = r + conv(x, w) (+ bias) with r not y's storage, for a
      * geometry conv_accumulates() takes (cpu/conv.h iabn_conv_fwd_add): the
      * fused residual add of a block whose shortcut is read again later.
-     * Optional: NULL copies r into y and runs conv_fwd with accumulate. */
+     * Optional with conv_accumulates: either NULL keeps conv and add apart. */
     int (*conv_fwd_add)(void *ctx, const iabn_conv_geom *g, const float *x, const float *w,
                         const float *bias, const float *r, float *y, void *ws,
                         size_t ws_bytes, iabn_err *e);
