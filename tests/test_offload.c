@@ -347,8 +347,6 @@ static void test_bf16_rounding(void)
     }
 }
 
-/* bfloat16 host copies of the paper's choice: on the CPU and on the sim
- * device; the host pool is half the float32 one. */
 /* Standard BN's backward absorbs the act_bwd before it and rebuilds z from
  * x (layers/norm_act.c); where x or z comes back from the host in bfloat16
  * it must leave act_bwd its own step, on the rounded z: the same bits with the
@@ -377,6 +375,8 @@ static void test_bf16_absorbed(void)
     free(b);
 }
 
+/* bfloat16 host copies of the paper's choice: on the CPU and on the sim
+ * device; the host pool is half the float32 one. */
 static void test_bf16_copies(void)
 {
     float *ref = malloc(CAP * sizeof(float)), *got = malloc(CAP * sizeof(float));
