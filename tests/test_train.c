@@ -420,6 +420,52 @@ static void test_stop_at_epoch_end(void)
     CHECK(stat(ck, &st) == 0);
 }
 
+/* --checkpoint-every N: the checkpoint of step N is written after step N's
+ * metrics line (and progress report), so a kill between the two repeats
+ * logged steps on resume rather than leaving a covered step unlogged.  The
+ * order was the other way round once, and test_trust.sh's kill -9 resume
+ * then saw 11 loss lines for a 12-step epoch. */
+typedef struct {
+    char ckpt[400], metrics[400];
+    int ckpt_at_5, ckpt_at_6, logged_5_at_6;
+} ckpt_order;
+
+static void ckpt_order_progress(void *user, const iabn_train_progress *p)
+{
+    ckpt_order *s = user;
+    struct stat st;
+    if (p->global_step == 5) s->ckpt_at_5 = stat(s->ckpt, &st) == 0;
+    if (p->global_step != 6) return;
+    s->ckpt_at_6 = stat(s->ckpt, &st) == 0;
+    FILE *f = fopen(s->metrics, "r");
+    char buf[512];
+    while (f && fgets(buf, sizeof buf, f)) s->logged_5_at_6 |= strstr(buf, "\"step\": 5,") != NULL;
+    if (f) fclose(f);
+}
+
+static void test_checkpoint_after_log(void)
+{
+    iabn_config c;
+    small_config(&c);
+    c.schedule.epochs = 1;
+    char out[300];
+    snprintf(out, sizeof out, "%s/run_ckpt_order", tmpdir);
+    iabn_train_opts o;
+    opts_for(&o, &c, out);
+    ckpt_order s = {{0}, {0}, 0, 0, 0};
+    snprintf(s.ckpt, sizeof s.ckpt, "%s/checkpoint_last.safetensors", out);
+    snprintf(s.metrics, sizeof s.metrics, "%s/metrics.jsonl", out);
+    o.checkpoint_every = 5;
+    o.progress = ckpt_order_progress;
+    o.user = &s;
+    iabn_train_result r;
+    iabn_err e = {0};
+    CHECK_MSG(iabn_trainer_run(&o, &r, &e) == 0, "%s", e.msg);
+    CHECK_MSG(!s.ckpt_at_5, "step 5's checkpoint was written before its progress report");
+    CHECK_MSG(s.ckpt_at_6 && s.logged_5_at_6, "at step 6: checkpoint %d, step 5 logged %d",
+              s.ckpt_at_6, s.logged_5_at_6);
+}
+
 /* --device: the spelling, the planning backend (no GPU needed), and a clear
  * error where there is no CUDA build or no GPU. */
 static void test_device(void)
@@ -548,6 +594,7 @@ int main(void)
     RUN(test_budget_and_nan);
     RUN(test_sigint);
     RUN(test_stop_at_epoch_end);
+    RUN(test_checkpoint_after_log);
     RUN(test_cuda_matches_cpu);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

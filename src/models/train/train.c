@@ -596,12 +596,6 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
             avg_loss = ep_loss / ep_steps;
             res->final_loss = loss;
             res->steps_done++;
-            /* mid-epoch checkpoints: a kill loses at most N steps, and the
-             * position (epoch, step, executor runs) resumes bit-exactly */
-            if (o->checkpoint_every > 0 && tr->pos.global_step % o->checkpoint_every == 0 &&
-                tr->pos.step_in_epoch < spe &&
-                (rc = save_ckpt(tr, "checkpoint_last.safetensors", e)))
-                break;
             double lr_now = tr->cfg.learning_rate * lr;
             if (o->print_freq > 0 && (tr->pos.step_in_epoch % o->print_freq == 0 ||
                                       tr->pos.step_in_epoch == spe)) {
@@ -637,6 +631,15 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 tb_scalar(tr, "train/lr", tr->pos.global_step, lr_now);
                 if (tr->tb) iabn_tb_flush(tr->tb, NULL);
             }
+            /* mid-epoch checkpoints: a kill loses at most N steps, and the
+             * position (epoch, step, executor runs) resumes bit-exactly.
+             * Written after the step's metrics line: a kill between the two
+             * then repeats logged steps on resume instead of leaving a step
+             * that the checkpoint covers out of metrics.jsonl. */
+            if (o->checkpoint_every > 0 && tr->pos.global_step % o->checkpoint_every == 0 &&
+                tr->pos.step_in_epoch < spe &&
+                (rc = save_ckpt(tr, "checkpoint_last.safetensors", e)))
+                break;
         }
         if (b) iabn_loader_release(tr->ltrain, b); /* fetched ahead, not trained on */
         if (rc) break;
