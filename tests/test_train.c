@@ -376,7 +376,7 @@ static void test_sigint(void)
  * checkpoint written, and the log says the validation was skipped. */
 typedef struct stop_at_end {
     iabn_trainer_stop stop;
-    int val_lines, skipped_lines, stopped_lines;
+    int val_lines, skipped_lines, stopped_lines, pending_lines;
 } stop_at_end;
 
 static void stop_at_end_progress(void *user, const iabn_train_progress *p)
@@ -389,7 +389,8 @@ static void stop_at_end_log(void *user, const char *line)
 {
     stop_at_end *s = user;
     s->val_lines += strstr(line, "val (") != NULL;
-    s->skipped_lines += strstr(line, "validation of epoch 1 skipped: stopped on request") != NULL;
+    s->skipped_lines += strstr(line, "validation of epoch 1 deferred: stopped on request") != NULL;
+    s->pending_lines += strstr(line, "the validation of epoch 1 did not run") != NULL;
     s->stopped_lines += strstr(line, "stopped on request after step 12;") != NULL;
 }
 
@@ -400,9 +401,10 @@ static void test_stop_at_epoch_end(void)
     char out[300], ck[400];
     snprintf(out, sizeof out, "%s/run_stop_end", tmpdir);
     snprintf(ck, sizeof ck, "%s/checkpoint_last.safetensors", out);
+    c.schedule.epochs = 1; /* the last epoch's validation: the run is finished but for it */
     iabn_train_opts o;
     opts_for(&o, &c, out);
-    stop_at_end s = {{0}, 0, 0, 0};
+    stop_at_end s = {{0}, 0, 0, 0, 0};
     o.quiet = 0;
     o.log = stop_at_end_log;
     o.progress = stop_at_end_progress;
@@ -418,6 +420,25 @@ static void test_stop_at_epoch_end(void)
               "val lines %d, skipped %d, stopped %d", s.val_lines, s.skipped_lines, s.stopped_lines);
     struct stat st;
     CHECK(stat(ck, &st) == 0);
+
+    /* --resume runs the deferred validation first (it was once skipped for
+     * good, and a finished run refused to resume), then ends: the run is done */
+    stop_at_end s2 = {{0}, 0, 0, 0, 0};
+    opts_for(&o, &c, out);
+    o.quiet = 0;
+    o.log = stop_at_end_log;
+    o.user = &s2;
+    o.resume = ck;
+    rc = iabn_trainer_run(&o, &r, &e);
+    CHECK_MSG(rc == 0 && r.steps_done == 0 && r.best_metric > 0, "rc %d, steps %lld, best %.1f: %s",
+              rc, r.steps_done, r.best_metric, e.msg);
+    CHECK_MSG(s2.pending_lines == 1 && s2.val_lines == 1, "pending lines %d, val lines %d",
+              s2.pending_lines, s2.val_lines);
+    char best[400];
+    snprintf(best, sizeof best, "%s/checkpoint_best.safetensors", out);
+    CHECK(stat(best, &st) == 0);
+    rc = iabn_trainer_run(&o, &r, &e);
+    CHECK_MSG(rc != 0 && strstr(e.msg, "that run is finished"), "rc %d: %s", rc, e.msg);
 }
 
 /* --checkpoint-every N: the checkpoint of step N is written after step N's

@@ -62,6 +62,7 @@ int iabn_ckpt_save(iabn_store *s, const char *path, const iabn_ckpt_pos *pos,
     META("world_size", "%lld", pos->world_size > 0 ? pos->world_size : 1);
     META("global_batch", "%lld", pos->global_batch);
     META("train_images", "%lld", pos->train_images);
+    META("val_pending", "%lld", pos->val_pending);
 #undef META
     if (!rc) rc = iabn_bn_gamma_write_meta(s, w, e);
     if (!rc && config_json) rc = iabn_st_writer_meta(w, "config", config_json, e);
@@ -99,6 +100,12 @@ static int read_pos(const iabn_st_file *f, iabn_ckpt_pos *pos, iabn_err *e)
     if (!rc) rc = meta_ll(f, "train_images", 0, &pos->train_images, e);
     if (!rc) rc = meta_ll(f, "world_size", 0, &pos->world_size, e);
     if (!rc) rc = meta_ll(f, "global_batch", 0, &pos->global_batch, e);
+    if (!rc) rc = meta_ll(f, "val_pending", 0, &pos->val_pending, e);
+    /* written at an epoch's end only: the epoch just finished */
+    if (!rc && pos->val_pending && (pos->val_pending != pos->epoch || pos->step_in_epoch))
+        rc = iabn_err_set(e, IABN_EFORMAT, "%s: metadata val_pending is %lld at epoch %lld, "
+                          "step %lld: not the end of that epoch", iabn_st_path(f),
+                          pos->val_pending, pos->epoch, pos->step_in_epoch);
     const char *b = iabn_st_meta(f, "best");
     if (!rc && b) {
         char *end;

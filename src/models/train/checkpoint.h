@@ -17,6 +17,9 @@ typedef struct iabn_ckpt_pos {
     long long world_size;     /* ranks of the job that wrote it (0: one) */
     long long global_batch;   /* its batch over all ranks (0: unknown)   */
     long long train_images;   /* size of the training set (0: not recorded) */
+    long long val_pending;    /* 1 + the epoch whose validation is due and has
+                               * not run (the checkpoint an epoch's end writes
+                               * before validating); 0: none */
 } iabn_ckpt_pos;
 
 /* Refuses (IABN_ENUM, nothing written) a store holding NaN or Inf. */

@@ -504,6 +504,16 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                        (uint64_t)o->seed + (uint64_t)tr->rank * 0x9E3779B97F4A7C15ull);
     iabn_exec_set_step(tr->train.exec, (uint64_t)tr->pos.runs);
     int rc = 0;
+    if (tr->pos.val_pending > 0) { /* the resumed run ended before its validation */
+        int ve = (int)tr->pos.val_pending - 1;
+        trainer_say(tr, "the validation of epoch %d did not run before the checkpoint's run "
+                    "ended: running it first", ve + 1);
+        rc = validate(tr, res, ve, e);
+        if (!rc) {
+            tr->pos.val_pending = 0;
+            rc = save_ckpt(tr, "checkpoint_last.safetensors", e);
+        }
+    }
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
         if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
         if (tr->pos.step_in_epoch > 0 && (rc = skip_batches(tr, tr->pos.step_in_epoch, e))) break;
@@ -657,22 +667,29 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
                 finished ? "done" : "stopped", iabn_now() - t_ep, avg_loss, top);
         }
         if (finished) res->epochs_done++;
-        if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         /* A stop on request leaves at once, with no validation, even when it
          * came in the epoch's last step (a validation pass can outlast the
          * grace a scheduler gives after its signal).  The ranks agreed on
-         * stop_agreed, so they all take the same branch. */
+         * stop_agreed, so they all take the same branch.  The checkpoint
+         * written before the validation records it as due, so a run stopped
+         * or killed before it ends runs it first on --resume. */
         int stop = tr->stop_agreed;
         int eval_due = finished && ((epoch + 1) % tr->cfg.eval_every == 0 || epoch + 1 == epochs);
         int eval_now = eval_due && !stop;
         int eval_partial = !finished && !stop;
+        tr->pos.val_pending = eval_due ? epoch + 1 : 0;
+        if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
         if ((eval_now || eval_partial) && (rc = validate(tr, res, epoch, e))) break;
-        if (eval_now && (rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        if (eval_now) {
+            tr->pos.val_pending = 0;
+            if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
+        }
         if (!finished || stop) {
             if (stop) {
                 res->stopped_by_signal = 1;
                 if (eval_due)
-                    trainer_say(tr, "validation of epoch %d skipped: stopped on request", epoch + 1);
+                    trainer_say(tr, "validation of epoch %d deferred: stopped on request (--resume "
+                                "runs it first)", epoch + 1);
                 trainer_say(tr, "stopped on request after step %lld; checkpoint written to "
                         "%s/checkpoint_last.safetensors (continue with --resume)",
                     tr->pos.global_step, tr->outdir);

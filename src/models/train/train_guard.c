@@ -112,7 +112,7 @@ int trainer_check_resume(trainer *tr, iabn_err *e)
                             o->resume, count, count > 1 ? "s" : "", count > 1 ? "" : "s", diff);
     if (count) trainer_say(tr, "resuming %s with %d changed setting%s (--resume-override): %s",
                            o->resume, count, count > 1 ? "s" : "", diff);
-    if (tr->pos.epoch >= tr->cfg.schedule.epochs)
+    if (tr->pos.epoch >= tr->cfg.schedule.epochs && !tr->pos.val_pending)
         return iabn_err_set(e, IABN_EINVAL,
                             "--resume %s: that run is finished (epoch %lld of %d): nothing left "
                             "to train; raise --epochs (with --resume-override) to train further",
