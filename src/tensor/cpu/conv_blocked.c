@@ -383,48 +383,80 @@ static int tile_width(int cpg)
     return cpg == 1 ? P1 : cpg == 2 ? P2 : cpg == 4 ? P4 : cpg == 8 ? P8 : P16;
 }
 
-#if SPECIALISED
-typedef void (*tile_fn)(const float *, const ptrdiff_t *, const float *const *, int, size_t,
-                        const vidx *, const float *, float *, int, int);
+/* One row phase's outputs for run_rows: ntile tiles from output 0, the
+ * first big of them small + 1 wide, the others small; each reads the
+ * source at src + soff[t] (ring + roff[t] where it reads padding) and
+ * prefetches its columns of source rows pf0..pf1. */
+typedef struct row_job {
+    const bplan *b;
+    const ring *rg;
+    const ptrdiff_t *soff, *roff;
+    const float *const *wt;
+    int nt;
+    size_t xs;
+    const float *bias;
+    float *out; /* output 0 of the phase; output q at out + q * os * 16 */
+    int os, stream;
+    int ntile, small, big, cmin, cmax, pf0, pf1;
+} row_job;
 
-#define TILE_FN(C, P)                                                                           \
-    static void tile_##C##_##P(const float *base, const ptrdiff_t *off,                        \
-                               const float *const *wt, int nt, size_t xs, const vidx *rot,     \
-                               const float *bias, float *out, int os, int stream)              \
-    {                                                                                           \
-        tile(base, off, wt, nt, xs, rot, bias, out, os, stream, C, P);                          \
+/* The tiles of a row phase, with CPG channels per group and tiles at most
+ * PW wide: one call per row whose tiles are inlined with their width fixed
+ * (a call per tile through a table of tile functions cost 6% of a forward
+ * in cache, docs/CPU.md). */
+ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
+{
+    const bplan *b = j->b;
+    for (int k = 0, q = 0, P; k < j->ntile; k++, q += P) {
+        P = j->small + (k < j->big);
+        /* the ring's copy where the tile reads padding, else the source
+         * (the ring holds only the ends of each row) */
+        int inner = tile_inner(b, q, P, j->cmin, j->cmax);
+        int c0 = q * b->ss + j->cmin, c1 = (q + P - 1) * b->ss + j->cmax;
+        c0 = c0 > 0 ? c0 : 0;
+        c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
+        for (int r = j->pf0; r <= j->pf1; r++)
+            for (int c = c0; c <= c1; c++)
+                __builtin_prefetch(j->rg->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
+        const float *base = (inner ? j->rg->src : j->rg->buf) + (size_t)q * j->xs;
+        const ptrdiff_t *off = inner ? j->soff : j->roff;
+        float *out = j->out + (size_t)q * j->os * BLK;
+#define T(W) tile(base, off, j->wt, j->nt, j->xs, j->rg->rot, j->bias, out, j->os, j->stream, CPG, W)
+#if SPECIALISED
+        /* widths above PW never come (tile_split), and their cases compile to nothing */
+#define C(W) case W: if (W <= PW) T(W); break;
+        switch (P) {
+        C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12)
+        C(13) C(14) C(15) C(16) C(17) C(18) C(19) C(20) C(21) C(22) C(23) C(24)
+        default: break;
+        }
+#undef C
+#else
+        T(P);
+#endif
+#undef T
     }
-TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 3) TILE_FN(1, 4) TILE_FN(1, 5) TILE_FN(1, 6)
-TILE_FN(1, 7) TILE_FN(1, 8) TILE_FN(1, 9) TILE_FN(1, 10) TILE_FN(1, 11) TILE_FN(1, 12)
-TILE_FN(1, 13) TILE_FN(1, 14) TILE_FN(1, 15) TILE_FN(1, 16) TILE_FN(1, 17) TILE_FN(1, 18)
-TILE_FN(1, 19) TILE_FN(1, 20) TILE_FN(1, 21) TILE_FN(1, 22) TILE_FN(1, 23) TILE_FN(1, 24)
-TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 3) TILE_FN(2, 4) TILE_FN(2, 5) TILE_FN(2, 6)
-TILE_FN(2, 7) TILE_FN(2, 8) TILE_FN(2, 9) TILE_FN(2, 10) TILE_FN(2, 11) TILE_FN(2, 12)
-TILE_FN(4, 1) TILE_FN(4, 2) TILE_FN(4, 3) TILE_FN(4, 4) TILE_FN(4, 5) TILE_FN(4, 6)
-TILE_FN(8, 1) TILE_FN(8, 2) TILE_FN(16, 1)
-#undef TILE_FN
-static const tile_fn tiles1[P1] = {
-    tile_1_1, tile_1_2, tile_1_3, tile_1_4, tile_1_5, tile_1_6, tile_1_7, tile_1_8,
-    tile_1_9, tile_1_10, tile_1_11, tile_1_12, tile_1_13, tile_1_14, tile_1_15, tile_1_16,
-    tile_1_17, tile_1_18, tile_1_19, tile_1_20, tile_1_21, tile_1_22, tile_1_23, tile_1_24};
-static const tile_fn tiles2[P2] = {tile_2_1, tile_2_2, tile_2_3, tile_2_4, tile_2_5, tile_2_6,
-                                   tile_2_7, tile_2_8, tile_2_9, tile_2_10, tile_2_11, tile_2_12};
-static const tile_fn tiles4[P4] = {tile_4_1, tile_4_2, tile_4_3, tile_4_4, tile_4_5, tile_4_6};
-static const tile_fn tiles8[P8] = {tile_8_1, tile_8_2};
-static const tile_fn tiles16[P16] = {tile_16_1};
+}
+
+#if SPECIALISED
+#define ROW_FN(C, PW) \
+    static void row_##C(const row_job *j) { row_tiles(j, C, PW); }
+ROW_FN(1, P1) ROW_FN(2, P2) ROW_FN(4, P4) ROW_FN(8, P8) ROW_FN(16, P16)
+#undef ROW_FN
 #endif
 
-/* One tile of P (<= tile_width(cpg)) outputs. */
-static void run_tile(int cpg, int P, const float *base, const ptrdiff_t *off,
-                     const float *const *wt, int nt, size_t xs, const vidx *rot,
-                     const float *bias, float *out, int os, int stream)
+static void run_row(const row_job *j)
 {
 #if SPECIALISED
-    const tile_fn *fns = cpg == 1 ? tiles1 : cpg == 2 ? tiles2 : cpg == 4 ? tiles4
-                       : cpg == 8 ? tiles8 : tiles16;
-    fns[P - 1](base, off, wt, nt, xs, rot, bias, out, os, stream);
+    switch (j->b->cpg) {
+    case 1: row_1(j); break;
+    case 2: row_2(j); break;
+    case 4: row_4(j); break;
+    case 8: row_8(j); break;
+    default: row_16(j); break;
+    }
 #else
-    tile(base, off, wt, nt, xs, rot, bias, out, os, stream, cpg, P);
+    row_tiles(j, j->b->cpg, tile_width(j->b->cpg));
 #endif
 }
 
@@ -495,22 +527,10 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
                     soff[nt] = ((ptrdiff_t)srow[a] * b->ws + coff[c]) * BLK;
                     wt[nt] = wblk + (size_t)(rtap[a] * b->kw + ctap[c]) * tsz;
                 }
-            int small, big, ntile = tile_split(nq, pw, &small, &big);
-            for (int k = 0, q = 0, P; k < ntile; k++, q += P) {
-                P = small + (k < big);
-                /* the ring's copy where the tile reads padding, else the
-                 * source (the ring holds only the ends of each row) */
-                int inner = tile_inner(b, q, P, cmin, cmax);
-                int c0 = q * b->ss + cmin, c1 = (q + P - 1) * b->ss + cmax;
-                c0 = c0 > 0 ? c0 : 0;
-                c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
-                for (int r = pf0; r <= pf1; r++)
-                    for (int c = c0; c <= c1; c++)
-                        __builtin_prefetch(rg->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
-                run_tile(b->cpg, P, (inner ? rg->src : rg->buf) + (size_t)q * xs,
-                         inner ? soff : roff, wt, nt, xs, rg->rot, bias,
-                         orow + (size_t)(ph + q * b->nph) * BLK, b->nph, stream);
-            }
+            row_job j = {b, rg, soff, roff, wt, nt, xs, bias,
+                         orow + (size_t)ph * BLK, b->nph, stream, 0, 0, 0, cmin, cmax, pf0, pf1};
+            j.ntile = tile_split(nq, pw, &j.small, &j.big);
+            run_row(&j);
         }
     }
 }
