@@ -16,15 +16,15 @@
  * kernels of cpu/conv_direct.c vectorise along rows: 56 = 3.5 vectors), and
  * the cpg - 1 rotations are paid once per output pixel, not per tap.
  *
- * Source rows go through a ring of zero-padded copies (the rows a band of
- * output rows reads); the rows PF_ROWS ahead are prefetched a few lines at a
- * time between the FMAs.
+ * fwd and bwd-data read the source rows themselves; bwd-filter reads them
+ * through a ring of zero-padded copies.  The rows PF_ROWS ahead are
+ * prefetched a few lines at a time between the FMAs.
  *   fwd:        tiles of at most P pixels along a row (cpg x P accumulators:
  *               24 for cpg 1 to 4, 16 for 8), as few and as even as they go,
  *               with the tap's cpg weight vectors in registers; the bias
- *               starts A_0.  Tiles that read no padding read the source
- *               itself, so the ring copies only the columns the two end
- *               tiles read (bwd-filter's ring holds whole rows).
+ *               starts A_0.  The outputs at a row's ends whose taps reach
+ *               into the padding are tiles of one pixel over the taps
+ *               inside the row.
  *   bwd-data:   the same kernel on dy, V[t][j][m] = w[oc = m][ic =
  *               rot_{-j}(m) % cpg][t], the taps' offsets mirrored; with stride
  *               S the dx columns of one phase (iw % S) form a row of outputs
@@ -135,10 +135,8 @@ typedef struct bplan {
     int kh, kw, s, d, p;
     int ss;           /* source columns between consecutive outputs           */
     int nph;          /* column phases (bwd-data: stride; else 1)             */
-    int pl, wp;       /* ring rows: left zero columns, columns in all         */
-    int cl, cr;       /* ring columns copied: [0, cl) and [cr, wp); fwd and   */
-                      /* bwd-data tiles that read no padding read the source  */
-    int rs;           /* ring slots, one padded row (wp x 16 floats) each     */
+    int pl, wp;       /* bwd-filter's ring rows: left zero columns, columns   */
+    int rs;           /* its slots, one padded row (wp x 16 floats) each      */
 } bplan;
 
 /* Output columns of phase ph: ph + q*nph, q < count. */
@@ -186,37 +184,7 @@ static int tile_split(int nq, int pw, int *small, int *big)
     return n;
 }
 
-/* Whether the tile of P outputs from q reads only source columns (no
- * padding), with column taps at offsets cmin..cmax. */
-static int tile_inner(const bplan *b, int q, int P, int cmin, int cmax)
-{
-    return q * b->ss + cmin >= 0 && (q + P - 1) * b->ss + cmax <= b->ws - 1;
-}
-
 static int tile_width(int cpg);
-
-/* The ring columns the tiles that read padding need, [0, cl) and [cr, wp):
- * the others read the source row itself, so that a ring row copies a few
- * columns at each end, not the whole row (bwd-filter reads whole rows). */
-static void copied_cols(bplan *b)
-{
-    int cl = 0, cr = b->wp, pw = tile_width(b->cpg);
-    for (int ph = 0; ph < b->nph; ph++) {
-        int nq = phase_count(b, ph), coff[IABN_CONV_DIRECT_MAX_TAPS];
-        int ctap[IABN_CONV_DIRECT_MAX_TAPS], cmin, cmax;
-        if (nq <= 0 || phase_cols(b, ph, coff, ctap, &cmin, &cmax) == 0) continue;
-        int small, big, ntile = tile_split(nq, pw, &small, &big);
-        for (int k = 0, q = 0, P; k < ntile; k++, q += P) {
-            P = small + (k < big);
-            int lo = q * b->ss + cmin + b->pl, hi = (q + P - 1) * b->ss + cmax + b->pl;
-            if (q * b->ss + cmin < 0 && hi + 1 > cl) cl = hi + 1;
-            if ((q + P - 1) * b->ss + cmax > b->ws - 1 && lo < cr) cr = lo;
-        }
-    }
-    if (cl >= cr) cl = cr = b->wp;
-    b->cl = cl;
-    b->cr = cr;
-}
 
 /* Row tap r of output row i: its source row, or -1. */
 static int row_tap(const bplan *b, int i, int r)
@@ -260,15 +228,9 @@ static void bplan_make(const iabn_conv_geom *g, iabn_conv_pass pass, bplan *b)
     }
     b->pl = -lo;
     b->wp = hi - lo + 1;
-    b->cl = b->cr = b->wp;
-    if (pass != IABN_CONV_BWD_FILTER) copied_cols(b);
 }
 
-static size_t weight_floats(const iabn_conv_geom *g)
-{
-    return iabn_conv_round16((size_t)g->c_in * (g->c_in / g->groups) * g->kh * g->kw);
-}
-
+/* bwd-filter's ring (fwd and bwd-data read the source itself) */
 static size_t ring_floats(const bplan *b)
 {
     return iabn_conv_round16((size_t)b->rs * b->wp * BLK);
@@ -303,10 +265,10 @@ static void ring_reset(ring *r, const float *src)
     r->pf_next = 0;
 }
 
-/* Ring columns [c0, c1) of source row `row` into slot, zeros outside it. */
-static void ring_copy(const bplan *b, float *slot, const float *row, int c0, int c1)
+/* Source row `row` into slot, zeros around it. */
+static void ring_copy(const bplan *b, float *slot, const float *row)
 {
-    for (int c = c0; c < c1; c++) {
+    for (int c = 0; c < b->wp; c++) {
         int sc = c - b->pl;
         v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
         vst(slot + (size_t)c * BLK, v);
@@ -322,8 +284,7 @@ static const float *ring_row(ring *r, int sr)
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
     const float *row = r->src + (size_t)sr * b->ws * BLK;
-    ring_copy(b, slot, row, 0, b->cl);
-    ring_copy(b, slot, row, b->cr, b->wp);
+    ring_copy(b, slot, row);
     return slot;
 }
 
@@ -363,6 +324,7 @@ ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *co
         UNROLL(24)
         for (int q = 0; q < P; q++) {
             v16 xv = vld(sp + q * xs);
+            VKEEP(xv); /* one load feeding CPG FMAs, not CPG folded loads (2 per group: 13%) */
             UNROLL(16)
             for (int j = 0; j < CPG; j++) acc[j * P + q] = vfma(wv[j], xv, acc[j * P + q]);
         }
@@ -383,21 +345,22 @@ static int tile_width(int cpg)
     return cpg == 1 ? P1 : cpg == 2 ? P2 : cpg == 4 ? P4 : cpg == 8 ? P8 : P16;
 }
 
-/* One row phase's outputs for run_rows: ntile tiles from output 0, the
- * first big of them small + 1 wide, the others small; each reads the
- * source at src + soff[t] (ring + roff[t] where it reads padding) and
- * prefetches its columns of source rows pf0..pf1. */
+/* Outputs q0 .. of one row phase for run_rows: ntile tiles, the first big
+ * of them small + 1 wide, the others small; tap t of output q reads the
+ * source at src + off[t] + q*xs with the weights wt[t], and each tile
+ * prefetches its columns (cmin, cmax: the taps' offsets) of source rows
+ * pf0..pf1. */
 typedef struct row_job {
     const bplan *b;
     const ring *rg;
-    const ptrdiff_t *soff, *roff;
+    const ptrdiff_t *off;
     const float *const *wt;
     int nt;
     size_t xs;
     const float *bias;
     float *out; /* output 0 of the phase; output q at out + q * os * 16 */
     int os, stream;
-    int ntile, small, big, cmin, cmax, pf0, pf1;
+    int q0, ntile, small, big, cmin, cmax, pf0, pf1;
 } row_job;
 
 /* The tiles of a row phase, with CPG channels per group and tiles at most
@@ -407,21 +370,18 @@ typedef struct row_job {
 ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
 {
     const bplan *b = j->b;
-    for (int k = 0, q = 0, P; k < j->ntile; k++, q += P) {
+    for (int k = 0, q = j->q0, P; k < j->ntile; k++, q += P) {
         P = j->small + (k < j->big);
-        /* the ring's copy where the tile reads padding, else the source
-         * (the ring holds only the ends of each row) */
-        int inner = tile_inner(b, q, P, j->cmin, j->cmax);
         int c0 = q * b->ss + j->cmin, c1 = (q + P - 1) * b->ss + j->cmax;
         c0 = c0 > 0 ? c0 : 0;
         c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
         for (int r = j->pf0; r <= j->pf1; r++)
             for (int c = c0; c <= c1; c++)
                 __builtin_prefetch(j->rg->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
-        const float *base = (inner ? j->rg->src : j->rg->buf) + (size_t)q * j->xs;
-        const ptrdiff_t *off = inner ? j->soff : j->roff;
+        const float *base = j->rg->src + (size_t)q * j->xs, *const *wt = j->wt;
+        const ptrdiff_t *off = j->off;
         float *out = j->out + (size_t)q * j->os * BLK;
-#define T(W) tile(base, off, j->wt, j->nt, j->xs, j->rg->rot, j->bias, out, j->os, j->stream, CPG, W)
+#define T(W) tile(base, off, wt, j->nt, j->xs, j->rg->rot, j->bias, out, j->os, j->stream, CPG, W)
 #if SPECIALISED
         /* widths above PW never come (tile_split), and their cases compile to nothing */
 #define C(W) case W: if (W <= PW) T(W); break;
@@ -487,16 +447,20 @@ static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float
     }
 }
 
-/* Output rows [i0, i1) of one (image, block). */
+/* Output rows [i0, i1) of one (image, block).  Every tap reads the source
+ * itself: the outputs whose taps all fall inside the row go in tiles with
+ * all taps, and each output at a row's ends (the columns of the padding:
+ * one at each end of a 3x3 with pad 1) is a tile of its own over the taps
+ * inside the row.  A zero-padded copy of the row's ends cost a tenth of a
+ * 2-per-group forward in cache (docs/CPU.md). */
 static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *bias, float *dst,
                      int i0, int i1, int stream)
 {
-    /* tap t of a tile from output q reads ring + roff[t] + q*xs where the
-     * tile reads padding, else src + soff[t] + q*xs */
-    ptrdiff_t roff[IABN_CONV_DIRECT_MAX_TAPS], soff[IABN_CONV_DIRECT_MAX_TAPS];
-    const float *wt[IABN_CONV_DIRECT_MAX_TAPS];
-    const float *rows[IABN_CONV_DIRECT_MAX_TAPS];
-    int rtap[IABN_CONV_DIRECT_MAX_TAPS], srow[IABN_CONV_DIRECT_MAX_TAPS];
+    /* tap t of output q reads src + soff[t] + q*xs, source column q*ss + tcol[t] */
+    ptrdiff_t soff[IABN_CONV_DIRECT_MAX_TAPS], eoff[IABN_CONV_DIRECT_MAX_TAPS];
+    const float *wt[IABN_CONV_DIRECT_MAX_TAPS], *ewt[IABN_CONV_DIRECT_MAX_TAPS];
+    int tcol[IABN_CONV_DIRECT_MAX_TAPS], rtap[IABN_CONV_DIRECT_MAX_TAPS];
+    int srow[IABN_CONV_DIRECT_MAX_TAPS];
     size_t tsz = (size_t)b->cpg * BLK, xs = (size_t)b->ss * BLK;
     int pw = tile_width(b->cpg);
     for (int i = i0; i < i1; i++) {
@@ -504,7 +468,6 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
         for (int r = 0; r < b->kh; r++) {
             int sr = row_tap(b, i, r);
             if (sr < 0) continue;
-            rows[nr] = ring_row(rg, sr);
             srow[nr] = sr;
             rtap[nr++] = r;
             last = sr > last ? sr : last;
@@ -523,14 +486,39 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
             int nc = phase_cols(b, ph, coff, ctap, &cmin, &cmax);
             for (int a = 0; a < nr; a++)
                 for (int c = 0; c < nc; c++, nt++) {
-                    roff[nt] = (rows[a] - rg->buf) + (ptrdiff_t)(coff[c] + b->pl) * BLK;
                     soff[nt] = ((ptrdiff_t)srow[a] * b->ws + coff[c]) * BLK;
+                    tcol[nt] = coff[c];
                     wt[nt] = wblk + (size_t)(rtap[a] * b->kw + ctap[c]) * tsz;
                 }
-            row_job j = {b, rg, soff, roff, wt, nt, xs, bias,
-                         orow + (size_t)ph * BLK, b->nph, stream, 0, 0, 0, cmin, cmax, pf0, pf1};
-            j.ntile = tile_split(nq, pw, &j.small, &j.big);
-            run_row(&j);
+            /* outputs [lo, hi] read no padding: q*ss + cmin >= 0 and
+             * q*ss + cmax <= ws - 1 */
+            int lo = cmin < 0 ? (-cmin + b->ss - 1) / b->ss : 0;
+            int hi = b->ws - 1 - cmax < 0 ? -1 : (b->ws - 1 - cmax) / b->ss;
+            hi = hi < nq - 1 ? hi : nq - 1;
+            row_job j = {b, rg, soff, wt, nt, xs, bias, orow + (size_t)ph * BLK, b->nph, stream,
+                         lo, 0, 0, 0, cmin, cmax, pf0, pf1};
+            if (hi >= lo) {
+                j.ntile = tile_split(hi - lo + 1, pw, &j.small, &j.big);
+                run_row(&j);
+            }
+            /* the ends: one output each, over the taps inside the row */
+            j.off = eoff;
+            j.wt = ewt;
+            j.ntile = j.small = 1;
+            j.big = 0;
+            for (int q = 0; q < nq; q++) {
+                if (q == lo && hi >= lo) q = hi + 1;
+                if (q >= nq) break;
+                j.nt = 0;
+                for (int t = 0; t < nt; t++) {
+                    int col = q * b->ss + tcol[t];
+                    if (col < 0 || col >= b->ws) continue;
+                    eoff[j.nt] = soff[t];
+                    ewt[j.nt++] = wt[t];
+                }
+                j.q0 = q;
+                run_row(&j);
+            }
         }
     }
 }
@@ -552,7 +540,7 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
     bplan_make(g, pass, &b);
     float *wp = scratch;
     pack_weights(g, b.bwd, w, wp, threads);
-    size_t per = ring_floats(&b), wsz = weight_floats(g), T = (size_t)g->kh * g->kw;
+    size_t T = (size_t)g->kh * g->kw;
     size_t splane = (size_t)b.hs * b.ws * BLK, dplane = (size_t)b.ho * b.wo * BLK;
     int nbands = row_bands(&b, g->n, threads);
     long items = (long)g->n * b.nb * nbands;
@@ -560,7 +548,7 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
 #pragma omp parallel num_threads(threads)
     {
         ring rg;
-        ring_init(&rg, &b, scratch + wsz + per * (size_t)iabn_conv_tid());
+        ring_init(&rg, &b, NULL); /* for its rotations and source: no copies */
 #pragma omp for schedule(static)
         for (long it = 0; it < items; it++) {
             long plane = it / nbands;
@@ -752,7 +740,8 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
         return (ring_floats(&b) + iabn_conv_round16((size_t)b.cpg * b.wo * BLK) +
                 iabn_conv_round16((size_t)g->kh * g->kw * b.cpg * BLK)) *
                (size_t)threads;
-    return weight_floats(g) + ring_floats(&b) * (size_t)threads;
+    /* the packed weights (fwd and bwd-data read the source itself) */
+    return iabn_conv_round16((size_t)g->c_in * (g->c_in / g->groups) * g->kh * g->kw);
 }
 
 /* The AVX-512 build where the CPU has it, else the portable one. */
