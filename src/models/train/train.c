@@ -479,6 +479,16 @@ static int validate(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
     return 0;
 }
 
+/* The validation due at the end of `epoch`, then checkpoint_last again
+ * with nothing due (the one written before it records it: val_pending). */
+static int validate_due(trainer *tr, iabn_train_result *res, int epoch, iabn_err *e)
+{
+    int rc = validate(tr, res, epoch, e);
+    if (rc) return rc;
+    tr->pos.val_pending = 0;
+    return save_ckpt(tr, "checkpoint_last.safetensors", e);
+}
+
 static int skip_batches(trainer *tr, long long n, iabn_err *e)
 {
     for (long long i = 0; i < n; i++) {
@@ -508,11 +518,7 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         int ve = (int)tr->pos.val_pending - 1;
         trainer_say(tr, "the validation of epoch %d did not run before the checkpoint's run "
                     "ended: running it first", ve + 1);
-        rc = validate(tr, res, ve, e);
-        if (!rc) {
-            tr->pos.val_pending = 0;
-            rc = save_ckpt(tr, "checkpoint_last.safetensors", e);
-        }
+        rc = validate_due(tr, res, ve, e);
     }
     for (int epoch = (int)tr->pos.epoch; epoch < epochs && !rc; epoch++) {
         if ((rc = iabn_loader_start_epoch(tr->ltrain, epoch, e))) break;
@@ -679,11 +685,8 @@ static int train_loop(trainer *tr, iabn_train_result *res, iabn_err *e)
         int eval_partial = !finished && !stop;
         tr->pos.val_pending = eval_due ? epoch + 1 : 0;
         if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
-        if ((eval_now || eval_partial) && (rc = validate(tr, res, epoch, e))) break;
-        if (eval_now) {
-            tr->pos.val_pending = 0;
-            if ((rc = save_ckpt(tr, "checkpoint_last.safetensors", e))) break;
-        }
+        if (eval_now && (rc = validate_due(tr, res, epoch, e))) break;
+        if (eval_partial && (rc = validate(tr, res, epoch, e))) break;
         if (!finished || stop) {
             if (stop) {
                 res->stopped_by_signal = 1;

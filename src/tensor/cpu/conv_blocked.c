@@ -236,21 +236,18 @@ static size_t ring_floats(const bplan *b)
     return iabn_conv_round16((size_t)b->rs * b->wp * BLK);
 }
 
-/* ---- the ring of zero-padded source rows --------------------------------- */
+/* ---- one (image, block)'s source plane ---------------------------------- */
 
-typedef struct ring {
+typedef struct source {
     const bplan *b;
-    float *buf;
-    const float *src; /* this (image, block)'s source plane, hs x ws x 16 */
-    int tag[IABN_CONV_DIRECT_MAX_TAPS];
+    const float *src; /* the plane, hs x ws x 16 */
     int pf_next;      /* fwd / bwd-data: the first source row not prefetched */
     vidx rot[BLK];
-} ring;
+} source;
 
-static void ring_init(ring *r, const bplan *b, float *buf)
+static void source_init(source *r, const bplan *b)
 {
     r->b = b;
-    r->buf = buf;
     for (int j = 0; j < b->cpg; j++) {
         int lanes[BLK];
         for (int l = 0; l < BLK; l++) lanes[l] = rot_lane(l, j, b->cpg);
@@ -258,11 +255,30 @@ static void ring_init(ring *r, const bplan *b, float *buf)
     }
 }
 
-static void ring_reset(ring *r, const float *src)
+static void source_reset(source *r, const float *src)
 {
     r->src = src;
-    for (int k = 0; k < r->b->rs; k++) r->tag[k] = -1;
     r->pf_next = 0;
+}
+
+/* ---- bwd-filter's ring of zero-padded source rows ------------------------ */
+
+typedef struct ring {
+    source s;
+    float *buf;
+    int tag[IABN_CONV_DIRECT_MAX_TAPS];
+} ring;
+
+static void ring_init(ring *r, const bplan *b, float *buf)
+{
+    source_init(&r->s, b);
+    r->buf = buf;
+}
+
+static void ring_reset(ring *r, const float *src)
+{
+    source_reset(&r->s, src);
+    for (int k = 0; k < r->s.b->rs; k++) r->tag[k] = -1;
 }
 
 /* Source row `row` into slot, zeros around it. */
@@ -278,12 +294,12 @@ static void ring_copy(const bplan *b, float *slot, const float *row)
 /* Slot holding source row sr (copied into it if it is not there yet). */
 static const float *ring_row(ring *r, int sr)
 {
-    const bplan *b = r->b;
+    const bplan *b = r->s.b;
     int k = sr % b->rs;
     float *slot = r->buf + (size_t)k * b->wp * BLK;
     if (r->tag[k] == sr) return slot;
     r->tag[k] = sr;
-    const float *row = r->src + (size_t)sr * b->ws * BLK;
+    const float *row = r->s.src + (size_t)sr * b->ws * BLK;
     ring_copy(b, slot, row);
     return slot;
 }
@@ -352,7 +368,7 @@ static int tile_width(int cpg)
  * pf0..pf1. */
 typedef struct row_job {
     const bplan *b;
-    const ring *rg;
+    const source *sp;
     const ptrdiff_t *off;
     const float *const *wt;
     int nt;
@@ -377,11 +393,11 @@ ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
         c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
         for (int r = j->pf0; r <= j->pf1; r++)
             for (int c = c0; c <= c1; c++)
-                __builtin_prefetch(j->rg->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
-        const float *base = j->rg->src + (size_t)q * j->xs, *const *wt = j->wt;
+                __builtin_prefetch(j->sp->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
+        const float *base = j->sp->src + (size_t)q * j->xs, *const *wt = j->wt;
         const ptrdiff_t *off = j->off;
         float *out = j->out + (size_t)q * j->os * BLK;
-#define T(W) tile(base, off, wt, j->nt, j->xs, j->rg->rot, j->bias, out, j->os, j->stream, CPG, W)
+#define T(W) tile(base, off, wt, j->nt, j->xs, j->sp->rot, j->bias, out, j->os, j->stream, CPG, W)
 #if SPECIALISED
         /* widths above PW never come (tile_split), and their cases compile to nothing */
 #define C(W) case W: if (W <= PW) T(W); break;
@@ -451,9 +467,9 @@ static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float
  * itself: the outputs whose taps all fall inside the row go in tiles with
  * all taps, and each output at a row's ends (the columns of the padding:
  * one at each end of a 3x3 with pad 1) is a tile of its own over the taps
- * inside the row.  A zero-padded copy of the row's ends cost a tenth of a
- * 2-per-group forward in cache (docs/CPU.md). */
-static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *bias, float *dst,
+ * inside the row.  A zero-padded copy of the row's ends cost 2-3% of a
+ * 2-per-group forward in cache, and 6-10% from memory (docs/CPU.md). */
+static void run_rows(const bplan *b, source *sp, const float *wblk, const float *bias, float *dst,
                      int i0, int i1, int stream)
 {
     /* tap t of output q reads src + soff[t] + q*xs, source column q*ss + tcol[t] */
@@ -474,10 +490,10 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
         }
         /* the rows after this row's, PF_ROWS ahead, a tile's columns with
          * each tile: spread between the FMAs, not in a burst that waits */
-        int pf0 = rg->pf_next > last + 1 ? rg->pf_next : last + 1;
+        int pf0 = sp->pf_next > last + 1 ? sp->pf_next : last + 1;
         int pf1 = last + PF_ROWS < b->hs - 1 ? last + PF_ROWS : b->hs - 1;
         if (nr == 0) pf1 = pf0 - 1;
-        if (pf1 >= pf0) rg->pf_next = pf1 + 1;
+        if (pf1 >= pf0) sp->pf_next = pf1 + 1;
         float *orow = dst + (size_t)i * b->wo * BLK;
         for (int ph = 0; ph < b->nph; ph++) {
             int nq = phase_count(b, ph), nt = 0;
@@ -495,7 +511,7 @@ static void run_rows(const bplan *b, ring *rg, const float *wblk, const float *b
             int lo = cmin < 0 ? (-cmin + b->ss - 1) / b->ss : 0;
             int hi = b->ws - 1 - cmax < 0 ? -1 : (b->ws - 1 - cmax) / b->ss;
             hi = hi < nq - 1 ? hi : nq - 1;
-            row_job j = {b, rg, soff, wt, nt, xs, bias, orow + (size_t)ph * BLK, b->nph, stream,
+            row_job j = {b, sp, soff, wt, nt, xs, bias, orow + (size_t)ph * BLK, b->nph, stream,
                          lo, 0, 0, 0, cmin, cmax, pf0, pf1};
             if (hi >= lo) {
                 j.ntile = tile_split(hi - lo + 1, pw, &j.small, &j.big);
@@ -547,15 +563,15 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
     int stream = (size_t)g->n * b.nb * dplane * sizeof(float) >= IABN_CONV_STREAM_BYTES;
 #pragma omp parallel num_threads(threads)
     {
-        ring rg;
-        ring_init(&rg, &b, NULL); /* for its rotations and source: no copies */
+        source sp;
+        source_init(&sp, &b);
 #pragma omp for schedule(static)
         for (long it = 0; it < items; it++) {
             long plane = it / nbands;
             int band = (int)(it % nbands), bk = (int)(plane % b.nb);
             int i0 = (int)((long)b.ho * band / nbands), i1 = (int)((long)b.ho * (band + 1) / nbands);
-            ring_reset(&rg, src + (size_t)plane * splane);
-            run_rows(&b, &rg, wp + (size_t)bk * T * b.cpg * BLK, bias ? bias + bk * BLK : NULL,
+            source_reset(&sp, src + (size_t)plane * splane);
+            run_rows(&b, &sp, wp + (size_t)bk * T * b.cpg * BLK, bias ? bias + bk * BLK : NULL,
                      dst + (size_t)plane * dplane, i0, i1, stream);
         }
         vfence();
@@ -684,7 +700,7 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                         bs = vadd(bs, v);
                         vst(dyrot + (size_t)q * BLK, v);
                         for (int j = 1; j < cpg; j++)
-                            vst(dyrot + ((size_t)j * b.wo + q) * BLK, vperm(rg.rot[cpg - j], v));
+                            vst(dyrot + ((size_t)j * b.wo + q) * BLK, vperm(rg.s.rot[cpg - j], v));
                     }
                     /* the source rows this output row does not read yet, PF_ROWS
                      * ahead, spread over its first sweep(s): ss rows, one per
