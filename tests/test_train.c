@@ -373,7 +373,7 @@ static void test_sigint(void)
 /* A stop that comes in the last step of an epoch leaves without validating
  * that epoch (the loop used to run the whole validation first, which can
  * outlast a scheduler's grace after its signal): the epoch is done, its
- * checkpoint written, and the log says the validation was skipped. */
+ * checkpoint written, and the log says the validation was deferred. */
 typedef struct stop_at_end {
     iabn_trainer_stop stop;
     int val_lines, skipped_lines, stopped_lines, pending_lines;
