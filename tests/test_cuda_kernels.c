@@ -38,15 +38,49 @@ static void test_sumsq(void)
         for (size_t i = 0; i < n; i++) h[i] *= 1.f + (float)(i % 97); /* a spread of sizes */
         float *d = dev_up(h, n ? n : 1);
         double got = -1, again = -2, ref = iabn_sumsq(n, h);
+        const float *dc = d;
         if (d) {
-            CHECK_OK(iabn_cuda_sumsq(cu, n, d, &got, &e_));
-            CHECK_OK(iabn_cuda_sumsq(cu, n, d, &again, &e_));
+            CHECK_OK(iabn_cuda_sumsq(cu, 1, &dc, &n, &got, &e_));
+            CHECK_OK(iabn_cuda_sumsq(cu, 1, &dc, &n, &again, &e_));
             CHECK_CLOSE(got, ref, 1e-300, 1e-10);
             CHECK(memcmp(&got, &again, sizeof got) == 0); /* deterministic: same bits */
             dev_free(d);
         }
         free(h);
     }
+}
+
+/* More arrays than one round trip holds (512), some empty, each answer in
+ * its own slot: views into one device array of growing lengths. */
+static void test_sumsq_many(void)
+{
+    enum { NA = 1100 };
+    size_t total = (size_t)NA * (NA - 1) / 2;
+    float *h = malloc(total * sizeof *h);
+    const float **x = malloc(NA * sizeof *x);
+    size_t *count = malloc(NA * sizeof *count);
+    double *got = malloc(NA * sizeof *got);
+    CHECK(h && x && count && got);
+    if (h && x && count && got) {
+        t_fill(h, total, 77u);
+        float *d = dev_up(h, total);
+        if (d) {
+            size_t off = 0;
+            for (int i = 0; i < NA; i++) {
+                x[i] = d + off, count[i] = (size_t)i;
+                got[i] = -1;
+                off += (size_t)i;
+            }
+            CHECK_OK(iabn_cuda_sumsq(cu, NA, x, count, got, &e_));
+            off = 0;
+            for (int i = 0; i < NA; i++) {
+                CHECK_CLOSE(got[i], iabn_sumsq((size_t)i, h + off), 1e-300, 1e-10);
+                off += (size_t)i;
+            }
+            dev_free(d);
+        }
+    }
+    free(h), free(x), free(count), free(got);
 }
 
 /* BN kernels at an odd size (4551 values per channel, planes of 1517), every
@@ -309,7 +343,8 @@ static void test_big_counts(void)
     CHECK_OK(iabn_cuda_fill(cu, n, 1.f, d, &e_));
     CHECK_OK(be->h2d(be->ctx, d, &three, 4) || be->h2d(be->ctx, d + n - 1, &three, 4));
     double q = 0;
-    CHECK_OK(iabn_cuda_sumsq(cu, n, d, &q, &e_));
+    const float *dc = d;
+    CHECK_OK(iabn_cuda_sumsq(cu, 1, &dc, &n, &q, &e_));
     CHECK(q == (double)(n - 2) + 18.0);
     int fin = 0;
     CHECK_OK(iabn_cuda_all_finite(cu, n, d, &fin, &e_));
@@ -340,6 +375,7 @@ int main(void)
     if (iabn_cuda_ctx_new(0, &cu, &e)) TEST_SKIP("no CUDA device (%s)", e.msg);
     RUN(test_all_finite);
     RUN(test_sumsq);
+    RUN(test_sumsq_many);
     RUN(test_norm_kernels);
     RUN(test_layouts);
     RUN(test_xent_kernel);

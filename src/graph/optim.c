@@ -10,8 +10,40 @@
 #include "graph/graph.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static int trainable(const iabn_param *p) { return p->grad && !p->frozen; }
+
+/* The squared norms of every trainable gradient, in store order, in one
+ * call: on a device each answer is a round trip, and one per parameter
+ * (over 300 in ResNeXt-101) was 7.5 ms of a 123 ms GPU step. */
+static int grad_sumsq(iabn_store *s, const iabn_backend *be, double *sq, iabn_err *e)
+{
+    int n = 0, cap = iabn_store_count(s);
+    const float **x = malloc((size_t)(cap ? cap : 1) * sizeof *x);
+    size_t *count = malloc((size_t)(cap ? cap : 1) * sizeof *count);
+    double *q = malloc((size_t)(cap ? cap : 1) * sizeof *q);
+    int *which = malloc((size_t)(cap ? cap : 1) * sizeof *which);
+    int rc = 0;
+    if (!x || !count || !q || !which)
+        rc = iabn_err_set(e, IABN_ENOMEM, "out of memory for the gradient norm's %d arrays", cap);
+    for (int i = 0; i < cap && !rc; i++) {
+        iabn_param *p = iabn_store_get(s, i);
+        if (!trainable(p)) continue;
+        x[n] = p->grad, count[n] = p->count, which[n++] = i;
+    }
+    if (!rc && n) rc = be->k->sumsq(be->ctx, n, x, count, q, e);
+    *sq = 0;
+    /* always: a NaN or Inf gradient must not reach the weights */
+    for (int j = 0; j < n && !rc; j++) {
+        if (!isfinite(q[j]))
+            rc = iabn_err_set(e, IABN_ENUM, "the gradient of %s is not finite: no update made",
+                              iabn_store_get(s, which[j])->name);
+        *sq += q[j];
+    }
+    free(x), free(count), free(q), free(which);
+    return rc;
+}
 
 int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm, iabn_err *e)
 {
@@ -19,19 +51,12 @@ int iabn_store_sgd_step(iabn_store *s, const iabn_sgd_opts *o, double *grad_norm
     if (iabn_store_is_virtual(s))
         return iabn_err_set(e, IABN_EINVAL, "an SGD step needs a real store, not a planning one");
     int rc = 0;
-    double sq = 0;
-    for (int i = 0; i < iabn_store_count(s) && !rc; i++) {
+    for (int i = 0; i < iabn_store_count(s) && !rc && o->grad_scale != 1.f; i++) {
         iabn_param *p = iabn_store_get(s, i);
-        if (!trainable(p)) continue;
-        if (o->grad_scale != 1.f) rc = be->k->scale(be->ctx, p->count, o->grad_scale, p->grad, e);
-        /* always: a NaN or Inf gradient must not reach the weights */
-        double q = 0;
-        if (!rc) rc = be->k->sumsq(be->ctx, p->count, p->grad, &q, e);
-        if (!rc && !isfinite(q))
-            rc = iabn_err_set(e, IABN_ENUM, "the gradient of %s is not finite: no update made",
-                              p->name);
-        sq += q;
+        if (trainable(p)) rc = be->k->scale(be->ctx, p->count, o->grad_scale, p->grad, e);
     }
+    double sq = 0;
+    if (!rc) rc = grad_sumsq(s, be, &sq, e);
     if (rc) return rc;
     double norm = sqrt(sq);
     if (grad_norm) *grad_norm = norm;

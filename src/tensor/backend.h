@@ -135,7 +135,11 @@ typedef struct iabn_kernels {
     int (*add)(void *ctx, size_t count, const float *a, const float *b, float *y, iabn_err *e);
     int (*copy_bytes)(void *ctx, size_t bytes, const void *x, void *y, iabn_err *e);
     int (*scale)(void *ctx, size_t count, float s, float *x, iabn_err *e);
-    int (*sumsq)(void *ctx, size_t count, const float *x, double *out, iabn_err *e);
+    /* out[i] = the sum of squares of x[i][0 .. count[i]) in double, for n
+     * arrays at once: on a device, one round trip for all (gradient-norm
+     * clipping asks it of every parameter each step) */
+    int (*sumsq)(void *ctx, int n, const float *const *x, const size_t *count, double *out,
+                 iabn_err *e);
     int (*add_bcast_hw)(void *ctx, int n, int c, int hw, const float *a, const float *b,
                         float *y, iabn_err *e);
     int (*sum_hw)(void *ctx, int n, int c, int hw, const float *dy, float *db, iabn_err *e);

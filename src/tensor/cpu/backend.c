@@ -280,9 +280,10 @@ static int k_scale(void *ctx, size_t count, float s, float *x, iabn_err *e)
     iabn_scale(count, s, x);
     return 0;
 }
-static int k_sumsq(void *ctx, size_t count, const float *x, double *out, iabn_err *e)
+static int k_sumsq(void *ctx, int n, const float *const *x, const size_t *count, double *out,
+                   iabn_err *e)
 {
-    *out = iabn_sumsq(count, x);
+    for (int i = 0; i < n; i++) out[i] = iabn_sumsq(count[i], x[i]);
     return 0;
 }
 static int k_add_bcast_hw(void *ctx, int n, int c, int hw, const float *a, const float *b,

@@ -261,6 +261,8 @@ static int ctx_init(iabn_cuda_ctx *ctx, int device, iabn_err *e)
     IABN_CUDNN_CHECK(e, cudnnSetStream(ctx->cudnn, ctx->stream));
     IABN_CUDA_CHECK(e, cudaMalloc(&ctx->flag_dev, 64));
     IABN_CUDA_CHECK(e, cudaMallocHost(&ctx->flag_host, 64));
+    IABN_CUDA_CHECK(e, cudaMalloc(&ctx->sums_dev, IABN_CUDA_SUMS * sizeof(double)));
+    IABN_CUDA_CHECK(e, cudaMallocHost(&ctx->sums_host, IABN_CUDA_SUMS * sizeof(double)));
     return 0;
 }
 
@@ -402,6 +404,8 @@ void iabn_cuda_ctx_free(iabn_cuda_ctx *ctx)
     if (ctx->cublas) (void)cublasDestroy(ctx->cublas);
     if (ctx->flag_dev) (void)cudaFree(ctx->flag_dev);
     if (ctx->flag_host) (void)cudaFreeHost(ctx->flag_host);
+    if (ctx->sums_dev) (void)cudaFree(ctx->sums_dev);
+    if (ctx->sums_host) (void)cudaFreeHost(ctx->sums_host);
     if (ctx->ev_copy) (void)cudaEventDestroy(ctx->ev_copy);
     if (ctx->copy_stream) (void)cudaStreamDestroy(ctx->copy_stream);
     if (ctx->stream) (void)cudaStreamDestroy(ctx->stream);

@@ -29,6 +29,10 @@
  * keyed by geometry, pass and workspace budget. */
 struct iabn_cuda_conv_plan;
 
+/* The partial sums one sumsq round trip brings back (32 KiB): 512 arrays of
+ * 8 blocks' partials, more than ResNeXt-101's 300-odd parameters. */
+enum { IABN_CUDA_SUMS = 4096 };
+
 struct iabn_cuda_ctx {
     int device;
     cudaStream_t stream;        /* compute: kernels, cuDNN, cuBLAS, copies */
@@ -42,6 +46,8 @@ struct iabn_cuda_ctx {
     int timed;                  /* cuDNN's algorithms timed (IABN_CUDNN_FIND) */
     void *flag_dev;             /* 64 bytes of device scratch for flags    */
     void *flag_host;            /* 64 pinned bytes to read them back       */
+    double *sums_dev;           /* IABN_CUDA_SUMS doubles: sumsq's partials */
+    double *sums_host;          /* pinned, the same size, to read them back */
     struct iabn_cuda_conv_plan *plans;
     int nplans, cap_plans;
     iabn_backend be;            /* what iabn_cuda_backend() returns        */

@@ -122,9 +122,11 @@ int iabn_cuda_gap_fwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layo
                       const float *x, float *y, iabn_err *e);
 int iabn_cuda_gap_bwd(iabn_cuda_ctx *ctx, int n, int c, int hw, iabn_layout layout,
                       const float *dy, float *dx, iabn_err *e);
-/* *out = sum of squares of x in double (deterministic; synchronises):
- * gradient-norm clipping. */
-int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, size_t count, const float *x, double *out, iabn_err *e);
+/* out[i] = sum of squares of x[i][0 .. count[i]) in double, for n arrays
+ * (deterministic; one synchronisation per 512 arrays): gradient-norm
+ * clipping. */
+int iabn_cuda_sumsq(iabn_cuda_ctx *ctx, int n, const float *const *x, const size_t *count,
+                    double *out, iabn_err *e);
 int iabn_cuda_sgd_update(iabn_cuda_ctx *ctx, size_t count, float lr, float momentum, float wd,
                          int nesterov, int first_step, float *w, float *grad, float *buf,
                          iabn_err *e);
