@@ -83,40 +83,56 @@ static void test_sumsq_many(void)
     free(h), free(x), free(count), free(got);
 }
 
-/* BN kernels at an odd size (4551 values per channel, planes of 1517), every
- * output written over its input as the in-place modes do, against the CPU. */
-enum { NK = 3, CK = 5, HWK = 1517 };
+/* BN kernels against the CPU, every output written over its input as the
+ * in-place modes do, at shapes that reach each path of the elementwise
+ * kernel (cuda/norm_act.cu): one odd plane per block; many 7x7 planes per
+ * block, across samples; float4s over 14x14 planes, a block's run ending
+ * early; the same planes 4 bytes off alignment (no float4s); big planes. */
+enum { CK = 5 };
+typedef struct {
+    int n, hw, off;
+} nk_shape;
+static const nk_shape nk_shapes[] = {{3, 1517, 0}, {4, 49, 0}, {3, 196, 0}, {30, 36, 0},
+                                     {3, 196, 1}, {2, 4096, 0}};
 
-static void norm_kernels(const float *x, const float *dy, const float *gam, const float *bet,
+/* "what n x c x hw (+off)": which shape a failed comparison was at */
+static const char *tag(nk_shape sh, const char *what)
+{
+    static char buf[96];
+    snprintf(buf, sizeof buf, "%s %dx%dx%d+%d", what, sh.n, CK, sh.hw, sh.off);
+    return buf;
+}
+
+static void norm_kernels(nk_shape sh, const float *x, const float *dy, const float *gam, const float *bet,
                          float *z, float *dx, float *const *d)
 {
-    const size_t cnt = (size_t)NK * CK * HWK;
-    const double m = (double)NK * HWK;
+    const size_t cnt = (size_t)sh.n * CK * sh.hw;
+    const double m = (double)sh.n * sh.hw;
     const float eps = 1e-5f;
     const iabn_backend *be = iabn_cuda_backend(cu);
     float mean[CK], var[CK], s0[CK], s1[CK], dg[CK], db[CK];
     float *dx_ = d[0], *ddy = d[1], *dga = d[2], *dbe = d[3], *dm = d[4], *dv = d[5];
     float *ds0 = d[6], *ds1 = d[7], *dz = d[8], *dgg = d[9], *dbb = d[10];
-    iabn_bn_stats(NK, CK, HWK, NCHW, x, mean, var);
-    CHECK_OK(iabn_cuda_bn_stats(cu, NK, CK, HWK, NCHW, dx_, dm, dv, &e_));
-    dev_cmp("bn_stats", "mean", dm, mean, CK);
-    dev_cmp("bn_stats", "var", dv, var, CK);
+    iabn_bn_stats(sh.n, CK, sh.hw, NCHW, x, mean, var);
+    CHECK_OK(iabn_cuda_bn_stats(cu, sh.n, CK, sh.hw, NCHW, dx_, dm, dv, &e_));
+    dev_cmp(tag(sh, "bn_stats"), "mean", dm, mean, CK);
+    dev_cmp(tag(sh, "bn_stats"), "var", dv, var, CK);
     /* standard backward, dx over dy; parameter gradients accumulate */
-    iabn_bn_bwd_reduce(NK, CK, HWK, NCHW, x, dy, mean, var, eps, s0, s1);
-    iabn_bn_bwd_apply(NK, CK, HWK, NCHW, x, dy, mean, var, eps, gam, 0, s0, s1, m, 1, dx);
-    CHECK_OK(iabn_cuda_bn_bwd_reduce(cu, NK, CK, HWK, NCHW, dx_, ddy, dm, dv, eps, ds0, ds1, &e_));
-    dev_cmp("bn_bwd_reduce", "sum_dy", ds0, s0, CK);
-    dev_cmp("bn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
-    CHECK_OK(iabn_cuda_bn_bwd_apply(cu, NK, CK, HWK, NCHW, dx_, ddy, dm, dv, eps, dga, 0, ds0,
+    iabn_bn_bwd_reduce(sh.n, CK, sh.hw, NCHW, x, dy, mean, var, eps, s0, s1);
+    iabn_bn_bwd_apply(sh.n, CK, sh.hw, NCHW, x, dy, mean, var, eps, gam, 0, s0, s1, m, 1, dx);
+    CHECK_OK(iabn_cuda_bn_bwd_reduce(cu, sh.n, CK, sh.hw, NCHW, dx_, ddy, dm, dv, eps, ds0, ds1, &e_));
+    dev_cmp(tag(sh, "bn_bwd_reduce"), "sum_dy", ds0, s0, CK);
+    dev_cmp(tag(sh, "bn_bwd_reduce"), "sum_dy_xhat", ds1, s1, CK);
+    CHECK_OK(iabn_cuda_bn_bwd_apply(cu, sh.n, CK, sh.hw, NCHW, dx_, ddy, dm, dv, eps, dga, 0, ds0,
                                     ds1, m, 1, ddy, &e_));
-    dev_cmp("bn_bwd_apply", "dx over dy", ddy, dx, cnt);
+    dev_cmp(tag(sh, "bn_bwd_apply"), "dx over dy", ddy, dx, cnt);
     for (int c = 0; c < CK; c++) dg[c] = db[c] = 0.5f;
     CHECK_OK(be->h2d(be->ctx, dgg, dg, sizeof dg));
     CHECK_OK(be->h2d(be->ctx, dbb, db, sizeof db));
     iabn_bn_param_grads(CK, gam, 1, s0, s1, dg, db);
     CHECK_OK(iabn_cuda_bn_param_grads(cu, CK, dga, 1, ds0, ds1, dgg, dbb, &e_));
-    dev_cmp("bn_param_grads", "dgamma", dgg, dg, CK);
-    dev_cmp("bn_param_grads", "dbeta", dbb, db, CK);
+    dev_cmp(tag(sh, "bn_param_grads"), "dgamma", dgg, dg, CK);
+    dev_cmp(tag(sh, "bn_param_grads"), "dbeta", dbb, db, CK);
     /* a gamma of exactly 0 (either sign) trains: dgamma = sum(dy*xhat) */
     float gz[CK];
     for (int c = 0; c < CK; c++) {
@@ -128,39 +144,39 @@ static void norm_kernels(const float *x, const float *dy, const float *gam, cons
     iabn_bn_param_grads(CK, gz, 1, s0, s1, dg, db);
     CHECK(dg[0] == s1[0] && dg[1] == s1[1] && s1[0] != 0.f);
     CHECK_OK(iabn_cuda_bn_param_grads(cu, CK, dga, 1, ds0, ds1, dgg, dbb, &e_));
-    dev_cmp("bn_param_grads", "dgamma at gamma 0", dgg, dg, CK);
+    dev_cmp(tag(sh, "bn_param_grads"), "dgamma at gamma 0", dgg, dg, CK);
     CHECK_OK(be->h2d(be->ctx, dga, gam, sizeof gz));
     /* in-place ABN: z over x forward; I and II backward with dx over dz, and
      * the evaluation backward, from the CPU's z so that only the kernel differs */
     static const iabn_act acts[] = {{IABN_ACT_LEAKY_RELU, 0.01f}, {IABN_ACT_ELU, 1.f},
                                     {IABN_ACT_IDENTITY, 0.f}};
     for (int a = 0; a < 3; a++) {
-        iabn_norm_act_fwd(NK, CK, HWK, NCHW, x, mean, var, eps, gam, bet, 1, acts[a], z, NULL);
+        iabn_norm_act_fwd(sh.n, CK, sh.hw, NCHW, x, mean, var, eps, gam, bet, 1, acts[a], z, NULL);
         CHECK_OK(be->h2d(be->ctx, dz, x, cnt * 4));
-        CHECK_OK(iabn_cuda_norm_act_fwd(cu, NK, CK, HWK, NCHW, dz, dm, dv, eps, dga, dbe, 1,
+        CHECK_OK(iabn_cuda_norm_act_fwd(cu, sh.n, CK, sh.hw, NCHW, dz, dm, dv, eps, dga, dbe, 1,
                                         acts[a], dz, NULL, &e_));
-        dev_cmp("norm_act_fwd", "z over x", dz, z, cnt);
+        dev_cmp(tag(sh, "norm_act_fwd"), "z over x", dz, z, cnt);
         for (int v = 0; v <= 2; v++) { /* v = 0: evaluation (variant II's sums unused) */
             int var_ = v ? v : 2, tr = v != 0;
-            iabn_iabn_bwd_reduce(var_, NK, CK, HWK, NCHW, z, dy, eps, gam, bet, acts[a], s0, s1);
-            iabn_iabn_bwd_apply(var_, NK, CK, HWK, NCHW, z, dy, var, eps, gam, bet, 1, acts[a],
+            iabn_iabn_bwd_reduce(var_, sh.n, CK, sh.hw, NCHW, z, dy, eps, gam, bet, acts[a], s0, s1);
+            iabn_iabn_bwd_apply(var_, sh.n, CK, sh.hw, NCHW, z, dy, var, eps, gam, bet, 1, acts[a],
                                 s0, s1, m, tr, dx);
             CHECK_OK(be->h2d(be->ctx, dz, z, cnt * 4));
             CHECK_OK(be->h2d(be->ctx, ddy, dy, cnt * 4));
-            CHECK_OK(iabn_cuda_iabn_bwd_reduce(cu, var_, NK, CK, HWK, NCHW, dz, ddy, eps, dga, dbe,
+            CHECK_OK(iabn_cuda_iabn_bwd_reduce(cu, var_, sh.n, CK, sh.hw, NCHW, dz, ddy, eps, dga, dbe,
                                                acts[a], ds0, ds1, &e_));
-            dev_cmp("iabn_bwd_reduce", "sum_dy", ds0, s0, CK);
-            dev_cmp("iabn_bwd_reduce", "sum_dy_xhat", ds1, s1, CK);
-            CHECK_OK(iabn_cuda_iabn_bwd_apply(cu, var_, NK, CK, HWK, NCHW, dz, ddy, dv, eps, dga,
+            dev_cmp(tag(sh, "iabn_bwd_reduce"), "sum_dy", ds0, s0, CK);
+            dev_cmp(tag(sh, "iabn_bwd_reduce"), "sum_dy_xhat", ds1, s1, CK);
+            CHECK_OK(iabn_cuda_iabn_bwd_apply(cu, var_, sh.n, CK, sh.hw, NCHW, dz, ddy, dv, eps, dga,
                                               dbe, 1, acts[a], ds0, ds1, m, tr, ddy, &e_));
-            dev_cmp("iabn_bwd_apply", "dx over dz", ddy, dx, cnt);
+            dev_cmp(tag(sh, "iabn_bwd_apply"), "dx over dz", ddy, dx, cnt);
         }
     }
 }
 
-static void test_norm_kernels(void)
+static void norm_kernels_at(nk_shape sh)
 {
-    const size_t cnt = (size_t)NK * CK * HWK;
+    const size_t cnt = (size_t)sh.n * CK * sh.hw;
     float *x = malloc(cnt * 4), *dy = malloc(cnt * 4), *z = malloc(cnt * 4), *dx = malloc(cnt * 4);
     float gam[CK], bet[CK];
     float *d[11] = {0};
@@ -172,16 +188,28 @@ static void test_norm_kernels(void)
         t_fill(dy, cnt, 4u);
         t_fill(gam, CK, 5u);
         t_fill(bet, CK, 6u);
-        d[0] = dev_up(x, cnt), d[1] = dev_up(dy, cnt), d[2] = dev_up(gam, CK);
-        d[3] = dev_up(bet, CK), d[8] = dev_up(NULL, cnt);
+        d[0] = dev_up(NULL, cnt + 1), d[1] = dev_up(NULL, cnt + 1), d[2] = dev_up(gam, CK);
+        d[3] = dev_up(bet, CK), d[8] = dev_up(NULL, cnt + 1);
         for (int i = 4; i < 11; i++)
             if (i != 8) d[i] = dev_up(NULL, CK);
         for (int i = 0; i < 11; i++) ok = ok && d[i];
     }
-    if (ok) norm_kernels(x, dy, gam, bet, z, dx, d);
+    if (ok) {
+        /* the big arrays are views sh.off floats into their buffers */
+        float *v[11];
+        for (int i = 0; i < 11; i++) v[i] = d[i] + (i == 0 || i == 1 || i == 8 ? sh.off : 0);
+        const iabn_backend *be = iabn_cuda_backend(cu);
+        CHECK_OK(be->h2d(be->ctx, v[0], x, cnt * 4) || be->h2d(be->ctx, v[1], dy, cnt * 4));
+        norm_kernels(sh, x, dy, gam, bet, z, dx, v);
+    }
     for (int i = 0; i < 11; i++)
         if (d[i]) dev_free(d[i]);
     free(x), free(dy), free(z), free(dx);
+}
+
+static void test_norm_kernels(void)
+{
+    for (size_t k = 0; k < sizeof nk_shapes / sizeof nk_shapes[0]; k++) norm_kernels_at(nk_shapes[k]);
 }
 
 /* CUDA runs NCHW only: nChw16c is refused by name (BN, dropout, max pool,

@@ -7,10 +7,11 @@
  *    cpu/norm_act.c in double per thread, then adds the threads in a fixed tree.
  *    The order depends on the shape only: deterministic, no atomics.  (Few
  *    channels with huge planes leave SMs idle; correctness first.)
- *  - elementwise passes: one block per (sample, channel) plane computes the
- *    channel's constants exactly as ew_consts() does, then its threads walk
- *    the plane.  Every element is read and written by one thread, so z over
- *    x and dx over dz are safe.
+ *  - elementwise passes: a block takes a run of (sample, channel) planes of
+ *    about 2048 elements, computes each plane's channel constants exactly as
+ *    ew_consts() does, then its threads walk the run (in float4s where the
+ *    planes allow).  Every element is read and written by one thread, so z
+ *    over x and dx over dz are safe.
  */
 #include "tensor/cuda/internal.h"
 #include "tensor/cuda/kernels.h"
@@ -230,74 +231,111 @@ __device__ __forceinline__ void ew_consts(const ew_args &j, int ci, float k[5])
     }
 }
 
+/* One element of an elementwise pass: the output for input a (and b), the
+ * plane's constants k; *xh receives x-hat where EW_FWD keeps it. */
 template <int KIND, int ACT>
-__global__ void ew_kernel(ew_args j)
+__device__ __forceinline__ float ew_elem(const float k[5], float p, float a, float b, float *xh)
 {
+    if (KIND == EW_FWD) {
+        *xh = iabn_bn_xhat(a, k[0], k[1]);
+        return iabn_act_f(ACT, p, iabn_bn_affine(*xh, k[2], k[3]));
+    } else if (KIND == EW_FROM_XHAT) {
+        return iabn_act_f(ACT, p, iabn_bn_affine(a, k[0], k[1]));
+    } else if (KIND == EW_BN_X) {
+        return iabn_bn_bwd_elem(b, iabn_bn_xhat(a, k[0], k[1]), k[2], k[3], k[4]);
+    } else if (KIND == EW_BN_XHAT) {
+        return iabn_bn_bwd_elem(b, a, k[0], k[1], k[2]);
+    } else if (KIND == EW_SCALE) {
+        return k[0] * b;
+    } else if (KIND == EW_IABN1) {
+        float dy = b * iabn_act_dz(ACT, p, a);
+        float x = iabn_bn_xhat_from_y(iabn_act_inv(ACT, p, a), k[0], k[1]);
+        return iabn_bn_bwd_elem(dy, x, k[2], k[3], k[4]);
+    } else if (KIND == EW_IABN2) {
+        float dy = b * iabn_act_dz(ACT, p, a);
+        return iabn_iabn2_elem(k[0], k[1], k[2], dy, iabn_act_inv(ACT, p, a));
+    } else {
+        return k[0] * (b * iabn_act_dz(ACT, p, a));
+    }
+}
+
+/* A block walks `ppb` consecutive (sample, channel) planes as one flat range
+ * of about EW_SPAN elements: one block per 7x7 or 14x14 plane left most of
+ * its threads idle and spent more time starting blocks than moving data.
+ * The planes' constants are computed once each, into shared memory.  With
+ * VEC, hw is a multiple of 4 and every pointer 16-byte aligned, so a thread
+ * moves float4s that never cross a plane.  Every element is still read and
+ * written by one thread: z over x and dx over dz stay safe. */
+enum { EW_BLOCK = 256, EW_SPAN = 2048, EW_MAX_PPB = 64 };
+
+template <int KIND, int ACT, int VEC>
+__global__ void __launch_bounds__(EW_BLOCK) ew_kernel(ew_args j, int ppb)
+{
+    __shared__ float ks[EW_MAX_PPB][5];
     const long planes = (long)j.n * (long)j.c;
-    for (long pl = (long)blockIdx.x; pl < planes; pl += (long)gridDim.x) {
-        int ci = (int)(pl % j.c);
-        float k[5];
-        ew_consts<KIND>(j, ci, k);
-        size_t base = (size_t)pl * (size_t)j.hw;
+    const float p = j.p;
+    for (long p0 = (long)blockIdx.x * ppb; p0 < planes; p0 += (long)gridDim.x * ppb) {
+        const int np = planes - p0 < ppb ? (int)(planes - p0) : ppb;
+        __syncthreads(); /* the last round's readers of ks are done */
+        for (int q = (int)threadIdx.x; q < np; q += (int)blockDim.x)
+            ew_consts<KIND>(j, (int)((p0 + q) % j.c), ks[q]);
+        __syncthreads();
+        const size_t base = (size_t)p0 * (size_t)j.hw;
         const float *a = j.a + base;
         const float *b = j.b ? j.b + base : NULL;
-        float *o = j.o + base;
-        float *o2 = j.o2 ? j.o2 + base : NULL;
-        float p = j.p;
-        for (int i = (int)threadIdx.x; i < j.hw; i += (int)blockDim.x) {
-            float r;
-            if (KIND == EW_FWD) {
-                float xh = iabn_bn_xhat(a[i], k[0], k[1]);
-                r = iabn_act_f(ACT, p, iabn_bn_affine(xh, k[2], k[3]));
-                if (o2) o2[i] = xh;
-            } else if (KIND == EW_FROM_XHAT) {
-                r = iabn_act_f(ACT, p, iabn_bn_affine(a[i], k[0], k[1]));
-            } else if (KIND == EW_BN_X) {
-                r = iabn_bn_bwd_elem(b[i], iabn_bn_xhat(a[i], k[0], k[1]), k[2], k[3], k[4]);
-            } else if (KIND == EW_BN_XHAT) {
-                r = iabn_bn_bwd_elem(b[i], a[i], k[0], k[1], k[2]);
-            } else if (KIND == EW_SCALE) {
-                r = k[0] * b[i];
-            } else if (KIND == EW_IABN1) {
-                float z = a[i];
-                float dy = b[i] * iabn_act_dz(ACT, p, z);
-                float xh = iabn_bn_xhat_from_y(iabn_act_inv(ACT, p, z), k[0], k[1]);
-                r = iabn_bn_bwd_elem(dy, xh, k[2], k[3], k[4]);
-            } else if (KIND == EW_IABN2) {
-                float z = a[i];
-                float dy = b[i] * iabn_act_dz(ACT, p, z);
-                r = iabn_iabn2_elem(k[0], k[1], k[2], dy, iabn_act_inv(ACT, p, z));
-            } else {
-                r = k[0] * (b[i] * iabn_act_dz(ACT, p, a[i]));
+        float *o = j.o + base, *o2 = j.o2 ? j.o2 + base : NULL;
+        /* an int: one plane (ppb 1) or ppb * hw < EW_SPAN + hw */
+        const int span = np * j.hw;
+        if (VEC) {
+            for (int f = 4 * (int)threadIdx.x; f < span; f += 4 * (int)blockDim.x) {
+                const float *k = ks[f / j.hw];
+                float4 av = *(const float4 *)(a + f), bv = make_float4(0.f, 0.f, 0.f, 0.f), r, x;
+                if (b) bv = *(const float4 *)(b + f);
+                r.x = ew_elem<KIND, ACT>(k, p, av.x, bv.x, &x.x);
+                r.y = ew_elem<KIND, ACT>(k, p, av.y, bv.y, &x.y);
+                r.z = ew_elem<KIND, ACT>(k, p, av.z, bv.z, &x.z);
+                r.w = ew_elem<KIND, ACT>(k, p, av.w, bv.w, &x.w);
+                if (KIND == EW_FWD && o2) *(float4 *)(o2 + f) = x;
+                *(float4 *)(o + f) = r;
             }
-            o[i] = r;
+        } else {
+            for (int f = (int)threadIdx.x; f < span; f += (int)blockDim.x) {
+                float x;
+                float r = ew_elem<KIND, ACT>(ks[f / j.hw], p, a[f], b ? b[f] : 0.f, &x);
+                if (KIND == EW_FWD && o2) o2[f] = x;
+                o[f] = r;
+            }
         }
     }
 }
 
-/* Threads per plane: small planes (7x7) would leave most of 256 idle. */
-unsigned plane_block(int hw)
-{
-    return hw <= 64 ? 64u : hw <= 128 ? 128u : 256u;
-}
+int aligned16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
 
 template <int KIND>
 int ew_launch(iabn_cuda_ctx *ctx, int act, const ew_args &j, iabn_err *e)
 {
     long planes = (long)j.n * (long)j.c;
     if (j.n <= 0 || j.c <= 0 || j.hw <= 0) return 0;
-    unsigned grid = (unsigned)(planes < 65535L * 512L ? planes : 65535L * 512L);
-    unsigned block = plane_block(j.hw);
+    int ppb = j.hw >= EW_SPAN / 2 ? 1 : EW_SPAN / j.hw;
+    if (ppb > EW_MAX_PPB) ppb = EW_MAX_PPB;
+    long blocks = (planes + ppb - 1) / ppb;
+    unsigned grid = (unsigned)(blocks < 65535L * 512L ? blocks : 65535L * 512L);
+    const int vec = j.hw % 4 == 0 && aligned16(j.a) && (!j.b || aligned16(j.b)) &&
+                    aligned16(j.o) && (!j.o2 || aligned16(j.o2));
     switch (act) {
 #define X(E, l, name, alias, def, inv)                                                     \
     case IABN_ACT_##E:                                                                     \
-        ew_kernel<KIND, IABN_ACT_##E><<<grid, block, 0, ctx->stream>>>(j);                    \
+        if (vec)                                                                           \
+            ew_kernel<KIND, IABN_ACT_##E, 1><<<grid, EW_BLOCK, 0, ctx->stream>>>(j, ppb);  \
+        else                                                                               \
+            ew_kernel<KIND, IABN_ACT_##E, 0><<<grid, EW_BLOCK, 0, ctx->stream>>>(j, ppb);  \
         break;
         IABN_ACTIVATIONS(X)
 #undef X
     default:
         return iabn_act_check(iabn_act{(iabn_act_kind)act, 0.f}, e);
-    }    IABN_LAUNCHED(e, "ew_kernel");
+    }
+    IABN_LAUNCHED(e, "ew_kernel");
     return 0;
 }
 
