@@ -29,9 +29,9 @@
  * keyed by geometry, pass and workspace budget. */
 struct iabn_cuda_conv_plan;
 
-/* The partial sums one sumsq round trip brings back (32 KiB): 512 arrays of
- * 8 blocks' partials, more than ResNeXt-101's 300-odd parameters. */
-enum { IABN_CUDA_SUMS = 4096 };
+/* The partial sums one sumsq round trip brings back (256 KiB): 512 arrays
+ * of up to 64 blocks' partials, more than ResNeXt-101's 300-odd parameters. */
+enum { IABN_CUDA_SUMS = 32768 };
 
 struct iabn_cuda_ctx {
     int device;
