@@ -43,6 +43,9 @@ def main():
     ap.add_argument("--cudnn-benchmark", action="store_true",
                     help="torch.backends.cudnn.benchmark = True (autotuned algorithms)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="after the timing, two more steps under torch.profiler: the N kernels and "
+                         "the N operators that took the most device time, per step, on stderr")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)  # Debian's torch defaults to 1 thread here
     cuda = a.device == "cuda"
@@ -80,6 +83,8 @@ def main():
         if i:
             times.append(time.perf_counter() - t0)
     ms = 1e3 * statistics.median(times)
+    if a.profile > 0:
+        profile(a, model, opt, x, y, sync)
     peak = torch.cuda.max_memory_allocated() if cuda else None
     name = torch.cuda.get_device_name() if cuda else "cpu"
     if a.json:
@@ -95,6 +100,41 @@ def main():
     else:
         print("pytorch %s %s batch %d %dx%d, %d threads: step %.1f ms, median of %d"
               % (torch.__version__, a.model, a.batch, a.size, a.size, a.threads, ms, a.repeat))
+
+
+def profile(a, model, opt, x, y, sync):
+    """Two steps under torch.profiler; device time per step by kernel and by
+    operator (self time), so that it can be set beside `iabn bench step --ops
+    --layers`.  Kernels keep cuDNN's own names (wgrad / dgrad / fprop)."""
+    from torch.profiler import profile as tprofile, ProfilerActivity
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if a.device == "cuda" else [])
+    steps = 2
+    sync()
+    with tprofile(activities=acts) as prof:
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y, ignore_index=255)
+            loss.backward()
+            opt.step()
+        sync()
+    kern, ops = {}, {}
+    for ev in prof.events() if a.device == "cuda" else ():
+        if str(getattr(ev, "device_type", "")).endswith("CUDA"):  # a kernel or a copy
+            k = kern.setdefault(ev.name, [0.0, 0])
+            k[0] += ev.time_range.elapsed_us()
+            k[1] += 1
+    for ev in prof.key_averages():
+        self_us = getattr(ev, "self_device_time_total", None)
+        if self_us is None:
+            self_us = getattr(ev, "self_cuda_time_total", 0) if a.device == "cuda" else ev.self_cpu_time_total
+        ops[ev.key] = [self_us, ev.count]
+    tables = (("kernels", kern),) if a.device == "cuda" else ()
+    for title, table in tables + (("operators (self %s time)" % ("device" if kern else "CPU"), ops),):
+        rows = sorted(table.items(), key=lambda kv: -kv[1][0])[:a.profile]
+        total = sum(v[0] for v in table.values())
+        print("%s: %.1f ms per step in all" % (title, total / 1e3 / steps), file=sys.stderr)
+        for name, (us, cnt) in rows:
+            print("  %9.2f ms  x%-5d %s" % (us / 1e3 / steps, cnt // steps, name[:150]), file=sys.stderr)
 
 
 if __name__ == "__main__":

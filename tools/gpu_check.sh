@@ -20,6 +20,7 @@
 #   bench      resnext101 b32 224: iabn standard, iabn inplace_abn_ii, PyTorch (TF32 off)
 #   mem        iabn mem resnext101 --batch 32 (the planned totals)
 #   ops        the benchmark's step broken down by op and by conv shape (standard BN)
+#   kernels    device time per kernel name in one steady step, iabn beside PyTorch (CUPTI)
 #   largest    the largest batch per mode in the free device memory, one step at each
 #   dataload   iabn train on a synthetic JPEG/PNG folder: the share of time waiting for data
 #   traintest  tests/test_train (a CPU and a CUDA training run compared), if time is left
@@ -463,6 +464,30 @@ fi
 if wanted ops; then
   step ops 90 1 env LD_LIBRARY_PATH="$RUN_LDP" "$IABN" bench step "$MODEL" --device cuda --batch "$BATCH" \
        --size "$SIZE" --classes "$CLASSES" --repeat 3 --bn standard --ops --layers
+fi
+# device time per kernel in one steady step, iabn (standard BN) beside
+# PyTorch: each benchmark run twice under libiabn_ktrace.so (CUPTI), with 1
+# and 1 + KTRACE_STEPS timed steps; tools/ktrace_diff.py takes the difference,
+# so warm-up and algorithm trials cancel.  The table goes to kernels.md.
+if wanted kernels; then
+  KT=$ROOT/$BUILT/tools/libiabn_ktrace.so
+  export KT KTRACE_STEPS=${KTRACE_STEPS:-10} ROOT OUT RUN_LDP
+  kernels() {
+    local n long=$((1 + KTRACE_STEPS))
+    for n in 1 "$long"; do
+      IABN_KTRACE_OUT=$W/kt_iabn_$n LD_PRELOAD="$KT" LD_LIBRARY_PATH="$RUN_LDP" "$IABN" bench step "$MODEL" \
+        --device cuda --batch "$BATCH" --size "$SIZE" --classes "$CLASSES" --repeat "$n" --bn standard || return 1
+      IABN_KTRACE_OUT=$W/kt_torch_$n LD_PRELOAD="$KT" PYTHONUNBUFFERED=1 "$PY" tools/bench_step_torch.py "$MODEL" \
+        --device cuda --batch "$BATCH" --size "$SIZE" --classes "$CLASSES" --repeat "$n" --threads 8 \
+        --cudnn-benchmark || return 1
+    done
+    "$PY" tools/ktrace_diff.py "$W/kt_iabn_1" "$W/kt_iabn_$long" "$KTRACE_STEPS" --label iabn \
+      --vs "$W/kt_torch_1" "$W/kt_torch_$long" "$KTRACE_STEPS" --vs-label pytorch >"$OUT/kernels.md" || return 1
+    cat "$OUT/kernels.md"
+  }
+  export -f kernels
+  if [ -f "$KT" ]; then step kernels 240 1 env -u LD_LIBRARY_PATH bash -c kernels
+  else md "| kernels | not run: no libiabn_ktrace.so (CUPTI not found at build time) | 0 | |"; fi
 fi
 # the largest batch the planner fits into the free device memory (less 3 GiB
 # for the CUDA context and the cuDNN / cuBLAS handles), per mode, and one
