@@ -186,10 +186,15 @@ static int reduce_sums(const iabn_graph *g, const iabn_node *n, const na_p *P, f
  * the backward sums) become the job's, through host memory (they are C
  * floats each); *count: the local count in, the job's out.  Otherwise nothing
  * changes: one rank is exactly the unsynchronised layer. */
+static int synchronised(const iabn_graph *g, const na_p *P)
+{
+    return P->sync && iabn_comm_size(iabn_graph_comm(g)) > 1;
+}
+
 static int sync_pair(const iabn_graph *g, const iabn_node *n, const na_p *P, const iabn_bind *b,
                      float *a0, float *a1, double *count, int stats, iabn_err *e)
 {
-    if (!P->sync || iabn_comm_size(iabn_graph_comm(g)) == 1) return 0;
+    if (!synchronised(g, P)) return 0;
     const iabn_backend *be = b->backend;
     size_t bytes = (size_t)P->c * sizeof(float);
     float *h0 = a0, *h1 = a1, *tmp = NULL;
@@ -219,14 +224,25 @@ static iabn_layout act_layout(const iabn_graph *g, const iabn_node *n)
     return lt(g, n->in[0])->layout;
 }
 
-/* Batch statistics (the job's when synchronised), then the running update. */
-static int stats_and_running(const iabn_graph *g, const iabn_node *n, const na_p *P,
-                             const iabn_bind *b, float *mean, float *var, iabn_err *e)
+/* Batch statistics (the job's when synchronised), z = act(BN(x)) with them
+ * (abs_gamma: the in-place modes' |gamma| + eps), then the running update.
+ * Unsynchronised, one backend call where it has one (bn_fwd_train). */
+static int train_fwd(const iabn_graph *g, const iabn_node *n, const na_p *P, const iabn_bind *b,
+                     int abs_gamma, iabn_act act, float *mean, float *var, float *z,
+                     iabn_err *e)
 {
-    IABN_K(bn_stats, P->n, P->c, P->hw, act_layout(g, n), b->in[0], mean, var);
+    iabn_layout L = act_layout(g, n);
     double m = (double)P->n * P->hw;
-    int rc = sync_pair(g, n, P, b, mean, var, &m, 1, e);
-    if (rc) return rc;
+    if (!synchronised(g, P) && b->backend->k->bn_fwd_train) {
+        IABN_K(bn_fwd_train, P->n, P->c, P->hw, L, b->in[0], P->eps, b->in[1], b->in[2],
+               abs_gamma, act, mean, var, z);
+    } else {
+        IABN_K(bn_stats, P->n, P->c, P->hw, L, b->in[0], mean, var);
+        int rc = sync_pair(g, n, P, b, mean, var, &m, 1, e);
+        if (rc) return rc;
+        IABN_K(norm_act_fwd, P->n, P->c, P->hw, L, b->in[0], mean, var, P->eps, b->in[1],
+               b->in[2], abs_gamma, act, z, NULL);
+    }
     IABN_K(bn_update_running, P->c, m, P->momentum, mean, var, b->in[3], b->in[4]);
     return 0;
 }
@@ -284,13 +300,8 @@ static int bn_bwd_absorb_prev(const iabn_graph *g, const iabn_node *n, const iab
 static int bn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_layout L = act_layout(g, n);
-    float *mean = b->out[1], *var = b->out[2];
-    int rc = stats_and_running(g, n, &P, b, mean, var, e);
-    if (rc) return rc;
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2],
-           P.abs_gamma, absorbed_act(b->next), b->out[0], NULL);
-    return 0;
+    return train_fwd(g, n, &P, b, P.abs_gamma, absorbed_act(b->next), b->out[1], b->out[2],
+                     b->out[0], e);
 }
 
 /* in: x, mean, var, gamma, beta   out: y   (recompute: saved statistics) */
@@ -316,6 +327,16 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     const float *dz = b->prev ? b->prev_in[1] : NULL;
     iabn_act act = absorbed_act(b->prev);
+    if (!synchronised(g, &P) && b->backend->k->bn_act_bwd_train) {
+        /* without an absorbed act, the identity's: dy itself, the same bits */
+        IABN_K(bn_act_bwd_train, P.n, P.c, P.hw, L, b->in[0], b->prev ? dz : b->in[1], act,
+               b->in[2], b->in[3], P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat,
+               b->out[0]);
+        if (P.grads)
+            IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
+                   b->out[2]);
+        return 0;
+    }
     if (b->prev)
         IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, act, b->in[2], b->in[3],
                P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat);
@@ -392,13 +413,7 @@ static int bn_bwd_xhat_run(const iabn_graph *g, const iabn_node *n, const iabn_b
 static int iabn_fwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b, iabn_err *e)
 {
     IABN_PARAMS(na_p, n);
-    iabn_layout L = act_layout(g, n);
-    float *mean = b->out[1], *var = b->out[2];
-    int rc = stats_and_running(g, n, &P, b, mean, var, e);
-    if (rc) return rc;
-    IABN_K(norm_act_fwd, P.n, P.c, P.hw, L, b->in[0], mean, var, P.eps, b->in[1], b->in[2], 1,
-           P.act, b->out[0], NULL);
-    return 0;
+    return train_fwd(g, n, &P, b, 1, P.act, b->out[1], b->out[2], b->out[0], e);
 }
 
 /* in: z, dz, var, gamma, beta   out: dx (over dz) [, dgamma, dbeta] */
@@ -408,6 +423,14 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     double m = (double)P.n * P.hw;
+    if (P.training && !synchronised(g, &P) && b->backend->k->iabn_bwd_train) {
+        IABN_K(iabn_bwd_train, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps,
+               b->in[3], b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, b->out[0]);
+        if (P.grads)
+            IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
+                   b->out[2]);
+        return 0;
+    }
     if (P.training) {
         IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], P.eps,
                b->in[3], b->in[4], P.act, sum_dy, sum_dy_xhat);

@@ -111,6 +111,25 @@ typedef struct iabn_kernels {
                             const float *gamma, const float *beta, int abs_gamma,
                             const float *sum_dy, const float *sum_dy_xhat, double count,
                             float *dx, iabn_err *e);
+    /* A training pass's two halves in one call, for a batch whose sums no
+     * other worker joins (no sync BN across ranks): bn_stats then
+     * norm_act_fwd; bn_act_bwd_reduce then bn_act_bwd_apply with count n*hw
+     * (the identity act for plain BN, dz being dy); iabn_bwd_reduce then
+     * iabn_bwd_apply in training.  The same outputs and bits as the two calls
+     * (cpu/norm_act.h, iabn_bn_fwd_train).  Optional: NULL, and the layer
+     * makes the two calls. */
+    int (*bn_fwd_train)(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                        float eps, const float *gamma, const float *beta, int abs_gamma,
+                        iabn_act act, float *mean, float *var, float *z, iabn_err *e);
+    int (*bn_act_bwd_train)(void *ctx, int n, int c, int hw, iabn_layout layout,
+                            const float *x, const float *dz, iabn_act act, const float *mean,
+                            const float *var, float eps, const float *gamma,
+                            const float *beta, int abs_gamma, float *sum_dy,
+                            float *sum_dy_xhat, float *dx, iabn_err *e);
+    int (*iabn_bwd_train)(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                          const float *z, const float *dz, const float *var, float eps,
+                          const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                          float *sum_dy, float *sum_dy_xhat, float *dx, iabn_err *e);
     int (*bn_bwd_reduce_xhat)(void *ctx, int n, int c, int hw, iabn_layout layout,
                               const float *xhat, const float *dy, float *sum_dy,
                               float *sum_dy_xhat, iabn_err *e);

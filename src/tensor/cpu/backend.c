@@ -217,6 +217,35 @@ static int k_bn_act_bwd_apply(void *ctx, int n, int c, int hw, iabn_layout layou
                           sum_dy, sum_dy_xhat, count, dx);
     return 0;
 }
+static int k_bn_fwd_train(void *ctx, int n, int c, int hw, iabn_layout layout, const float *x,
+                          float eps, const float *gamma, const float *beta, int abs_gamma,
+                          iabn_act act, float *mean, float *var, float *z, iabn_err *e)
+{
+    LAYOUT_OK(c, layout);
+    iabn_bn_fwd_train(n, c, hw, layout, x, eps, gamma, beta, abs_gamma, act, mean, var, z);
+    return 0;
+}
+static int k_bn_act_bwd_train(void *ctx, int n, int c, int hw, iabn_layout layout,
+                              const float *x, const float *dz, iabn_act act, const float *mean,
+                              const float *var, float eps, const float *gamma, const float *beta,
+                              int abs_gamma, float *sum_dy, float *sum_dy_xhat, float *dx,
+                              iabn_err *e)
+{
+    LAYOUT_OK(c, layout);
+    iabn_bn_act_bwd_train(n, c, hw, layout, x, dz, act, mean, var, eps, gamma, beta, abs_gamma,
+                          sum_dy, sum_dy_xhat, dx);
+    return 0;
+}
+static int k_iabn_bwd_train(void *ctx, int variant, int n, int c, int hw, iabn_layout layout,
+                            const float *z, const float *dz, const float *var, float eps,
+                            const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                            float *sum_dy, float *sum_dy_xhat, float *dx, iabn_err *e)
+{
+    LAYOUT_OK(c, layout);
+    iabn_iabn_bwd_train(variant, n, c, hw, layout, z, dz, var, eps, gamma, beta, abs_gamma, act,
+                        sum_dy, sum_dy_xhat, dx);
+    return 0;
+}
 static int k_bn_bwd_reduce_xhat(void *ctx, int n, int c, int hw, iabn_layout layout,
                                 const float *xhat, const float *dy, float *sum_dy,
                                 float *sum_dy_xhat, iabn_err *e)
@@ -467,7 +496,9 @@ static const iabn_kernels cpu_kernels = {
     .norm_act_fwd = k_norm_act_fwd, .norm_act_from_xhat = k_norm_act_from_xhat,
     .act_fwd = k_act_fwd, .act_bwd = k_act_bwd, .bn_bwd_reduce = k_bn_bwd_reduce,
     .bn_bwd_apply = k_bn_bwd_apply, .bn_act_bwd_reduce = k_bn_act_bwd_reduce,
-    .bn_act_bwd_apply = k_bn_act_bwd_apply, .bn_bwd_reduce_xhat = k_bn_bwd_reduce_xhat,
+    .bn_act_bwd_apply = k_bn_act_bwd_apply, .bn_fwd_train = k_bn_fwd_train,
+    .bn_act_bwd_train = k_bn_act_bwd_train, .iabn_bwd_train = k_iabn_bwd_train,
+    .bn_bwd_reduce_xhat = k_bn_bwd_reduce_xhat,
     .bn_bwd_apply_xhat = k_bn_bwd_apply_xhat, .bn_param_grads = k_bn_param_grads,
     .iabn_bwd_reduce = k_iabn_bwd_reduce, .iabn_bwd_apply = k_iabn_bwd_apply,
     .add = k_add, .copy_bytes = k_copy_bytes, .scale = k_scale, .sumsq = k_sumsq,

@@ -14,6 +14,15 @@ static int empty(int n, int c, int hw) { return n <= 0 || c <= 0 || hw <= 0; }
 /* ======================================================================== */
 /* statistics                                                                */
 
+static iabn_red_job stats_job(int n, int c, int hw, iabn_layout layout, const float *x,
+                              float *mean, float *var)
+{
+    iabn_red_job j = iabn_red_job_init(RED_STATS, n, c, hw, layout, x, NULL);
+    j.o0 = mean;
+    j.o1 = var;
+    return j;
+}
+
 void iabn_bn_stats(int n, int c, int hw, iabn_layout layout, const float *x, float *mean,
                    float *var)
 {
@@ -22,9 +31,7 @@ void iabn_bn_stats(int n, int c, int hw, iabn_layout layout, const float *x, flo
         for (int ci = 0; ci < c; ci++) mean[ci] = var[ci] = 0.f;
         return;
     }
-    iabn_red_job j = iabn_red_job_init(RED_STATS, n, c, hw, layout, x, NULL);
-    j.o0 = mean;
-    j.o1 = var;
+    iabn_red_job j = stats_job(n, c, hw, layout, x, mean, var);
     iabn_red_run(&j);
 }
 
@@ -65,21 +72,29 @@ void iabn_bn_update_running(int c, double m, float momentum, const float *mean,
 /* ======================================================================== */
 /* forward                                                                   */
 
-void iabn_norm_act_fwd(int n, int c, int hw, iabn_layout layout, const float *x,
-                       const float *mean, const float *var, float eps, const float *gamma,
-                       const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat)
+static iabn_ew_job fwd_job(int n, int c, int hw, iabn_layout layout, const float *x,
+                           const float *mean, const float *var, float eps, const float *gamma,
+                           const float *beta, int abs_gamma, iabn_act act, float *z)
 {
-    if (empty(n, c, hw)) return;
     iabn_ew_job j = iabn_ew_job_init(EW_FWD, n, c, hw, layout, x, NULL, z);
     j.act = act.kind;
     j.p = act.param;
-    j.o2 = xhat;
     j.mean = mean;
     j.var = var;
     j.eps = eps;
     j.gamma = gamma;
     j.beta = beta;
     j.abs_gamma = abs_gamma;
+    return j;
+}
+
+void iabn_norm_act_fwd(int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *mean, const float *var, float eps, const float *gamma,
+                       const float *beta, int abs_gamma, iabn_act act, float *z, float *xhat)
+{
+    if (empty(n, c, hw)) return;
+    iabn_ew_job j = fwd_job(n, c, hw, layout, x, mean, var, eps, gamma, beta, abs_gamma, act, z);
+    j.o2 = xhat;
     iabn_ew_run(&j);
 }
 
@@ -114,12 +129,12 @@ void iabn_act_bwd(size_t count, iabn_act act, const float *y, const float *dy, f
 /* BN's backward sums from x, of dy itself (kind RED_BN_X) or of dy =
  * dz*act'(z) with z rebuilt from x, gamma and beta (RED_BN_X_ACT): the
  * plain kernel and the one with the activation folded in. */
-static void bn_x_reduce(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
-                        const float *dy, iabn_act act, const float *mean,
-                        const float *var, float eps, const float *gamma, const float *beta,
-                        int abs_gamma, float *sum_dy, float *sum_dy_xhat)
+static iabn_red_job bn_x_red_job(int kind, int n, int c, int hw, iabn_layout layout,
+                                 const float *x, const float *dy, iabn_act act,
+                                 const float *mean, const float *var, float eps,
+                                 const float *gamma, const float *beta, int abs_gamma,
+                                 float *sum_dy, float *sum_dy_xhat)
 {
-    if (c <= 0) return;
     iabn_red_job j = iabn_red_job_init(kind, n > 0 && hw > 0 ? n : 0, c, hw > 0 ? hw : 0,
                                        layout, x, dy);
     j.gamma = gamma;
@@ -132,17 +147,28 @@ static void bn_x_reduce(int kind, int n, int c, int hw, iabn_layout layout, cons
     j.eps = eps;
     j.o0 = sum_dy;
     j.o1 = sum_dy_xhat;
+    return j;
+}
+
+static void bn_x_reduce(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
+                        const float *dy, iabn_act act, const float *mean,
+                        const float *var, float eps, const float *gamma, const float *beta,
+                        int abs_gamma, float *sum_dy, float *sum_dy_xhat)
+{
+    if (c <= 0) return;
+    iabn_red_job j = bn_x_red_job(kind, n, c, hw, layout, x, dy, act, mean, var, eps, gamma,
+                                  beta, abs_gamma, sum_dy, sum_dy_xhat);
     iabn_red_run(&j);
 }
 
 /* Its dx pass, the same way (kind EW_BN_X, EW_SCALE or EW_BN_X_ACT). */
-static void bn_x_apply(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
-                       const float *dy, iabn_act act, const float *mean,
-                       const float *var, float eps, const float *gamma, const float *beta,
-                       int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
-                       double count, float *dx)
+static iabn_ew_job bn_x_ew_job(int kind, int n, int c, int hw, iabn_layout layout,
+                               const float *x, const float *dy, iabn_act act,
+                               const float *mean, const float *var, float eps,
+                               const float *gamma, const float *beta, int abs_gamma,
+                               const float *sum_dy, const float *sum_dy_xhat, double count,
+                               float *dx)
 {
-    if (empty(n, c, hw)) return;
     iabn_ew_job j = iabn_ew_job_init(kind, n, c, hw, layout, x, dy, dx);
     j.beta = beta;
     j.act = act.kind;
@@ -155,6 +181,18 @@ static void bn_x_apply(int kind, int n, int c, int hw, iabn_layout layout, const
     j.sum_dy = kind == EW_SCALE ? NULL : sum_dy;
     j.sum_dy_xhat = kind == EW_SCALE ? NULL : sum_dy_xhat;
     j.count = count;
+    return j;
+}
+
+static void bn_x_apply(int kind, int n, int c, int hw, iabn_layout layout, const float *x,
+                       const float *dy, iabn_act act, const float *mean,
+                       const float *var, float eps, const float *gamma, const float *beta,
+                       int abs_gamma, const float *sum_dy, const float *sum_dy_xhat,
+                       double count, float *dx)
+{
+    if (empty(n, c, hw)) return;
+    iabn_ew_job j = bn_x_ew_job(kind, n, c, hw, layout, x, dy, act, mean, var, eps, gamma, beta,
+                                abs_gamma, sum_dy, sum_dy_xhat, count, dx);
     iabn_ew_run(&j);
 }
 
@@ -238,12 +276,11 @@ void iabn_bn_param_grads(int c, const float *gamma, int abs_gamma, const float *
 /* ======================================================================== */
 /* in-place ABN backward                                                     */
 
-void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
-                          const float *dz, float eps, const float *gamma,
-                          const float *beta, iabn_act act, float *sum_dy,
-                          float *sum_dy_xhat)
+static iabn_red_job iabn_red_job_of(int variant, int n, int c, int hw, iabn_layout layout,
+                                    const float *z, const float *dz, float eps,
+                                    const float *gamma, const float *beta, iabn_act act,
+                                    float *sum_dy, float *sum_dy_xhat)
 {
-    if (c <= 0) return;
     iabn_red_job j = iabn_red_job_init(variant == 1 ? RED_IABN1 : RED_IABN2,
                                        n > 0 && hw > 0 ? n : 0, c, hw > 0 ? hw : 0, layout, z,
                                        dz);
@@ -254,16 +291,15 @@ void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, iabn_layout layout,
     j.eps = eps;
     j.o0 = sum_dy;
     j.o1 = sum_dy_xhat;
-    iabn_red_run(&j);
+    return j;
 }
 
-void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
-                         const float *dz, const float *var, float eps,
-                         const float *gamma, const float *beta, int abs_gamma, iabn_act act,
-                         const float *sum_dy, const float *sum_dy_xhat, double count,
-                         int training, float *dx)
+static iabn_ew_job iabn_ew_job_of(int variant, int n, int c, int hw, iabn_layout layout,
+                                  const float *z, const float *dz, const float *var, float eps,
+                                  const float *gamma, const float *beta, int abs_gamma,
+                                  iabn_act act, const float *sum_dy, const float *sum_dy_xhat,
+                                  double count, int training, float *dx)
 {
-    if (empty(n, c, hw)) return;
     int kind = !training ? EW_IABN_EVAL : variant == 1 ? EW_IABN1 : EW_IABN2;
     iabn_ew_job j = iabn_ew_job_init(kind, n, c, hw, layout, z, dz, dx);
     j.act = act.kind;
@@ -276,5 +312,86 @@ void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, iabn_layout layout, 
     j.sum_dy = training ? sum_dy : NULL;
     j.sum_dy_xhat = training ? sum_dy_xhat : NULL;
     j.count = count;
+    return j;
+}
+
+void iabn_iabn_bwd_reduce(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
+                          const float *dz, float eps, const float *gamma,
+                          const float *beta, iabn_act act, float *sum_dy,
+                          float *sum_dy_xhat)
+{
+    if (c <= 0) return;
+    iabn_red_job j = iabn_red_job_of(variant, n, c, hw, layout, z, dz, eps, gamma, beta, act,
+                                     sum_dy, sum_dy_xhat);
+    iabn_red_run(&j);
+}
+
+void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
+                         const float *dz, const float *var, float eps,
+                         const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                         const float *sum_dy, const float *sum_dy_xhat, double count,
+                         int training, float *dx)
+{
+    if (empty(n, c, hw)) return;
+    iabn_ew_job j = iabn_ew_job_of(variant, n, c, hw, layout, z, dz, var, eps, gamma, beta,
+                                   abs_gamma, act, sum_dy, sum_dy_xhat, count, training, dx);
     iabn_ew_run(&j);
+}
+
+/* ======================================================================== */
+/* a training pass's two halves in one call (norm_act.h)                    */
+
+static int both(const iabn_red_job *r, const iabn_ew_job *w)
+{
+    if (iabn_red_ew_run(r, w)) return 1;
+    iabn_red_run(r);
+    iabn_ew_run(w);
+    return 0;
+}
+
+int iabn_bn_fwd_train(int n, int c, int hw, iabn_layout layout, const float *x, float eps,
+                      const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                      float *mean, float *var, float *z)
+{
+    if (empty(n, c, hw)) {
+        iabn_bn_stats(n, c, hw, layout, x, mean, var);
+        return 0;
+    }
+    iabn_red_job r = stats_job(n, c, hw, layout, x, mean, var);
+    iabn_ew_job w = fwd_job(n, c, hw, layout, x, mean, var, eps, gamma, beta, abs_gamma, act, z);
+    return both(&r, &w);
+}
+
+int iabn_bn_act_bwd_train(int n, int c, int hw, iabn_layout layout, const float *x,
+                          const float *dz, iabn_act act, const float *mean, const float *var,
+                          float eps, const float *gamma, const float *beta, int abs_gamma,
+                          float *sum_dy, float *sum_dy_xhat, float *dx)
+{
+    if (c <= 0) return 0;
+    iabn_red_job r = bn_x_red_job(RED_BN_X_ACT, n, c, hw, layout, x, dz, act, mean, var, eps,
+                                  gamma, beta, abs_gamma, sum_dy, sum_dy_xhat);
+    if (empty(n, c, hw)) {
+        iabn_red_run(&r);
+        return 0;
+    }
+    iabn_ew_job w = bn_x_ew_job(EW_BN_X_ACT, n, c, hw, layout, x, dz, act, mean, var, eps, gamma,
+                                beta, abs_gamma, sum_dy, sum_dy_xhat, (double)n * hw, dx);
+    return both(&r, &w);
+}
+
+int iabn_iabn_bwd_train(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
+                        const float *dz, const float *var, float eps, const float *gamma,
+                        const float *beta, int abs_gamma, iabn_act act, float *sum_dy,
+                        float *sum_dy_xhat, float *dx)
+{
+    if (c <= 0) return 0;
+    iabn_red_job r = iabn_red_job_of(variant, n, c, hw, layout, z, dz, eps, gamma, beta, act,
+                                     sum_dy, sum_dy_xhat);
+    if (empty(n, c, hw)) {
+        iabn_red_run(&r);
+        return 0;
+    }
+    iabn_ew_job w = iabn_ew_job_of(variant, n, c, hw, layout, z, dz, var, eps, gamma, beta,
+                                   abs_gamma, act, sum_dy, sum_dy_xhat, (double)n * hw, 1, dx);
+    return both(&r, &w);
 }

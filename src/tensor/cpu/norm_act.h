@@ -144,6 +144,29 @@ void iabn_iabn_bwd_apply(int variant, int n, int c, int hw, iabn_layout layout, 
                          const float *sum_dy, const float *sum_dy_xhat, double count,
                          int training, float *dx);
 
+/* ---- a training pass's two halves in one call ------------------------------
+ * For a batch whose sums no other worker joins (no sync BN across ranks):
+ *   iabn_bn_fwd_train     = iabn_bn_stats, then iabn_norm_act_fwd (xhat not kept)
+ *   iabn_bn_act_bwd_train = iabn_bn_act_bwd_reduce, then iabn_bn_act_bwd_apply
+ *                           with count n*hw (the identity act: plain BN, dz = dy)
+ *   iabn_iabn_bwd_train   = iabn_iabn_bwd_reduce, then iabn_iabn_bwd_apply, training
+ * with the same outputs, the same bits and the same aliasing (z over x, dx over
+ * dz).  Where a channel group's planes fit a core's cache and the groups keep
+ * every thread busy, the two run group by group, the second reading the
+ * group while it is still in cache.  Returns 1 when they ran so, 0 when
+ * they ran as the two calls. */
+int iabn_bn_fwd_train(int n, int c, int hw, iabn_layout layout, const float *x, float eps,
+                      const float *gamma, const float *beta, int abs_gamma, iabn_act act,
+                      float *mean, float *var, float *z);
+int iabn_bn_act_bwd_train(int n, int c, int hw, iabn_layout layout, const float *x,
+                          const float *dz, iabn_act act, const float *mean, const float *var,
+                          float eps, const float *gamma, const float *beta, int abs_gamma,
+                          float *sum_dy, float *sum_dy_xhat, float *dx);
+int iabn_iabn_bwd_train(int variant, int n, int c, int hw, iabn_layout layout, const float *z,
+                        const float *dz, const float *var, float eps, const float *gamma,
+                        const float *beta, int abs_gamma, iabn_act act, float *sum_dy,
+                        float *sum_dy_xhat, float *dx);
+
 #ifdef __cplusplus
 }
 #endif

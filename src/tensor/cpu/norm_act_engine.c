@@ -601,6 +601,37 @@ void iabn_ew_run(const iabn_ew_job *j)
     }
 }
 
+/* A reduction and the elementwise pass that reads its sums, one channel
+ * group at a time: red_group's sums (the order iabn_red_run keeps on every
+ * path, so the same bits), then the group's planes while they are still in
+ * the core's cache; apart, the second pass reads every plane again from the
+ * shared cache or memory (docs/CPU.md: 7-13% of BN's backward per call at
+ * ResNeXt's 14x14 and 28x28).  Declined (0) where the groups are too few to
+ * keep every thread on whole groups, or where a group's planes outgrow
+ * FUSE_BYTES (the 56x56 layers, where it did not pay). */
+enum { FUSE_BYTES = 512 << 10 };
+
+int iabn_red_ew_run(const iabn_red_job *r, const iabn_ew_job *w)
+{
+    int blk = r->blk, cl = chunk_len(blk);
+    int groups = r->c / blk, nch = (r->hw + cl - 1) / cl;
+    int threads = (size_t)r->n * (size_t)r->c * (size_t)r->hw >= PAR_MIN ? iabn_num_threads() : 1;
+    size_t group_bytes = (size_t)r->n * (size_t)r->hw * (size_t)blk * sizeof(float) *
+                         (r->b ? 2u : 1u);
+    if (r->n <= 0 || r->hw <= 0 || groups < 4 * threads || group_bytes > FUSE_BYTES) return 0;
+    #pragma omp parallel for schedule(dynamic, 1) if (threads > 1)
+    for (int cg = 0; cg < groups; cg++) {
+        red_group(r, cg, nch);
+        float k[NK][LANES];
+        ew_consts(w, cg, k);
+        for (int ni = 0; ni < w->n; ni++)
+            for (int off = 0; off < w->hw; off += cl)
+                ew_span_any(w, at(w->c, w->hw, blk, ni, cg * blk, off), min_int(cl, w->hw - off),
+                            (const float (*)[LANES])k);
+    }
+    return 1;
+}
+
 iabn_ew_job iabn_ew_job_init(int kind, int n, int c, int hw, iabn_layout layout, const float *a,
                              const float *b, float *o)
 {

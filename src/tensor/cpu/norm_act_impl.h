@@ -66,6 +66,9 @@ iabn_ew_job iabn_ew_job_init(int kind, int n, int c, int hw, iabn_layout layout,
  * a reduction with n or hw 0 reports zero sums, not statistics). */
 void iabn_red_run(const iabn_red_job *j);
 void iabn_ew_run(const iabn_ew_job *j);
+/* r, then w, channel group by channel group (w reads r's outputs), the same
+ * bits as the two runs; 0 when declined, and then nothing ran */
+int iabn_red_ew_run(const iabn_red_job *r, const iabn_ew_job *w);
 /* The standalone activation (EW_ACT_FWD / EW_ACT_BWD): count flat values, no
  * channels, so no layout. */
 void iabn_act_run(int kind, size_t count, iabn_act act, const float *a, const float *b,
