@@ -66,10 +66,40 @@ static void test_cuda_loaded_on_use(void)
     }
 }
 
+/* Under several ranks a bare "cuda" opens the rank's own GPU, cuda:<local
+ * rank>; one rank, or a numbered spec, opens what it names.  Opened, the
+ * device's name starts with `name`; not (no such GPU, or no CUDA), the error
+ * names the spec that was opened, `spec_opened`. */
+static void open_rank_names(const char *spec, int local, int ranks, const char *spec_opened,
+                            const char *name)
+{
+    iabn_err e = {0};
+    iabn_device d;
+    if (iabn_device_open_rank(spec, local, ranks, &d, &e) == 0) {
+        CHECK_MSG(!strncmp(d.name, name, strlen(name)), "%s at rank %d of %d opened %s", spec,
+                  local, ranks, d.name);
+        iabn_device_close(&d);
+    } else {
+        char msg[64];
+        snprintf(msg, sizeof msg, "--device %s: ", spec_opened);
+        CHECK_MSG(strstr(e.msg, msg), "%s at rank %d of %d: %s", spec, local, ranks, e.msg);
+    }
+}
+
+/* last: it may load the CUDA backend */
+static void test_open_rank(void)
+{
+    open_rank_names("cuda", 1, 2, "cuda:1", "cuda:1");
+    open_rank_names("cuda:0", 1, 2, "cuda:0", "cuda:0");
+    open_rank_names("cuda", 1, 1, "cuda", "cuda:0");
+    open_rank_names("cpu", 1, 2, "cpu", "cpu");
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
     RUN(test_cpu_maps_no_cuda);
     RUN(test_cuda_loaded_on_use);
+    RUN(test_open_rank);
     return TEST_END();
 }

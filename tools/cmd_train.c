@@ -14,18 +14,15 @@
 #include "tools/options.h"
 #include "tools/progress.h"
 
-/* Under mpirun / srun: the job's communicator (MPI_Init), and on GPUs the
- * local rank's device when --device names none; one process otherwise. */
-static int job_open(const char *cmd, iabn_comm **comm, const char **device, char *dev, size_t n)
+/* Under mpirun / srun: the job's communicator (MPI_Init); one process
+ * otherwise.  (A bare --device cuda is each rank's own GPU: the trainer's
+ * iabn_device_open_rank.) */
+static int job_open(const char *cmd, iabn_comm **comm)
 {
     iabn_err e = {0};
     if (iabn_comm_new(NULL, comm, &e)) {
         fprintf(stderr, "iabn %s: %s\n", cmd, e.msg);
         return 1;
-    }
-    if (iabn_comm_size(*comm) > 1 && *device && !strcmp(*device, "cuda")) {
-        snprintf(dev, n, "cuda:%d", iabn_comm_local_rank(*comm));
-        *device = dev;
     }
     return 0;
 }
@@ -176,8 +173,7 @@ static int run_train_like(int argc, char **argv, int seg)
     o.strict_data = a.v[IABN_O_STRICT].set;
     o.quiet = a.v[IABN_O_QUIET].set;
     o.verbose = a.v[IABN_O_VERBOSE].set;
-    char dev[32];
-    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    if (job_open(cmd, &o.comm)) return 1;
     if (a.v[IABN_O_BATCH_PER_RANK].set) /* the global batch: N times the ranks */
         cfg.batch_size = (int)a.v[IABN_O_BATCH_PER_RANK].i * iabn_comm_size(o.comm);
     /* progress a person reads: a live line on a terminal, plain lines when piped */
@@ -268,8 +264,7 @@ static int run_eval_like(int argc, char **argv, int seg)
     o.verbose = a.v[IABN_O_VERBOSE].set;
     iabn_train_result res;
     o.log = iabn_cli_log;
-    char dev[32];
-    if (job_open(cmd, &o.comm, &o.device, dev, sizeof dev)) return 1;
+    if (job_open(cmd, &o.comm)) return 1;
     rc = iabn_trainer_evaluate(&o, &res, &e);
     return job_close(cmd, o.comm, rc, &e);
 }

@@ -145,6 +145,17 @@ int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e)
     return 0;
 }
 
+int iabn_device_open_rank(const char *spec, int local_rank, int ranks, iabn_device *d,
+                          iabn_err *e)
+{
+    char own[32];
+    if (ranks > 1 && spec && !strcmp(spec, "cuda")) {
+        snprintf(own, sizeof own, "cuda:%d", local_rank);
+        spec = own;
+    }
+    return iabn_device_open(spec, d, e);
+}
+
 void iabn_device_close(iabn_device *d)
 {
     if (d->cuda) d->cuda_api->ctx_free((iabn_cuda_ctx *)d->cuda);

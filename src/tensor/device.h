@@ -41,6 +41,11 @@ int iabn_device_parse(const char *spec, iabn_device_kind *kind, int *index);
 /* Opens the device (NULL spec: cpu).  A CUDA spec in a build without CUDA,
  * or without a usable GPU, is an error that says which. */
 int iabn_device_open(const char *spec, iabn_device *d, iabn_err *e);
+/* iabn_device_open for one of `ranks` processes of a job: a bare "cuda"
+ * under several ranks is the rank's own GPU, cuda:<local_rank> (one process
+ * per GPU on each node); any other spec is opened as given. */
+int iabn_device_open_rank(const char *spec, int local_rank, int ranks, iabn_device *d,
+                          iabn_err *e);
 void iabn_device_close(iabn_device *d);
 /* Bytes a step may use: free device memory on a GPU; the machine's
  * available memory on the CPU. */

@@ -198,7 +198,8 @@ int iabn_stepbench_run(const iabn_stepbench_opts *o, iabn_stepbench_result *r, i
     if ((o->storage == IABN_STORAGE_AUTO || o->storage == IABN_STORAGE_RECOMPUTE) && !o->budget)
         return iabn_err_set(e, IABN_EINVAL, "strategy %s needs a budget", iabn_storage_name(o->storage));
     iabn_device dev;
-    int rc = iabn_device_open(o->device, &dev, e);
+    int rc = iabn_device_open_rank(o->device, iabn_comm_local_rank(o->comm),
+                                   o->comm ? iabn_comm_size(o->comm) : 1, &dev, e);
     if (rc) return rc;
     snprintf(r->device, sizeof r->device, "%s", dev.name);
     r->ranks = o->comm ? iabn_comm_size(o->comm) : 1;

@@ -204,7 +204,10 @@ static int setup(trainer *tr, iabn_err *e)
     if ((rc = dist_setup(tr, e))) return rc; /* tr->batch: this rank's share */
     tr->in_h = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_h : tr->cfg.crop_train;
     tr->in_w = tr->task == IABN_TASK_SEGMENT ? tr->cfg.crop_w : tr->cfg.crop_train;
-    if ((rc = iabn_device_open(o->device, &tr->dev, e)) || (rc = dist_device(tr, e))) return rc;
+    if ((rc = iabn_device_open_rank(o->device, iabn_comm_local_rank(o->comm), tr->world, &tr->dev,
+                                    e)) ||
+        (rc = dist_device(tr, e)))
+        return rc;
     if (tr->storage != IABN_STORAGE_KEEP) {
         /* auto / recompute aim at --budget, else at what the device has */
         tr->sopts.allow_offload = tr->sopts.allow_recompute = 1;

@@ -404,7 +404,9 @@ int iabn_trainer_evaluate(const iabn_eval_opts *o, iabn_train_result *res, iabn_
     if (o->threads > 0) iabn_set_num_threads(o->threads);
     const char *split = o->split ? o->split
                         : o->dataset == IABN_DATASET_VISTAS ? "validation" : "val";
-    if ((rc = iabn_device_open(o->device, &tr.dev, e))) return rc;
+    if ((rc = iabn_device_open_rank(o->device, iabn_comm_local_rank(o->comm), tr.world, &tr.dev,
+                                    e)))
+        return rc;
     if ((rc = iabn_dataset_open(o->dataset, o->data_dir, split, &tr.dval, e))) goto out;
     tr.classes = tr.dval->num_classes;
     if (tr.cfg.classes && tr.cfg.classes != tr.classes) {
