@@ -327,17 +327,12 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     const float *dz = b->prev ? b->prev_in[1] : NULL;
     iabn_act act = absorbed_act(b->prev);
-    if (!synchronised(g, &P) && b->backend->k->bn_act_bwd_train) {
-        /* without an absorbed act, the identity's: dy itself, the same bits */
+    int one_call = !synchronised(g, &P) && b->backend->k->bn_act_bwd_train;
+    if (one_call) /* without an absorbed act, the identity's: dy itself, the same bits */
         IABN_K(bn_act_bwd_train, P.n, P.c, P.hw, L, b->in[0], b->prev ? dz : b->in[1], act,
                b->in[2], b->in[3], P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat,
                b->out[0]);
-        if (P.grads)
-            IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
-                   b->out[2]);
-        return 0;
-    }
-    if (b->prev)
+    else if (b->prev)
         IABN_K(bn_act_bwd_reduce, P.n, P.c, P.hw, L, b->in[0], dz, act, b->in[2], b->in[3],
                P.eps, b->in[4], b->in[5], P.abs_gamma, sum_dy, sum_dy_xhat);
     else
@@ -345,6 +340,7 @@ static int bn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *
                sum_dy, sum_dy_xhat);
     if (P.grads)
         IABN_K(bn_param_grads, P.c, b->in[4], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1], b->out[2]);
+    if (one_call) return 0;
     double m = (double)P.n * P.hw;
     int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
     if (rc) return rc;
@@ -423,20 +419,18 @@ static int iabn_bwd_run(const iabn_graph *g, const iabn_node *n, const iabn_bind
     iabn_layout L = act_layout(g, n);
     float *sum_dy = b->scratch, *sum_dy_xhat = sum_dy + P.c;
     double m = (double)P.n * P.hw;
-    if (P.training && !synchronised(g, &P) && b->backend->k->iabn_bwd_train) {
+    int one_call = P.training && !synchronised(g, &P) && b->backend->k->iabn_bwd_train;
+    if (one_call)
         IABN_K(iabn_bwd_train, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], b->in[2], P.eps,
                b->in[3], b->in[4], P.abs_gamma, P.act, sum_dy, sum_dy_xhat, b->out[0]);
-        if (P.grads)
-            IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
-                   b->out[2]);
-        return 0;
-    }
-    if (P.training) {
+    else if (P.training)
         IABN_K(iabn_bwd_reduce, P.variant, P.n, P.c, P.hw, L, b->in[0], b->in[1], P.eps,
                b->in[3], b->in[4], P.act, sum_dy, sum_dy_xhat);
-        if (P.grads)
-            IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
-                                b->out[2]);
+    if (P.training && P.grads)
+        IABN_K(bn_param_grads, P.c, b->in[3], P.abs_gamma, sum_dy, sum_dy_xhat, b->out[1],
+               b->out[2]);
+    if (one_call) return 0;
+    if (P.training) {
         int rc = sync_pair(g, n, &P, b, sum_dy, sum_dy_xhat, &m, 0, e);
         if (rc) return rc;
     }
