@@ -608,6 +608,39 @@ static void test_sgd_step(void)
     t_free(&t);
 }
 
+/* A non-finite gradient stops the step before any update, and the error
+ * names its parameter: the last trainable one here, with a frozen one (not
+ * asked about) before it. */
+static void test_sgd_nonfinite(void)
+{
+    t_run t = {0};
+    build_cnn(&t, IABN_BN_STANDARD);
+    CHECK(t_prepare(&t, NULL) == 0);
+    if (!t.ex) return;
+    int n = iabn_store_count(t.s), first = -1, last = -1;
+    for (int i = 0; i < n; i++) {
+        iabn_param *p = iabn_store_get(t.s, i);
+        if (!p->grad) continue;
+        if (first < 0) p->frozen = 1, first = i;
+        else last = i;
+        t_fill(p->grad, p->count, 60u + (unsigned)i);
+    }
+    CHECK(last > first && first >= 0);
+    if (last < 0) {
+        t_free(&t);
+        return;
+    }
+    iabn_param *bad = iabn_store_get(t.s, last);
+    bad->grad[bad->count - 1] = NAN;
+    float w0 = bad->data[0];
+    iabn_sgd_opts so = {.lr = {0.1f, 0.1f}, .momentum = 0.9f, .grad_scale = 1.f};
+    iabn_err e = {0};
+    CHECK(iabn_store_sgd_step(t.s, &so, NULL, &e) == IABN_ENUM);
+    CHECK_MSG(strstr(e.msg, bad->name) && strstr(e.msg, "not finite"), "%s", e.msg);
+    CHECK(bad->data[0] == w0);
+    t_free(&t);
+}
+
 int main(void)
 {
     iabn_set_num_threads(2);
@@ -620,5 +653,6 @@ int main(void)
     RUN(test_deep_plan_fast);
     RUN(test_exec_staging);
     RUN(test_sgd_step);
+    RUN(test_sgd_nonfinite);
     return TEST_END();
 }
