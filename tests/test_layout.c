@@ -84,6 +84,12 @@ static void cfg_for(iabn_session_cfg *c, iabn_model_cfg *mc, iabn_bn_mode mode, 
     c->winograd = IABN_WINOGRAD_OFF;
 }
 
+/* Whether oneDNN is built and runs its avx512_core kernels here: then the
+ * convolutions prefer nChw16c, and it has Winograd kernels.  On an AVX2 CPU
+ * they want nChw8c, which the graph does not have: it keeps every tensor
+ * NCHW (docs/LAYOUTS.md). */
+static int blocked_cpu(void) { return iabn_conv_have_dnnl() && t_cpu_avx512_core(); }
+
 /* Every mode plans with blocked tensors, within the invariants; nchw has none. */
 static void test_choice(void)
 {
@@ -96,7 +102,7 @@ static void test_choice(void)
         iabn_err e = {0};
         CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
         /* a build without oneDNN has no convolution that prefers nChw16c */
-        CHECK_MSG((s.mem.layouts.blocked > 0) == iabn_conv_have_dnnl(), "%s: %d blocked",
+        CHECK_MSG((s.mem.layouts.blocked > 0) == blocked_cpu(), "%s: %d blocked",
                   iabn_bn_mode_name(m), s.mem.layouts.blocked);
         check_invariants(s.graph, iabn_bn_mode_name((iabn_bn_mode)m));
         size_t scratch = s.mem.scratch_max;
@@ -151,8 +157,8 @@ static int pool_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
 }
 
 /* The pool's nodes (forward and backward) in pool_net: with an NCHW-only
- * pool every operand NCHW; with a max pool, in a build with oneDNN (whose
- * convolutions here prefer nChw16c, as test_choice assumes), every float
+ * pool every operand NCHW; with a max pool, where oneDNN's convolutions
+ * prefer nChw16c (blocked_cpu), every float
  * operand blocked and the argmax labelled NCHW. */
 static void test_pool_ops(void)
 {
@@ -172,8 +178,8 @@ static void test_pool_ops(void)
             seen++;
             for (int k = 0; k < n->nin + n->nout; k++) {
                 const iabn_tensor *t = iabn_graph_t(g, k < n->nin ? n->in[k] : n->out[k - n->nin]);
-                iabn_layout want = m && matters(t) && iabn_conv_have_dnnl() ? IABN_LAYOUT_NCHW16C
-                                                                           : IABN_LAYOUT_NCHW;
+                iabn_layout want = m && matters(t) && blocked_cpu() ? IABN_LAYOUT_NCHW16C
+                                                                    : IABN_LAYOUT_NCHW;
                 CHECK_MSG(t->layout == want, "%s operand %d (%s): %s", n->name, k, t->name,
                           iabn_layout_name(t->layout));
             }
@@ -231,17 +237,13 @@ static void test_copy_cap(void)
         }
         CHECK_MSG(bad == 0, "%s: %d conv nodes without a kernel for their layouts",
                   m ? "pool" : "no pool", bad);
-        /* without the pool, c2 blocked where oneDNN is built; with it, the
+        /* without the pool, c2 blocked where oneDNN takes nChw16c; with it, the
          * pass's check unwinds the chain back to NCHW */
-        CHECK_MSG(c2_blocked == (!m && iabn_conv_have_dnnl()), "%s: c2 blocked %d",
+        CHECK_MSG(c2_blocked == (!m && blocked_cpu()), "%s: c2 blocked %d",
                   m ? "pool" : "no pool", c2_blocked);
         iabn_session_free(&s);
     }
 }
-
-/* Whether oneDNN runs Winograd here (tensor/cpu/conv.h): its kernels need
- * AVX-512, and the build oneDNN. */
-static int wino_cpu(void) { return iabn_conv_have_dnnl() && t_cpu_avx512_core(); }
 
 /* Loss and all parameter gradients of one step of a bound session; its
  * layout stats and largest node scratch. */
@@ -317,9 +319,9 @@ static void test_parity(void)
             c.winograd = wino ? IABN_WINOGRAD_ON : IABN_WINOGRAD_OFF;
             float la = step(&c, x, lab, ga, &na, &sa, &xa);
             const char *what = wino ? "auto + winograd" : "auto";
-            CHECK((sa.blocked > 0) == iabn_conv_have_dnnl());
+            CHECK((sa.blocked > 0) == blocked_cpu());
             /* Winograd's transforms need scratch of their own: the sign it ran */
-            if (wino) CHECK_MSG((xa > xb) == wino_cpu(), "%s: scratch %zu against %zu", what, xa, xb);
+            if (wino) CHECK_MSG((xa > xb) == blocked_cpu(), "%s: scratch %zu against %zu", what, xa, xb);
             CHECK_MSG(fabsf(la - lb) <= 1e-5f * fabsf(lb) + 1e-6f, "%s, %s: loss %.9g, nchw %.9g",
                       iabn_bn_mode_name(m), what, la, lb);
             CHECK(na == nb);
@@ -393,7 +395,7 @@ static void test_winograd_auto(void)
                    au.winograd, on.winograd, on.winograd_possible);
             CHECK(off.winograd == 0 && on.winograd == on.winograd_possible);
             CHECK(au.winograd_possible == on.winograd_possible);
-            CHECK((on.winograd > 0) == wino_cpu());
+            CHECK((on.winograd > 0) == blocked_cpu());
             CHECK_MSG(au.lower_bound == off.lower_bound, "%s: lower bound %zu, off %zu",
                       models[k], au.lower_bound, off.lower_bound);
             CHECK_MSG(au.arena <= off.arena + off.arena / 400, "%s: arena %zu, off %zu",
@@ -403,7 +405,7 @@ static void test_winograd_auto(void)
              * 84 passes, the rest would raise the peak (on's arena is 24%
              * larger); ResNeXt-101's six stem passes all fit (its arena
              * moves by under 0.1% either way) */
-            if (wino_cpu() && mode == IABN_BN_STANDARD) {
+            if (blocked_cpu() && mode == IABN_BN_STANDARD) {
                 CHECK_MSG(au.winograd > 0, "%s: no Winograd pass chosen", models[k]);
                 if (k == 1) CHECK(on.arena > off.arena && au.winograd < on.winograd);
             }
@@ -417,7 +419,7 @@ static void test_winograd_auto(void)
     printf("  wider_resnet38_a2 batch 16: arena %zu / %zu, %d Winograd passes of %d\n", off.arena,
            au.arena, au.winograd, au.winograd_possible);
     CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
-    if (wino_cpu())
+    if (blocked_cpu())
         CHECK_MSG(au.winograd >= 60, "%d of %d passes on Winograd", au.winograd,
                   au.winograd_possible);
 }

@@ -101,11 +101,14 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * faster, 8 per group on larger maps 0.7x (0.85x merged on 56x56), and
      * dilated with 8 per group its weight pass falls back to a GEMM at 26
      * GFLOP/s; with 4 per group oneDNN's grouped path is 2.5x slower
-     * (docs/CPU.md). */
+     * (docs/CPU.md).  The 14x14 case holds for its 16-lane AVX-512 kernels:
+     * on an AVX2 CPU (jit:avx2, 8 lanes) the direct kernels run it 1.1x to
+     * 1.4x faster in every pass. */
     if (g->groups != 1) {
         int cpg = g->c_in / g->groups < g->c_out / g->groups ? g->c_in / g->groups
                                                              : g->c_out / g->groups;
-        if (cpg < 8 || (cpg < 16 && (g->dil != 1 || (long)g->h_out * g->w_out > 14 * 14)))
+        if (cpg < 8 || (cpg < 16 && (g->dil != 1 || (long)g->h_out * g->w_out > 14 * 14 ||
+                                     !iabn_conv_direct_avx512())))
             return 0;
     }
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
