@@ -597,8 +597,19 @@ static void test_accumulate(void)
     acc_case(2, 32, 9, 48, 3, 1, 1, 0, 0, 0);    /* 3x3 with bias (WideResNet's conv2)    */
     acc_case(2, 32, 9, 48, 3, 1, 0, 0, 1, 0);
     acc_case(1, 32, 16, 32, 3, 0, 1, 1, 1, 0);   /* with the Winograd flag                */
-    /* the geometries and passes it refuses, by name */
+    /* the sum apart adds r in oneDNN's kernel where that generates its
+     * binary post-op into its output loop (the 1x1 kernel on nChw16c, which
+     * AVX-512 CPUs run), and not on the GEMM kernel of 1x1 convs on NCHW,
+     * which applied it one value at a time: ResNeXt-101's step on an AVX2
+     * CPU, whose 1x1 convs at 56x56 and 28x28 stay NCHW, spent 25x their
+     * time in those convs (docs/CPU.md) */
     iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_dnnl_plain(&g) && !iabn_conv_dnnl_add_fused(&g));
+    CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
+    g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
+    CHECK(iabn_conv_dnnl_add_fused(&g) == lanes16());
+    /* the geometries and passes it refuses, by name */
     CHECK(iabn_conv_geom_init(&g, 1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 16) == 0); /* 4 per group */
     CHECK(!iabn_conv_accumulates(&g));
     CHECK(iabn_conv_geom_init(&g, 1, 3, 8, 8, 16, 3, 3, 1, 1, 1, 1) == 0); /* a stem */

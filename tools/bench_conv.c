@@ -51,6 +51,7 @@ static void print_json(const iabn_convbench_row *rows, int n)
         if (r->residual) { /* [conv then add, fused over r, fused apart], ms */
             cJSON *ms = cJSON_CreateDoubleArray(r->residual_ms, 3);
             if (ms) cJSON_AddItemToObject(o, "residual_add_ms", ms);
+            cJSON_AddBoolToObject(o, "residual_binary_post_op", r->residual_binary);
         }
         if (r->wcopy) { /* [oneDNN's reorder, the map's copy], ms */
             cJSON *ms = cJSON_CreateDoubleArray(r->wcopy_ms, 2);
@@ -134,10 +135,12 @@ int iabn_bench_conv(int argc, char **argv)
             if (!header++)
                 printf("\nresidual add after the forward (conv2d_add), best ms: the conv and "
                        "then the add; fused over the shortcut (oneDNN's sum post-op); fused "
-                       "into a sum apart (its binary post-op: standard BN)\n");
-            printf("%-28s %8.3f %8.3f %.2fx %8.3f %.2fx\n", r->desc, r->residual_ms[0],
+                       "into a sum apart (standard BN: its binary post-op, or where the "
+                       "kernel would apply that one value at a time, a copy of the shortcut "
+                       "and the sum post-op)\n");
+            printf("%-28s %8.3f %8.3f %.2fx %8.3f %.2fx %s\n", r->desc, r->residual_ms[0],
                    r->residual_ms[1], r->residual_ms[0] / r->residual_ms[1], r->residual_ms[2],
-                   r->residual_ms[0] / r->residual_ms[2]);
+                   r->residual_ms[0] / r->residual_ms[2], r->residual_binary ? "binary" : "copy");
         }
         header = 0;
         for (int i = 0; i < n; i++) {

@@ -427,6 +427,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
             rc = time_residual(cache, &blk[0], &gb, &ga, repeat, x, w, y, y2, res, ny, scr, sb,
                                tr, e);
             for (int k = 0; k < 3; k++) r->residual_ms[k] = tr[k] * 1e3;
+            r->residual_binary = iabn_conv_dnnl_add_fused(&gb);
         }
     }
 done:

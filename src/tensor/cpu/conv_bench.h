@@ -40,6 +40,8 @@ typedef struct iabn_convbench_row {
     double residual_ms[3];                /* residual add (conv2d_add): best ms of */
                                           /* the conv then the add, fused over the */
                                           /* shortcut, fused into a sum apart      */
+    int residual_binary;                  /* the last by oneDNN's binary post-op   */
+                                          /* (else a copy of r and the sum one)    */
     int wcopy;                            /* fwd and bwd-data rows of 1x1 convs on */
     double wcopy_ms[2];                   /* oneDNN: best ms of the weights' copy  */
                                           /* into its blocks, by oneDNN's reorder  */

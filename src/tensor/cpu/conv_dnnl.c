@@ -246,6 +246,18 @@ int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side)
     return sk.kind;
 }
 
+static void look_binary(const iabn_dnnl_plan *p, void *arg) { *(int *)arg = p->binary; }
+
+int iabn_conv_dnnl_add_fused(const iabn_conv_geom *g)
+{
+    iabn_conv_geom g2 = *g;
+    g2.accumulate = 2;
+    int binary = 0;
+    iabn_err e = {0};
+    probe(&g2, IABN_CONV_FWD, 0, look_binary, &binary, &e);
+    return binary;
+}
+
 static void look_wino(const iabn_dnnl_plan *p, void *arg) { *(int *)arg = p->wino; }
 
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)

@@ -323,13 +323,24 @@ static int dst_as_user(const iabn_dnnl_plan *p)
     return want && act_md(&p->g, 0, &user) == dnnl_success && dnnl_memory_desc_equal(&user, want);
 }
 
+/* Whether a kernel generates a binary post-op into its output loop.
+ * oneDNN's GEMM convolutions (`x64:gemm:jit`: the 1x1 convs on NCHW, which
+ * an AVX2 CPU keeps there) and its reference ones apply it one element at a
+ * time after the GEMM: 25x the convolution's own time on ResNeXt-101's 1x1
+ * convs at 56x56 (docs/CPU.md), where copying r into y and the GEMM's
+ * accumulating sum post-op cost next to nothing. */
+static int binary_fused(const char *impl)
+{
+    return !strstr(impl, "gemm") && !strstr(impl, "ref");
+}
+
 /* Whether two primitives run the same kernel on the same operand layouts. */
 static int same_kernel(dnnl_primitive_desc_t a, dnnl_primitive_desc_t b)
 {
     const char *ia = NULL, *ib = NULL;
     if (dnnl_primitive_desc_query(a, dnnl_query_impl_info_str, 0, &ia) != dnnl_success ||
         dnnl_primitive_desc_query(b, dnnl_query_impl_info_str, 0, &ib) != dnnl_success ||
-        strcmp(ia, ib) != 0)
+        strcmp(ia, ib) != 0 || !binary_fused(ia))
         return 0;
     static const dnnl_query_t q[] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
     for (size_t i = 0; i < sizeof q / sizeof *q; i++) {
@@ -342,7 +353,8 @@ static int same_kernel(dnnl_primitive_desc_t a, dnnl_primitive_desc_t b)
 
 /* An accumulate 2 forward (y = r + conv, r apart): p->pd with the binary
  * post-op (p->binary 1) where the primitive is the one the convolution
- * alone runs, writing y in the caller's layout: the kernel is the same, and
+ * alone runs, writing y in the caller's layout, and a kernel that fuses it
+ * (binary_fused): the kernel is the same, and
  * the addition after its last product gives the bits of the convolution and
  * then the add.  Elsewhere p->binary stays 0 and p->pd NULL. */
 static int try_binary(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, iabn_err *e)

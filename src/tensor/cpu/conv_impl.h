@@ -92,6 +92,12 @@ int iabn_conv_dnnl_plain(const iabn_conv_geom *g);
  * (nChw8c for 8 channels per group, say). */
 int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side);
 
+/* Whether the forward of g with its residual apart (g->accumulate 2, as
+ * iabn_conv_fwd_add runs it) adds the residual inside oneDNN's kernel (the
+ * binary post-op) rather than copying it into y for the sum post-op.  0
+ * where oneDNN cannot build g, and in a build without oneDNN. */
+int iabn_conv_dnnl_add_fused(const iabn_conv_geom *g);
+
 /* oneDNN path (cpu/conv_dnnl.c): scratch bytes of a plan built for
  * `threads` threads, with or without bias, and the implementation oneDNN
  * chose (a static string; impl may be NULL); the passes. */
