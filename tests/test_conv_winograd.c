@@ -127,8 +127,14 @@ static void wino_case(int n, int ci, int h, int w_, int co, int pad, int bias)
     CHECK_MSG(memcmp(t, wi.y, ny * 4) == 0, "nChw16c forward differs, %s", desc);
     t_nchw16c(n, ci, h * w_, bl.dx, t, 1);
     CHECK_MSG(memcmp(t, wi.dx, nx * 4) == 0, "nChw16c data pass differs, %s", desc);
-    CHECK_MSG(memcmp(bl.dw, wi.dw, nw * 4) == 0 && memcmp(bl.db, wi.db, nb * 4) == 0,
-              "nChw16c weight pass differs, %s", desc);
+    /* the weight pass of NCHW operands runs natively on an AVX2 CPU
+     * (cpu/conv.c native_weights): another order of the sums there */
+    if (t_cpu_avx512_core())
+        CHECK_MSG(memcmp(bl.dw, wi.dw, nw * 4) == 0 && memcmp(bl.db, wi.db, nb * 4) == 0,
+                  "nChw16c weight pass differs, %s", desc);
+    else
+        CHECK_MSG(t_rel_diff(bl.dw, wi.dw, nw) <= 1e-5 && t_rel_diff(bl.db, wi.db, nb) <= 1e-5,
+                  "nChw16c weight pass differs, %s", desc);
     free3(&d); free3(&wi); free3(&w2); free3(&bl);
     free(x); free(w); free(b); free(dy); free(dw0); free(db0); free(xb); free(dyb); free(t);
 }

@@ -211,6 +211,26 @@ static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
     return *xc + iabn_conv_round16(y);
 }
 
+/* Whether the native kernels run g's weight pass although oneDNN takes it,
+ * with n their plan for `threads` (filled either way).  Without AVX-512,
+ * oneDNN's weight pass of dense convs with taps (jit:avx2, with the
+ * reorders of x and dy into nChw8c and of dw back) ran 1.2x-2.3x slower
+ * than the native kernels on NCHW: WideResNet-38's weight gradients took
+ * 4.5-4.8 s of a 10 s step (docs/CPU.md "AVX2 CPUs").  Their column buffers
+ * grow with the threads: only where they fit oneDNN's copy cap.  1x1 convs
+ * gained 5-8% for more scratch and stay; dilated ones keep oneDNN's tap
+ * skipping.  Planning and running ask this alike (no oneDNN query). */
+static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                          iabn_conv_plan *n)
+{
+    if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 || g->dil != 1 ||
+        g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW ||
+        iabn_conv_direct_avx512())
+        return 0;
+    iabn_conv_plan_make_native(g, pass, threads, n);
+    return n->total * sizeof(float) <= IABN_DNNL_COPY_MAX;
+}
+
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                          iabn_conv_plan *p)
 {
@@ -224,6 +244,7 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->total = iabn_conv_round16(p->col) + blocked_copies(g, &xc);
         return;
     }
+    if (path == IABN_CONV_PATH_DNNL && native_weights(g, pass, threads, p)) return;
     if (path == IABN_CONV_PATH_DNNL) {
         memset(p, 0, sizeof *p);
         p->threads = threads < 1 ? 1 : threads;
@@ -697,8 +718,10 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
                             "oneDNN path (iabn_conv_accumulates), not this one",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups);
     if (path == IABN_CONV_PATH_DNNL) {
-        memset(&p, 0, sizeof p);
-        p.path = IABN_CONV_PATH_DNNL;
+        if (!native_weights(g, pass, call_threads(), &p)) {
+            memset(&p, 0, sizeof p);
+            p.path = IABN_CONV_PATH_DNNL;
+        }
     } else if (path == IABN_CONV_PATH_BLOCKED) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
