@@ -390,7 +390,9 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
                             peak > 0 ? NULL : &pk, e)))
             break;
-        int chose_dnnl = iabn_conv_use_dnnl(&g, (iabn_conv_pass)pass);
+        iabn_conv_plan chosen; /* what the graph runs on NCHW operands */
+        iabn_conv_plan_make(&g, (iabn_conv_pass)pass, threads, &chosen);
+        int chose_dnnl = chosen.path == IABN_CONV_PATH_DNNL;
         iabn_convbench_row *r = &rows[pass];
         r->case_name = bc->name;
         r->desc = bc->desc;

@@ -353,10 +353,10 @@ static int same_kernel(dnnl_primitive_desc_t a, dnnl_primitive_desc_t b)
 
 /* An accumulate 2 forward (y = r + conv, r apart): p->pd with the binary
  * post-op (p->binary 1) where the primitive is the one the convolution
- * alone runs, writing y in the caller's layout, and a kernel that fuses it
- * (binary_fused): the kernel is the same, and
- * the addition after its last product gives the bits of the convolution and
- * then the add.  Elsewhere p->binary stays 0 and p->pd NULL. */
+ * alone runs, writing y in the caller's layout, on a kernel that fuses it
+ * (binary_fused): the kernel is the same, and the addition after its last
+ * product gives the bits of the convolution and then the add.  Elsewhere
+ * p->binary stays 0 and p->pd NULL. */
 static int try_binary(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, iabn_err *e)
 {
     int rc = make_pd(eng, p, bias, e), ok = 0;
