@@ -224,6 +224,11 @@ static void test_parity(void)
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
+    { /* with AVX-512; with AVX2 its GEMM kernel computes them: the per-tap path */
+        iabn_conv_plan pt;
+        iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pt);
+        CHECK(pt.path == (lanes16() ? IABN_CONV_PATH_DNNL : IABN_CONV_PATH_TAPS));
+    }
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 16) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped, 4 per group */
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 16, 16, 64, 3, 3, 1, 2, 2, 8) == 0);

@@ -213,17 +213,20 @@ static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
 
 /* Whether the native kernels run g's weight pass although oneDNN takes it,
  * with n their plan for `threads` (filled either way).  Without AVX-512,
- * oneDNN's weight pass of dense convs with taps (jit:avx2, with the
- * reorders of x and dy into nChw8c and of dw back) ran 1.2x-2.3x slower
- * than the native kernels on NCHW: WideResNet-38's weight gradients took
- * 4.5-4.8 s of a 10 s step (docs/CPU.md "AVX2 CPUs").  Their column buffers
- * grow with the threads: only where they fit oneDNN's copy cap.  1x1 convs
- * gained 5-8% for more scratch and stay; dilated ones keep oneDNN's tap
- * skipping.  Planning and running ask this alike (no oneDNN query). */
+ * oneDNN's weight pass of dense convs with taps ran 1.2x-2.3x slower than
+ * the native kernels on NCHW (jit:avx2, with the reorders of x and dy into
+ * nChw8c and of dw back): WideResNet-38's weight gradients took 4.5-4.8 s
+ * of a 10 s step.  Dilated ones fall back to its GEMM kernel there, which
+ * computes the taps that read padding and keeps a large scratchpad: the
+ * per-tap path ran DeepLab's ASPP 3.5x faster, and DeepLabV3-WRN38's arena
+ * fell by a third (docs/CPU.md "AVX2 CPUs").  Native column buffers grow
+ * with the threads: only where they fit oneDNN's copy cap.  1x1 convs
+ * gained 5-8% for more scratch, and stay.  Planning and running ask this
+ * alike (no oneDNN query). */
 static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                           iabn_conv_plan *n)
 {
-    if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 || g->dil != 1 ||
+    if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 ||
         g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW ||
         iabn_conv_direct_avx512())
         return 0;
