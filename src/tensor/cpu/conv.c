@@ -217,8 +217,8 @@ static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
     return *xc + iabn_conv_round16(y);
 }
 
-/* Whether the native kernels run g's weight pass although oneDNN takes it,
- * with n their plan for `threads` (filled either way).  Without AVX-512,
+/* Whether the native kernels run g's weight pass although oneDNN takes it;
+ * n gets their plan for `threads` where the geometry qualifies.  Without AVX-512,
  * oneDNN's weight pass of dense convs with taps ran 1.2x-2.3x slower than
  * the native kernels on NCHW (jit:avx2, with the reorders of x and dy into
  * nChw8c and of dw back): WideResNet-38's weight gradients took 4.5-4.8 s
@@ -253,8 +253,8 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->total = iabn_conv_round16(p->col) + blocked_copies(g, &xc);
         return;
     }
-    if (path == IABN_CONV_PATH_DNNL && native_weights(g, pass, threads, p)) return;
     if (path == IABN_CONV_PATH_DNNL) {
+        if (native_weights(g, pass, threads, p)) return;
         memset(p, 0, sizeof *p);
         p->threads = threads < 1 ? 1 : threads;
         /* the layer's scratch is a function of the geometry: the larger of
