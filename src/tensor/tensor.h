@@ -71,13 +71,16 @@ const char *iabn_dtype_name(iabn_dtype dt);
 /* ---- memory layouts of an activation ------------------------------------ */
 
 /* An (N, C, H, W) activation is stored NCHW, or with its channels in blocks
- * of 16 (nChw16c: [N][C/16][H][W][16], oneDNN's name), which the CPU's
- * oneDNN convolutions read and write without reorders.  A blocked layout
- * needs C to be a multiple of its block, so a tensor has the same size in
- * every layout.  One row per layout: enum, name, channels per block. */
-#define IABN_LAYOUTS(X)                  \
-    X(IABN_LAYOUT_NCHW, "nchw", 1)       \
-    X(IABN_LAYOUT_NCHW16C, "nChw16c", 16)
+ * of 16 or 8 (nChw16c: [N][C/16][H][W][16], oneDNN's name; nChw8c likewise),
+ * which the CPU's oneDNN convolutions read and write without reorders: 16 on
+ * CPUs with AVX-512, 8 on AVX2 ones (one vector register of floats).  A
+ * blocked layout needs C to be a multiple of its block, so a tensor has the
+ * same size in every layout.  One row per layout: enum, name, channels per
+ * block. */
+#define IABN_LAYOUTS(X)                   \
+    X(IABN_LAYOUT_NCHW, "nchw", 1)        \
+    X(IABN_LAYOUT_NCHW16C, "nChw16c", 16) \
+    X(IABN_LAYOUT_NCHW8C, "nChw8c", 8)
 
 typedef enum iabn_layout {
 #define IABN_LAYOUT_ENUM(id, name, block) id,
@@ -87,7 +90,7 @@ typedef enum iabn_layout {
 } iabn_layout;
 
 const char *iabn_layout_name(iabn_layout l);
-/* Channels per block: 1 for NCHW, 16 for nChw16c; 0 for a value outside the list. */
+/* Channels per block: 1 for NCHW, 16 for nChw16c, 8 for nChw8c; 0 for a value outside the list. */
 int iabn_layout_block(iabn_layout l);
 
 /* ---- activation ---------------------------------------------------------- */
