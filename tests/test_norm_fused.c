@@ -3,9 +3,9 @@
  * iabn_iabn_bwd_train) against the two calls they stand for.
  *
  * Every output must be the same bits, with the outputs written over their
- * inputs as the layers do (z over x, dx over dz), in NCHW and nChw16c, at a
- * shape the group-by-group path takes (return 1) and one it declines (one
- * channel group: return 0), on one thread and two.  The identity act must
+ * inputs as the layers do (z over x, dx over dz), in NCHW, nChw16c and
+ * nChw8c, at shapes the group-by-group path takes (return 1) and ones it
+ * declines (too few channel groups: return 0), on one thread and two.  The identity act must
  * also give the plain BN pair's bits (the layer routes plain BN through it).
  */
 #include "tensor/tensor.h"
@@ -25,6 +25,9 @@ static const shape shapes[] = {
     {4, 64, 49, IABN_LAYOUT_NCHW, 1},      /* 64 groups of one channel */
     {4, 128, 196, IABN_LAYOUT_NCHW16C, 1}, /* 8 groups of 16 */
     {3, 16, 300, IABN_LAYOUT_NCHW16C, 0},  /* one group: too few for the threads */
+    {4, 128, 196, IABN_LAYOUT_NCHW8C, 1},  /* 16 groups of 8 */
+    {2, 72, 49, IABN_LAYOUT_NCHW8C, 1},    /* 9 groups, planes ending in half a block */
+    {3, 24, 300, IABN_LAYOUT_NCHW8C, 0},   /* 3 groups: too few for the threads */
 };
 
 static const iabn_act acts[] = {

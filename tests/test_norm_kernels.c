@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-/* the layout of every kernel call here (test_layout_kernels.c covers nChw16c) */
+/* the layout of every kernel call here (the blocked ones: test_layout_kernels.c) */
 #define NCHW IABN_LAYOUT_NCHW
 
 #define EPS 1e-5f

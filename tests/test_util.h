@@ -139,18 +139,26 @@ static inline double t_rel_diff(const float *a, const float *b, size_t n)
     return d / m;
 }
 
-/* NCHW x -> nChw16c y (back 0), or nChw16c x -> NCHW y (back 1); c a
- * multiple of 16, hw values per plane */
-static inline void t_nchw16c(int n, int c, int hw, const float *x, float *y, int back)
+/* NCHW x -> blocked y with blk channels per block (back 0), or blocked x ->
+ * NCHW y (back 1), straight from the layout's definition: element (i, k, s)
+ * of a blocked layout sits at ((i*(c/blk) + k/blk)*hw + s)*blk + k%blk.
+ * c a multiple of blk, hw values per plane. */
+static inline void t_nchw_blk(int n, int c, int hw, int blk, const float *x, float *y, int back)
 {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < c; k++)
             for (int s = 0; s < hw; s++) {
                 size_t pl = ((size_t)i * c + k) * hw + s;
-                size_t bl = (((size_t)i * (c / 16) + k / 16) * hw + s) * 16 + k % 16;
+                size_t bl = (((size_t)i * (c / blk) + k / blk) * hw + s) * blk + k % blk;
                 if (back) y[pl] = x[bl];
                 else y[bl] = x[pl];
             }
+}
+
+/* The same for nChw16c (c a multiple of 16). */
+static inline void t_nchw16c(int n, int c, int hw, const float *x, float *y, int back)
+{
+    t_nchw_blk(n, c, hw, 16, x, y, back);
 }
 
 #endif

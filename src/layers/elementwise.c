@@ -193,12 +193,12 @@ static int slice_run(const iabn_graph *g, const iabn_node *n, const iabn_bind *b
 }
 
 /* Concat and slice take any layout with no layout argument: the layout
- * pass blocks only tensors whose channels are multiples of 16, and joins
- * all of a concat's (a slice's) operands in one set, so in nChw16c every
- * part's channel count and offset is a multiple of 16; the per-sample block
- * copies of copy_channels / slice_channels then move the same bytes as in
- * NCHW (a sample's channel blocks are contiguous, block c_off/16 starts at
- * float c_off*hw). */
+ * pass blocks only tensors whose channels are multiples of the block B (16
+ * or 8), and joins all of a concat's (a slice's) operands in one set, so in
+ * a blocked layout every part's channel count and offset is a multiple of
+ * B; the per-sample block copies of copy_channels / slice_channels then
+ * move the same bytes as in NCHW (a sample's channel blocks are contiguous,
+ * block c_off/B starts at float c_off*hw). */
 static const iabn_op_def op_slice = {
     .name = "slice_channels",
     .run = slice_run,
@@ -252,7 +252,8 @@ int iabn_concat(iabn_graph *g, const char *name, int n, const int *xs)
 /* The layout of a resize's two sides: that of the blocked one, if any.  A
  * 1x1 map (DeepLab's image pooling branch, upsampled to the feature size)
  * is left out of the layout pass and keeps the label NCHW, but is the same
- * memory in nChw16c; the other side then says which layout runs. */
+ * memory in every blocked layout; the other side then says which layout
+ * runs. */
 static iabn_layout up_layout(const iabn_tensor *a, const iabn_tensor *b)
 {
     return a->layout != IABN_LAYOUT_NCHW ? a->layout : b->layout;

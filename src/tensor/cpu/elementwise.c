@@ -1,7 +1,7 @@
 /* cpu/elementwise.c: the memory-bound CPU kernels of cpu/ops.h: elementwise
  * add / axpy / copy / fill / scale, the broadcast add of a 1x1 map and its
- * reduction, the finite check, channel dropout (NCHW or nChw16c), channel
- * concat / slice and the sum of squares.
+ * reduction, the finite check, channel dropout (NCHW, nChw16c or nChw8c),
+ * channel concat / slice and the sum of squares.
  *
  * Every loop is elementwise or reads each input element before writing the
  * same output element, so the aliasing the header allows is safe; reductions
@@ -108,20 +108,21 @@ int iabn_all_finite(size_t count, const float *x)
     return !bad;
 }
 
-/* nChw16c: the 16 channels of a block side by side, channel ci of sample ni
- * keeping or dropping by the NCHW plane index ni*C + ci (= block*16 + lane),
- * and the same select as the NCHW loop (a product or an exact 0): the same
- * output bits, reordered. */
-static void dropout2d_blk(int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
-                          const float *x, float *y)
+/* Blocked, B (16 or 8, a constant) channels per block: the B channels of a
+ * block side by side, channel ci of sample ni keeping or dropping by the
+ * NCHW plane index ni*C + ci (= block*B + lane), and the same select as the
+ * NCHW loop (a product or an exact 0): the same output bits, reordered. */
+static inline __attribute__((always_inline)) void
+dropout2d_blk(const int B, int n, int c, int hw, float p, uint64_t seed, uint64_t stream,
+              const float *x, float *y)
 {
-    enum { B = 16 };
+    enum { MAX_B = 16 }; /* the widest block of the list (nChw16c) */
     long groups = (long)n * (c / B);
     size_t total = (size_t)groups * B * (size_t)hw;
     float scale = iabn_dropout_scale(p);
 #pragma omp parallel for schedule(static) if (total >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
-        int keep[B];
+        int keep[MAX_B];
         for (int l = 0; l < B; l++)
             keep[l] = iabn_dropout_keep(seed, stream, (uint64_t)(g * B + l), p);
         const float *xp = x + (size_t)g * B * hw;
@@ -137,8 +138,10 @@ static void dropout2d_blk(int n, int c, int hw, float p, uint64_t seed, uint64_t
 void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uint64_t seed,
                           uint64_t stream, const float *x, float *y)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        dropout2d_blk(n, c, hw, p, seed, stream, x, y);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16 || blk == 8) {
+        if (blk == 16) dropout2d_blk(16, n, c, hw, p, seed, stream, x, y);
+        else dropout2d_blk(8, n, c, hw, p, seed, stream, x, y);
         return;
     }
     long planes = (long)n * c;

@@ -1,5 +1,5 @@
 /* cpu/norm_act.c: batch normalisation + activation kernels, every mode
- * (cpu/norm_act.h), in NCHW and nChw16c.
+ * (cpu/norm_act.h), in NCHW, nChw16c and nChw8c.
  *
  * Each kernel fills in a job of the engine (norm_act_engine.c,
  * cpu/norm_act_impl.h) and runs it: the per-channel reductions and the

@@ -1,15 +1,17 @@
 /* cpu/norm_act.h: batch normalisation + activation kernels, every mode, CPU.
  *
- * float32 activations of shape (N, C, HW) in either layout of tensor.h, given
- * by the `layout` argument: NCHW, or nChw16c (blocks of 16 channels,
- * [N][C/16][HW][16]), which needs C % 16 == 0: the caller guarantees it
- * (the kernel table's entries check).  Per-channel arrays (statistics, gamma,
- * sums) are plain [C] in both.  Statistics are per channel over m = N*H*W
- * values; the shift of iabn_bn_stats is the channel's value at (0, 0).  Per-element formulas live in math/norm_act.h, shared with the CUDA
- * kernels; both layouts use the same formulas and the same per-channel
- * constants, so the elementwise kernels give the same bits in either layout
- * (after reordering) and the reductions agree to rounding (they sum in
- * another order).
+ * float32 activations of shape (N, C, HW) in any layout of tensor.h, given
+ * by the `layout` argument: NCHW, nChw16c (blocks of 16 channels,
+ * [N][C/16][HW][16]) or nChw8c (blocks of 8, [N][C/8][HW][8]); a blocked
+ * layout needs C to be a multiple of its block: the caller guarantees it
+ * (the kernel table's entries check).  Per-channel arrays (statistics,
+ * gamma, sums) are plain [C] in all.  Statistics are per channel over
+ * m = N*H*W values; the shift of iabn_bn_stats is the channel's value at
+ * (0, 0).  Per-element formulas live in math/norm_act.h, shared with the
+ * CUDA kernels; every layout uses the same formulas and the same
+ * per-channel constants, so the elementwise kernels give the same bits in
+ * every layout (after reordering) and the reductions agree to rounding
+ * (they sum in another order).
  *
  * The forward and backward passes are split into a per-channel reduction and
  * an elementwise pass so that the synchronised variant can all-reduce the

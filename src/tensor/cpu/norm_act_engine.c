@@ -1,25 +1,30 @@
 /* cpu/norm_act_engine.c: the engine of the CPU batch normalisation +
  * activation kernels (cpu/norm_act_impl.h; the kernels are in norm_act.c),
- * in NCHW and in nChw16c.
+ * in NCHW, nChw16c and nChw8c.
  *
  * Two kernel shapes cover everything:
  *  - per-channel reductions (statistics, backward sums).  A channel group
- *    (one channel in NCHW, a block of 16 in nChw16c) is cut into fixed units,
- *    one sample's plane in chunks of CHUNK values; each unit is summed in
- *    LANES lanes (float over FLUSH blocks, then double) and the units are
- *    added in (sample, chunk) order.  In NCHW the lanes are 16 positions of
- *    one channel, added up at the end of the unit; in nChw16c they are the
- *    block's 16 channels, each its own sum.  Whole groups run in parallel
- *    when there are many, single units when there are few; both walk that
- *    same order, so the sums are bit-identical for every thread count.
- *  - elementwise passes, in blocks of LANES values computed into a local array
+ *    (one channel in NCHW, a block of W = 16 or 8 in the blocked layouts) is
+ *    cut into fixed units, one sample's plane in chunks of CHUNK values; each
+ *    unit is summed in lanes (float over FLUSH blocks, then double) and the
+ *    units are added in (sample, chunk) order.  In NCHW the lanes are LANES
+ *    positions of one channel, added up at the end of the unit; in a blocked
+ *    layout they are the block's W channels, each its own sum.  Whole groups
+ *    run in parallel when there are many, single units when there are few;
+ *    both walk that same order, so the sums are bit-identical for every
+ *    thread count.
+ *  - elementwise passes, in blocks of values computed into a local array
  *    before any is stored: an output equal to an input is then safe without
- *    runtime alias checks, and the block loops vectorise.  In nChw16c a block
- *    is one position's 16 channels and the per-channel constants are 16-wide.
+ *    runtime alias checks, and the block loops vectorise.  In a blocked
+ *    layout a block is one position's W channels and the per-channel
+ *    constants are W-wide.
+ * The blocked spans are instantiated per block width (W a constant, one
+ * AVX2 register of floats for 8, two for 16), so that their lane loops have
+ * constant trip counts and vectorise.
  * Every per-element formula comes from math/norm_act.h, shared with CUDA.
- * Both layouts call the same element functions (red_pair, ew_elem) with the
+ * All layouts call the same element functions (red_pair, ew_elem) with the
  * same per-channel constants, so an elementwise output is the same bits in
- * either layout; only the reductions' summation order differs.
+ * every layout; only the reductions' summation order differs.
  */
 
 /* The activations' selects (z >= 0 ? z : z/a) only become vector blends when
@@ -41,14 +46,22 @@
 #include <string.h>
 
 enum {
-    LANES = 16,      /* accumulators / block width: two AVX registers of floats */
+    LANES = 16,      /* NCHW's accumulators / block: two AVX registers of floats */
+    MAX_BLK = 16,    /* the widest channel block (nChw16c): sizes the per-group arrays */
     FLUSH = 16,      /* blocks summed in float before the lanes move to double */
     CHUNK = 4096,    /* unit length in values; fixed, so the summation order is too */
     PAR_MIN = 32768, /* below this many values a parallel region costs more than it saves */
     NK = 7           /* per-channel constants of an elementwise kind, at most */
 };
-/* nChw16c's lanes are its channels: the block width is the channel block. */
-_Static_assert(LANES == 16, "the blocked path needs LANES == nChw16c's channel block");
+/* A blocked layout's lanes are its channels: every block of the list must
+ * fit the per-group arrays and have its instantiation (layout_blk, at,
+ * red_span, ew_span); a row of IABN_LAYOUTS with another block fails the
+ * build here until it has them. */
+#define ENGINE_HAS_BLOCK(id, name, block)                                             \
+    _Static_assert(((block) == 1 || (block) == 8 || (block) == 16) && (block) <= MAX_BLK, \
+                   "norm_act_engine.c has no spans for the block of " name);
+IABN_LAYOUTS(ENGINE_HAS_BLOCK)
+#undef ENGINE_HAS_BLOCK
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -74,10 +87,10 @@ _Static_assert(IABN_ACT_COUNT == 4, "WITH_ACT needs a case for every activation 
         }                                                                                \
     } while (0)
 
-/* GCC unrolls a 16-iteration lane loop with a cheap body (statistics,
+/* GCC unrolls a 16- or 8-iteration lane loop with a cheap body (statistics,
  * identity) completely before its loop vectoriser runs, and the SLP pass
  * cannot vectorise the accumulations that are left; kept rolled, the loop
- * vectorises into two AVX registers per accumulator. */
+ * vectorises into two AVX registers per accumulator (one for 8 lanes). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define LANE_LOOP _Pragma("GCC unroll 1")
 #else
@@ -86,22 +99,36 @@ _Static_assert(IABN_ACT_COUNT == 4, "WITH_ACT needs a case for every activation 
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-static int layout_blk(iabn_layout layout) { return layout == IABN_LAYOUT_NCHW16C ? LANES : 1; }
+/* Channels per group: the layout's block where the engine has spans for it
+ * (16, 8), else 1.  A layout outside the list (block 0) runs as NCHW; the
+ * kernel table refuses it before it gets here. */
+static int layout_blk(iabn_layout layout)
+{
+    int b = iabn_layout_block(layout);
+    return b == 16 || b == 8 ? b : 1;
+}
+
+ALWAYS_INLINE size_t at_blk(int c, int hw, const int W, int ni, int ci, int p)
+{
+    size_t g = (size_t)ni * (size_t)(c / W) + (size_t)(ci / W);
+    return (g * (size_t)hw + (size_t)p) * (size_t)W + (size_t)(ci % W);
+}
 
 /* Offset of (sample ni, channel ci, position p) with blk channels per group:
- * ((ni*(c/blk) + ci/blk)*hw + p)*blk + ci%blk, which is NCHW for blk 1 and
- * nChw16c for blk 16.  Spelled out per value of blk, so that no division by
- * a variable runs per unit (NCHW's 7x7 planes have many small units). */
+ * ((ni*(c/blk) + ci/blk)*hw + p)*blk + ci%blk, which is NCHW for blk 1,
+ * nChw16c for blk 16 and nChw8c for blk 8.  Spelled out per value of blk,
+ * so that no division by a variable runs per unit (NCHW's 7x7 planes have
+ * many small units). */
 static size_t at(int c, int hw, int blk, int ni, int ci, int p)
 {
     if (blk == 1) return ((size_t)ni * (size_t)c + (size_t)ci) * (size_t)hw + (size_t)p;
-    size_t g = (size_t)ni * (size_t)(c / LANES) + (size_t)(ci / LANES);
-    return (g * (size_t)hw + (size_t)p) * LANES + (size_t)(ci % LANES);
+    if (blk == 16) return at_blk(c, hw, 16, ni, ci, p);
+    return at_blk(c, hw, 8, ni, ci, p);
 }
 
 /* A unit's positions: CHUNK values whatever the layout, so that a unit is
- * the same work in both and the parallel split of few-channel layers stays
- * as fine in nChw16c as in NCHW. */
+ * the same work in all and the parallel split of few-channel layers stays
+ * as fine in the blocked layouts as in NCHW. */
 static int chunk_len(int blk) { return CHUNK / blk; }
 
 /* ======================================================================== */
@@ -200,48 +227,53 @@ ALWAYS_INLINE void red_span_nchw(int kind, int act, float p, const float *a, con
     out[1] = v;
 }
 
-/* nChw16c: len positions of one channel block, lane l = channel l of the
- * block with its own constants k0[l], k1[l].  The same two-level sum per
- * lane (float over FLUSH positions, then double); out[l] and out[LANES + l]
- * are channel l's two sums. */
-ALWAYS_INLINE void red_span_blk(int kind, int act, float p, const float *a, const float *b,
-                                int len, const float *k0, const float *k1,
+/* Blocked, W (16 or 8, a constant) channels per block: len positions of
+ * one channel block, lane l = channel l of the block with its own constants
+ * k0[l], k1[l].  The same two-level sum per lane (float over FLUSH
+ * positions, then double); out[l] and out[W + l] are channel l's two sums.
+ * For W = 8 one position per step, one chain of vector adds per sum: two
+ * positions side by side (16 lanes, two chains) measured no faster on an
+ * AVX2 EPYC, where the small planes' per-unit costs weigh more. */
+ALWAYS_INLINE void red_span_blk(int kind, int act, const int W, float p, const float *a,
+                                const float *b, int len, const float *k0, const float *k1,
                                 const float *k2, const float *k3, double *out)
 {
-    double su[LANES], sv[LANES];
-    for (int l = 0; l < LANES; l++) su[l] = sv[l] = 0.0;
+    double su[MAX_BLK], sv[MAX_BLK];
+    for (int l = 0; l < W; l++) su[l] = sv[l] = 0.0;
     int i = 0;
     while (i < len) {
-        float fu[LANES], fv[LANES];
-        for (int l = 0; l < LANES; l++) fu[l] = fv[l] = 0.f;
+        float fu[MAX_BLK], fv[MAX_BLK];
+        for (int l = 0; l < W; l++) fu[l] = fv[l] = 0.f;
         int end = min_int(len, i + FLUSH);
         for (; i < end; i++) {
             LANE_LOOP
-            for (int l = 0; l < LANES; l++) {
+            for (int l = 0; l < W; l++) {
                 float f, s;
-                red_pair(kind, act, p, a, b, i * LANES + l, k0[l], k1[l], k2[l], k3[l], &f,
-                         &s);
+                red_pair(kind, act, p, a, b, i * W + l, k0[l], k1[l], k2[l], k3[l], &f, &s);
                 fu[l] += f;
                 fv[l] += f * s;
             }
         }
-        for (int l = 0; l < LANES; l++) {
+        for (int l = 0; l < W; l++) {
             su[l] += (double)fu[l];
             sv[l] += (double)fv[l];
         }
     }
-    for (int l = 0; l < LANES; l++) {
+    for (int l = 0; l < W; l++) {
         out[l] = su[l];
-        out[LANES + l] = sv[l];
+        out[W + l] = sv[l];
     }
 }
 
-ALWAYS_INLINE void red_span(int kind, int act, int blocked, float p, const float *a,
+/* blk: 1 (NCHW), 16 or 8; each blocked width its own instantiation. */
+ALWAYS_INLINE void red_span(int kind, int act, int blk, float p, const float *a,
                             const float *b, int len, const float *k0,
                             const float *k1, const float *k2, const float *k3, double *out)
 {
-    if (blocked)
-        red_span_blk(kind, act, p, a, b, len, k0, k1, k2, k3, out);
+    if (blk == 16)
+        red_span_blk(kind, act, 16, p, a, b, len, k0, k1, k2, k3, out);
+    else if (blk == 8)
+        red_span_blk(kind, act, 8, p, a, b, len, k0, k1, k2, k3, out);
     else
         red_span_nchw(kind, act, p, a, b, len, k0[0], k1[0], k2[0], k3[0], out);
 }
@@ -270,33 +302,33 @@ static void red_consts(const iabn_red_job *j, int ci, float *k0, float *k1, floa
 }
 
 /* Sums of one unit: sample ni, channel group cg, positions [off, off+len).
- * out: 2 doubles in NCHW, 2*LANES in nChw16c (red_span_blk). */
+ * out: 2 doubles in NCHW, 2*blk in a blocked layout (red_span_blk). */
 static void red_unit(const iabn_red_job *j, int ni, int cg, int off, int len, double *out)
 {
-    int blk = j->blk, blocked = blk > 1;
+    int blk = j->blk;
     size_t base = at(j->c, j->hw, blk, ni, cg * blk, off);
     const float *a = j->a + base;
     const float *b = j->b ? j->b + base : NULL;
-    float p = j->p, k0[LANES], k1[LANES], k2[LANES], k3[LANES];
+    float p = j->p, k0[MAX_BLK], k1[MAX_BLK], k2[MAX_BLK], k3[MAX_BLK];
     for (int l = 0; l < blk; l++) red_consts(j, cg * blk + l, &k0[l], &k1[l], &k2[l], &k3[l]);
     switch (j->kind) {
     case RED_STATS:
-        red_span(RED_STATS, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        red_span(RED_STATS, IABN_ACT_IDENTITY, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X:
-        red_span(RED_BN_X, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        red_span(RED_BN_X, IABN_ACT_IDENTITY, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_X_ACT:
-        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_BN_X_ACT, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_BN_XHAT:
-        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        red_span(RED_BN_XHAT, IABN_ACT_IDENTITY, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     case RED_IABN1:
-        WITH_ACT(j->act, red_span, RED_IABN1, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_IABN1, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     default:
-        WITH_ACT(j->act, red_span, RED_IABN2, blocked, p, a, b, len, k0, k1, k2, k3, out);
+        WITH_ACT(j->act, red_span, RED_IABN2, blk, p, a, b, len, k0, k1, k2, k3, out);
         break;
     }
 }
@@ -331,7 +363,7 @@ static void red_finish(const iabn_red_job *j, int ci, double u, double v)
 static void red_group_finish(const iabn_red_job *j, int cg, const double *units, long count)
 {
     int blk = j->blk;
-    double u[LANES], v[LANES];
+    double u[MAX_BLK], v[MAX_BLK];
     for (int l = 0; l < blk; l++) u[l] = v[l] = 0.0;
     for (long k = 0; k < count; k++) {
         const double *part = units + 2 * blk * k;
@@ -347,11 +379,11 @@ static void red_group_finish(const iabn_red_job *j, int cg, const double *units,
 static void red_group(const iabn_red_job *j, int cg, int nch)
 {
     int blk = j->blk, cl = chunk_len(blk);
-    double u[LANES], v[LANES];
+    double u[MAX_BLK], v[MAX_BLK];
     for (int l = 0; l < blk; l++) u[l] = v[l] = 0.0;
     for (int ni = 0; ni < j->n; ni++)
         for (int k = 0; k < nch; k++) {
-            double part[2 * LANES];
+            double part[2 * MAX_BLK];
             red_unit(j, ni, cg, k * cl, min_int(cl, j->hw - k * cl), part);
             for (int l = 0; l < blk; l++) {
                 u[l] += part[l];
@@ -453,7 +485,7 @@ ALWAYS_INLINE float ew_elem(int kind, int act, float p, const float *a, const fl
  * o == b safe. */
 ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, const float *b,
                                 float *o, float *o2, int len,
-                                const float (*k)[LANES])
+                                const float (*k)[MAX_BLK])
 {
     float k0 = k[0][0], k1 = k[1][0], k2 = k[2][0], k3 = k[3][0], k4 = k[4][0];
     float k5 = k[5][0], k6 = k[6][0];
@@ -475,43 +507,47 @@ ALWAYS_INLINE void ew_span_nchw(int kind, int act, float p, const float *a, cons
     }
 }
 
-/* nChw16c: len positions of one channel block, a block of LANES values per
- * position, lane l with channel l's constants k[m][l]. */
-ALWAYS_INLINE void ew_span_blk(int kind, int act, float p, const float *a, const float *b,
-                               float *o, float *o2, int len,
-                               const float (*k)[LANES])
+/* Blocked, W (16 or 8, a constant) channels per block: len positions of
+ * one channel block, a block of W values per position, lane l with channel
+ * l's constants k[m][l]. */
+ALWAYS_INLINE void ew_span_blk(int kind, int act, const int W, float p, const float *a,
+                               const float *b, float *o, float *o2, int len,
+                               const float (*k)[MAX_BLK])
 {
     for (int i = 0; i < len; i++) {
-        float t[LANES], t2[LANES];
-        int base = i * LANES;
+        float t[MAX_BLK], t2[MAX_BLK];
+        int base = i * W;
         LANE_LOOP
-        for (int l = 0; l < LANES; l++)
+        for (int l = 0; l < W; l++)
             t[l] = ew_elem(kind, act, p, a, b, base + l, k[0][l], k[1][l], k[2][l], k[3][l],
                            k[4][l], k[5][l], k[6][l], &t2[l]);
         if (kind == EW_FWD && o2)
-            for (int l = 0; l < LANES; l++) o2[base + l] = t2[l];
-        for (int l = 0; l < LANES; l++) o[base + l] = t[l];
+            for (int l = 0; l < W; l++) o2[base + l] = t2[l];
+        for (int l = 0; l < W; l++) o[base + l] = t[l];
     }
 }
 
-ALWAYS_INLINE void ew_span(int kind, int act, int blocked, float p, const float *a,
+/* blk: 1 (NCHW), 16 or 8; each blocked width its own instantiation. */
+ALWAYS_INLINE void ew_span(int kind, int act, int blk, float p, const float *a,
                            const float *b, float *o, float *o2, int len,
-                           const float (*k)[LANES])
+                           const float (*k)[MAX_BLK])
 {
-    if (blocked)
-        ew_span_blk(kind, act, p, a, b, o, o2, len, k);
+    if (blk == 16)
+        ew_span_blk(kind, act, 16, p, a, b, o, o2, len, k);
+    else if (blk == 8)
+        ew_span_blk(kind, act, 8, p, a, b, o, o2, len, k);
     else
         ew_span_nchw(kind, act, p, a, b, o, o2, len, k);
 }
 
-/* One span at offset base: len values (NCHW) or positions (nChw16c). */
-static void ew_span_any(const iabn_ew_job *j, size_t base, int len, const float (*k)[LANES])
+/* One span at offset base: len values (NCHW) or positions (blocked). */
+static void ew_span_any(const iabn_ew_job *j, size_t base, int len, const float (*k)[MAX_BLK])
 {
     const float *a = j->a ? j->a + base : NULL;
     const float *b = j->b ? j->b + base : NULL;
     float *o = j->o + base, *o2 = j->o2 ? j->o2 + base : NULL;
     float p = j->p;
-    int bl = j->blk > 1;
+    int bl = j->blk;
     switch (j->kind) {
     case EW_FWD: WITH_ACT(j->act, ew_span, EW_FWD, bl, p, a, b, o, o2, len, k); break;
     case EW_FROM_XHAT: WITH_ACT(j->act, ew_span, EW_FROM_XHAT, bl, p, a, b, o, o2, len, k); break;
@@ -559,7 +595,7 @@ static void ew_consts_one(const iabn_ew_job *j, int ci, float k[NK])
 
 /* The constants of channel group cg: k[m][l] for its channel l (NCHW: lane
  * 0 alone, the only one its spans read). */
-static void ew_consts(const iabn_ew_job *j, int cg, float k[NK][LANES])
+static void ew_consts(const iabn_ew_job *j, int cg, float k[NK][MAX_BLK])
 {
     for (int l = 0; l < j->blk; l++) {
         float one[NK];
@@ -593,11 +629,11 @@ void iabn_ew_run(const iabn_ew_job *j)
         int cg = (int)(cc / nch), off = (int)(cc % nch) * cl;
         int len = min_int(cl, j->hw - off);
         int n1 = min_int(j->n, (gi + 1) * per_g);
-        float k[NK][LANES];
+        float k[NK][MAX_BLK];
         ew_consts(j, cg, k);
         for (int ni = gi * per_g; ni < n1; ni++)
             ew_span_any(j, at(j->c, j->hw, blk, ni, cg * blk, off), len,
-                        (const float (*)[LANES])k);
+                        (const float (*)[MAX_BLK])k);
     }
 }
 
@@ -622,12 +658,12 @@ int iabn_red_ew_run(const iabn_red_job *r, const iabn_ew_job *w)
     #pragma omp parallel for schedule(dynamic, 1) if (threads > 1)
     for (int cg = 0; cg < groups; cg++) {
         red_group(r, cg, nch);
-        float k[NK][LANES];
+        float k[NK][MAX_BLK];
         ew_consts(w, cg, k);
         for (int ni = 0; ni < w->n; ni++)
             for (int off = 0; off < w->hw; off += cl)
                 ew_span_any(w, at(w->c, w->hw, blk, ni, cg * blk, off), min_int(cl, w->hw - off),
-                            (const float (*)[LANES])k);
+                            (const float (*)[MAX_BLK])k);
     }
     return 1;
 }
@@ -663,7 +699,7 @@ void iabn_act_run(int kind, size_t count, iabn_act act, const float *a, const fl
     for (long u = 0; u < units; u++) {
         size_t off = (size_t)u * CHUNK;
         int len = (int)(count - off < CHUNK ? count - off : CHUNK);
-        float k[NK][LANES] = {{0.f}};
-        ew_span_any(&j, off, len, (const float (*)[LANES])k);
+        float k[NK][MAX_BLK] = {{0.f}};
+        ew_span_any(&j, off, len, (const float (*)[MAX_BLK])k);
     }
 }

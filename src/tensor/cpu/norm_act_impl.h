@@ -5,8 +5,8 @@
  * A reduction job sums a pair (f, f*s) per channel and turns the two sums
  * into the kernel's outputs; an elementwise job computes one output (two for
  * the forward that keeps xhat) per element from per-channel constants.  Both
- * take the activation's layout: NCHW, or nChw16c with c % 16 == 0 (the
- * caller's promise, cpu/norm_act.h).
+ * take the activation's layout: NCHW, or nChw16c / nChw8c with c a multiple
+ * of 16 / 8 (the caller's promise, cpu/norm_act.h).
  */
 #ifndef IABN_CPU_NORM_ACT_IMPL_H
 #define IABN_CPU_NORM_ACT_IMPL_H
@@ -20,7 +20,7 @@ typedef struct iabn_red_job {
     int kind, act;
     float p;
     int n, c, hw;
-    int blk;           /* channels per group: 1 (NCHW) or 16 (nChw16c) */
+    int blk;           /* channels per group: 1 (NCHW), 16 (nChw16c) or 8 (nChw8c) */
     const float *a;    /* x, xhat or z */
     const float *b;    /* dy or dz; NULL for statistics */
     const float *mean, *var, *gamma, *beta;
@@ -48,7 +48,7 @@ typedef struct iabn_ew_job {
     int kind, act;
     float p;
     int n, c, hw;
-    int blk;             /* channels per group: 1 (NCHW) or 16 (nChw16c) */
+    int blk;             /* channels per group: 1 (NCHW), 16 (nChw16c) or 8 (nChw8c) */
     const float *a, *b;  /* first and second input (x/xhat/z, dy/dz) */
     float *o, *o2;       /* output; o2: the kept xhat of EW_FWD or NULL */
     const float *mean, *var, *gamma, *beta, *sum_dy, *sum_dy_xhat;

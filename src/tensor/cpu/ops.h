@@ -4,8 +4,9 @@
  * upsampling (align_corners = false), softmax cross-entropy with an ignore
  * index and optional online bootstrapping, the SGD update, and the reorder
  * between activation layouts.  The kernels with a `layout` argument take
- * their activation in NCHW or nChw16c (tensor.h; c % 16 == 0 for the latter,
- * the caller's promise) and give the same bits in both.
+ * their activation in NCHW, nChw16c or nChw8c (tensor.h; c a multiple of
+ * the block for the blocked ones, the caller's promise) and give the same
+ * bits in all.
  *
  * Outputs may alias inputs wherever the shapes allow it (add, scale, dropout
  * apply, SGD); kernels never allocate unless the comment says otherwise.
@@ -73,18 +74,19 @@ void iabn_linear_bwd_weight(int n, int in, int out, const float *x, const float 
 void iabn_dropout2d_apply(int n, int c, int hw, iabn_layout layout, float p, uint64_t seed,
                           uint64_t stream, const float *x, float *y);
 
-/* ---- layouts: y = x stored in layout `to`, x stored in `from` (tensor.h);
- * a plain copy when they are the same.  y must not overlap x.  IABN_EINVAL
- * (e may be NULL) when a blocked side's block does not divide c, or a layout
- * is not one of the list; nothing is written then. */
+/* ---- layouts: y = x stored in layout `to`, x stored in `from` (tensor.h):
+ * any pair of the list (NCHW, nChw16c, nChw8c), a plain copy when they are
+ * the same.  y must not overlap x.  IABN_EINVAL (e may be NULL) when a
+ * blocked side's block does not divide c, or a layout is not one of the
+ * list; nothing is written then. */
 int iabn_reorder(int n, int c, int hw, iabn_layout from, iabn_layout to, const float *x,
                  float *y, iabn_err *e);
 
 /* ---- channel concat: y = concat over channels of parts --------------------
- * Per-sample block copies: when cx, cy and c_off are multiples of 16 they are
- * the same bytes in nChw16c as in NCHW (a sample's channel blocks are
- * contiguous, block c_off/16 starts at float c_off*hw), so they take no
- * layout. */
+ * Per-sample block copies: when cx, cy and c_off are multiples of a blocked
+ * layout's block B (16 or 8) they are the same bytes in that layout as in
+ * NCHW (a sample's channel blocks are contiguous, block c_off/B starts at
+ * float c_off*hw), so they take no layout. */
 /* copies x (N,cx,HW) into channels [c_off, c_off+cx) of y (N,cy,HW); with
  * n == 1 and x already at its place in y (a view) nothing moves */
 void iabn_copy_channels(int n, int cx, int cy, int c_off, int hw, const float *x, float *y);

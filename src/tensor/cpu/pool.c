@@ -1,14 +1,16 @@
 /* cpu/pool.c: max pooling with an int32 argmax (the index within the input
- * plane) and global average pooling, both NCHW or nChw16c; the windowed
- * average pool (NCHW); CPU.
+ * plane) and global average pooling, both NCHW, nChw16c or nChw8c; the
+ * windowed average pool (NCHW); CPU.
  *
  * Max pooling follows PyTorch's CPU kernel: padding counts as -inf (windows
  * reaching over the border take the max of their in-bounds part), output
  * sizes in floor mode, the first maximum in scan order wins a tie and a NaN
  * wins over numbers.  The backward scatters each plane serially and runs the
  * planes in parallel, so overlapping windows add up in a fixed order.  In
- * nChw16c the 16 channels of a block run side by side with the same scan,
- * rule and scatter order per channel: the same bits as NCHW, reordered.
+ * the blocked layouts the B channels of a block (16 or 8) run side by side
+ * with the same scan, rule and scatter order per channel: the same bits as
+ * NCHW, reordered.  The blocked loops are instantiated per block (B a
+ * constant), so that their lane loops vectorise.
  */
 #include "tensor/tensor.h"
 #include "tensor/math/pool.h"
@@ -18,6 +20,8 @@
 #include <string.h>
 
 #define PAR_MIN ((size_t)1 << 14)
+/* The widest channel block of the list (nChw16c): sizes the lane arrays. */
+enum { MAX_B = 16 };
 
 int iabn_pool_out(int in, int k, int s, int p)
 {
@@ -50,17 +54,18 @@ maxpool_interior(const float *xp, int w, int ih0, int owa, int owb, int p, float
     }
 }
 
-/* nChw16c: a (sample, channel block) holds h*w positions of 16 channels,
- * y and the argmax ho*wo positions of the same 16.  Each output position
- * scans its window in the NCHW loop's order with 16 maxima side by side
- * (branch-free selects, so the lane loop vectorises): the tie and NaN rule,
- * the start index of a window and the wholly-padded case are those of the
- * NCHW loop, so every channel gets its bits and its argmax (still the index
- * within its (n, c) plane, stored in y's blocked order). */
-static void maxpool_fwd_blk(int n, int c, int h, int w, int k, int s, int p, int ho, int wo,
-                            const float *x, float *y, int32_t *argmax)
+/* Blocked, B (16 or 8, a constant) channels per block: a (sample, channel
+ * block) holds h*w positions of B channels, y and the argmax ho*wo
+ * positions of the same B.  Each output position scans its window in the
+ * NCHW loop's order with B maxima side by side (branch-free selects, so the
+ * lane loop vectorises): the tie and NaN rule, the start index of a window
+ * and the wholly-padded case are those of the NCHW loop, so every channel
+ * gets its bits and its argmax (still the index within its (n, c) plane,
+ * stored in y's blocked order). */
+static inline __attribute__((always_inline)) void
+maxpool_fwd_blk(const int B, int n, int c, int h, int w, int k, int s, int p, int ho, int wo,
+                const float *x, float *y, int32_t *argmax)
 {
-    enum { B = 16 };
     long groups = (long)n * (c / B);
     size_t work = (size_t)groups * B * (size_t)ho * wo * (size_t)k * k;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
@@ -85,8 +90,8 @@ static void maxpool_fwd_blk(int n, int c, int h, int w, int k, int s, int p, int
                     }
                     continue;
                 }
-                float m[B];
-                int32_t best[B];
+                float m[MAX_B];
+                int32_t best[MAX_B];
                 for (int l = 0; l < B; l++) {
                     m[l] = -INFINITY;
                     best[l] = hs * w + ws;
@@ -114,11 +119,11 @@ static void maxpool_fwd_blk(int n, int c, int h, int w, int k, int s, int p, int
     }
 }
 
-/* The backward over `groups` groups of B channels side by side (1 in NCHW, a
- * plane; 16 in nChw16c, a sample's channel block): dx of a group zeroed,
- * then each lane's gradient scattered through its argmax in output order,
- * the same order per channel in both layouts (the same sums); lanes never
- * share an address.  Inlined with B constant. */
+/* The backward over `groups` groups of B channels side by side (1 in NCHW,
+ * a plane; 16 or 8 in the blocked layouts, a sample's channel block): dx of
+ * a group zeroed, then each lane's gradient scattered through its argmax in
+ * output order, the same order per channel in every layout (the same
+ * sums); lanes never share an address.  Inlined with B constant. */
 static inline __attribute__((always_inline)) void
 maxpool_bwd_groups(const int B, long groups, int h, int w, int ho, int wo, const float *dy,
                    const int32_t *argmax, float *dx)
@@ -141,8 +146,12 @@ maxpool_bwd_groups(const int B, long groups, int h, int w, int ho, int wo, const
 void iabn_maxpool_fwd(int n, int c, int h, int w, iabn_layout layout, int k, int s, int p,
                       int ho, int wo, const float *x, float *y, int32_t *argmax)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) {
-        maxpool_fwd_blk(n, c, h, w, k, s, p, ho, wo, x, y, argmax);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16 || blk == 8) {
+        if (blk == 16)
+            maxpool_fwd_blk(16, n, c, h, w, k, s, p, ho, wo, x, y, argmax);
+        else
+            maxpool_fwd_blk(8, n, c, h, w, k, s, p, ho, wo, x, y, argmax);
         return;
     }
     long rows = (long)n * c * ho;
@@ -199,15 +208,18 @@ void iabn_maxpool_fwd(int n, int c, int h, int w, iabn_layout layout, int k, int
 void iabn_maxpool_bwd(int n, int c, int h, int w, iabn_layout layout, int ho, int wo,
                       const float *dy, const int32_t *argmax, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C)
+    int blk = iabn_layout_block(layout);
+    if (blk == 16)
         maxpool_bwd_groups(16, (long)n * (c / 16), h, w, ho, wo, dy, argmax, dx);
+    else if (blk == 8)
+        maxpool_bwd_groups(8, (long)n * (c / 8), h, w, ho, wo, dy, argmax, dx);
     else
         maxpool_bwd_groups(1, (long)n * c, h, w, ho, wo, dy, argmax, dx);
 }
 
 /* Global average pooling over `groups` groups of B channels side by side,
  * as in the max pool's backward: the B sums run side by side, each over its
- * channel's positions in order, so both layouts give the NCHW loop's bits. */
+ * channel's positions in order, so every layout gives the NCHW loop's bits. */
 static inline __attribute__((always_inline)) void
 gap_fwd_groups(const int B, long groups, int hw, const float *x, float *y)
 {
@@ -215,7 +227,7 @@ gap_fwd_groups(const int B, long groups, int hw, const float *x, float *y)
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
         const float *xp = x + (size_t)g * B * hw;
-        double s[16];
+        double s[MAX_B];
         for (int l = 0; l < B; l++) s[l] = 0;
         for (int i = 0; i < hw; i++)
             for (int l = 0; l < B; l++) s[l] += xp[(size_t)i * B + l];
@@ -229,7 +241,7 @@ gap_bwd_groups(const int B, long groups, int hw, const float *dy, float *dx)
     size_t work = (size_t)groups * B * (size_t)hw;
 #pragma omp parallel for schedule(static) if (work >= PAR_MIN)
     for (long g = 0; g < groups; g++) {
-        float gv[16];
+        float gv[MAX_B];
         for (int l = 0; l < B; l++) gv[l] = dy[g * B + l] / (float)hw;
         float *dxp = dx + (size_t)g * B * hw;
         for (int i = 0; i < hw; i++)
@@ -239,13 +251,17 @@ gap_bwd_groups(const int B, long groups, int hw, const float *dy, float *dx)
 
 void iabn_gap_fwd(int n, int c, int hw, iabn_layout layout, const float *x, float *y)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) gap_fwd_groups(16, (long)n * (c / 16), hw, x, y);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16) gap_fwd_groups(16, (long)n * (c / 16), hw, x, y);
+    else if (blk == 8) gap_fwd_groups(8, (long)n * (c / 8), hw, x, y);
     else gap_fwd_groups(1, (long)n * c, hw, x, y);
 }
 
 void iabn_gap_bwd(int n, int c, int hw, iabn_layout layout, const float *dy, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) gap_bwd_groups(16, (long)n * (c / 16), hw, dy, dx);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16) gap_bwd_groups(16, (long)n * (c / 16), hw, dy, dx);
+    else if (blk == 8) gap_bwd_groups(8, (long)n * (c / 8), hw, dy, dx);
     else gap_bwd_groups(1, (long)n * c, hw, dy, dx);
 }
 

@@ -1,5 +1,5 @@
 /* cpu/upsample.c: bilinear resize with align_corners = false, forward and
- * backward, CPU, NCHW or nChw16c.
+ * backward, CPU, NCHW, nChw16c or nChw8c.
  *
  * The source index and weights come from iabn_bilinear_src (math/<family>.h), the
  * formula of PyTorch's F.interpolate, so the CUDA kernel and this one agree
@@ -7,9 +7,9 @@
  * output columns and reused down the rows.  The backward scatters each
  * (n, c) plane serially in a fixed order and runs the planes in parallel:
  * deterministic without atomics, and independent of the thread count.
- * nChw16c runs the 16 channels of a block side by side with the same taps,
- * the same expression and, per channel, the same scatter order: the same
- * bits as NCHW, reordered.
+ * The blocked layouts run the B channels of a block (16 or 8) side by side
+ * with the same taps, the same expression and, per channel, the same
+ * scatter order: the same bits as NCHW, reordered.
  */
 #include "tensor/tensor.h"
 #include "tensor/math/upsample.h"
@@ -36,10 +36,11 @@ static void taps_for(float scale, int in, int c0, int cnt, col_taps *t)
 }
 
 /* The forward over `groups` work groups of B channels side by side: B = 1 in
- * NCHW (a group is a plane), 16 in nChw16c (a group is a sample's channel
- * block, its lanes contiguous, so the lane loop vectorises).  Work items are
- * (group, column chunk).  Inlined with B constant, one body serves both
- * layouts with the same expression per element. */
+ * NCHW (a group is a plane), 16 or 8 in nChw16c / nChw8c (a group is a
+ * sample's channel block, its lanes contiguous, so the lane loop
+ * vectorises).  Work items are (group, column chunk).  Inlined with B
+ * constant, one body serves every layout with the same expression per
+ * element. */
 static inline __attribute__((always_inline)) void
 fwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float *x, float *y)
 {
@@ -73,7 +74,7 @@ fwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float
 /* The backward, groups as above, one work item per group: its dx zeroed,
  * then chunks, rows, columns and the four taps in PyTorch's order (h0 w0,
  * h0 w1, h1 w0, h1 w1) with the lanes innermost, so each channel adds into
- * each of its dx elements in the same order in both layouts. */
+ * each of its dx elements in the same order in every layout. */
 static inline __attribute__((always_inline)) void
 bwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float *dy, float *dx)
 {
@@ -114,13 +115,17 @@ bwd_groups(const int B, long groups, int hi, int wi, int ho, int wo, const float
 void iabn_bilinear_fwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
                        const float *x, float *y)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) fwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, x, y);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16) fwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, x, y);
+    else if (blk == 8) fwd_groups(8, (long)n * (c / 8), hi, wi, ho, wo, x, y);
     else fwd_groups(1, (long)n * c, hi, wi, ho, wo, x, y);
 }
 
 void iabn_bilinear_bwd(int n, int c, int hi, int wi, iabn_layout layout, int ho, int wo,
                        const float *dy, float *dx)
 {
-    if (layout == IABN_LAYOUT_NCHW16C) bwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, dy, dx);
+    int blk = iabn_layout_block(layout);
+    if (blk == 16) bwd_groups(16, (long)n * (c / 16), hi, wi, ho, wo, dy, dx);
+    else if (blk == 8) bwd_groups(8, (long)n * (c / 8), hi, wi, ho, wo, dy, dx);
     else bwd_groups(1, (long)n * c, hi, wi, ho, wo, dy, dx);
 }
