@@ -8,9 +8,9 @@
  * past the scratch or the outputs, a scratch smaller than the plan is an
  * error, oneDNN picks a JIT kernel (not its reference code) for a ResNet
  * layer, and the CPU device's kernel table runs through its cache; the
- * geometry's layouts: nChw16c activations give the NCHW results bitwise
- * (reordered), with less scratch when the primitive works in nChw16c, and
- * the layout votes; the weight layout map (cpu/blocked_map.h) adds a blocked
+ * geometry's layouts: nChw16c and nChw8c activations give the NCHW results
+ * bitwise (reordered), with less scratch when the primitive works in the
+ * CPU's blocked layout, or no kernel and a clear error, and the layout votes; the weight layout map (cpu/blocked_map.h) adds a blocked
  * tensor into a plain one with the bits of oneDNN's reorder with a sum
  * post-op, on the layouts the convs choose, and declines the ones it cannot
  * express. */
@@ -166,10 +166,11 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
 static iabn_conv_cache *cache;
 
 /* Whether oneDNN runs its 16-lane kernels here (AVX-512): their blocked
- * layout is nChw16c, the graph's.  On an AVX2 CPU its kernels want nChw8c
- * (a vote of 2: the layout pass keeps such convs NCHW), and 8 channels per
- * group run on the direct kernels (cpu/conv.c). */
+ * layout is nChw16c.  On an AVX2 CPU its kernels want nChw8c (the graph's
+ * there: iabn_conv_blocked_layout), and 8 channels per group run on the
+ * direct kernels (cpu/conv.c) on NCHW operands only. */
 static int lanes16(void) { return t_cpu_avx512_core(); }
+#define CPU_BLOCKED iabn_conv_blocked_layout()
 
 static void test_parity(void)
 {
@@ -195,9 +196,9 @@ static void test_parity(void)
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
-     * only with most taps in the map; with AVX2 neither 8 per group nor
-     * dilated grouped forwards (lanes16) */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, lanes16(), 1, 1, 0, lanes16(), 1};
+     * only with most taps in the map, 8 per group on small maps; with AVX2
+     * no dilated grouped forwards (lanes16) */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, lanes16(), 1};
     int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 outputs */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
@@ -240,12 +241,15 @@ static void test_parity(void)
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD) == lanes16());
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER) == lanes16());
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
-    /* 8 per group: oneDNN up to 14x14 maps with AVX-512, direct above and
-     * with AVX2; 16 per group: oneDNN */
+    /* 8 per group: oneDNN up to 14x14 maps, direct above on NCHW
+     * operands; with AVX2, on nChw8c ones at any size (unmerged: one
+     * channel block per group); 16 per group: oneDNN */
     CHECK(iabn_conv_geom_init(&gd, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
-    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD) == lanes16());
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
     CHECK(iabn_conv_geom_init(&gd, 4, 256, 56, 56, 256, 3, 3, 1, 1, 1, 32) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
+    gd.x_layout = gd.y_layout = IABN_LAYOUT_NCHW8C;
+    CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD) == !lanes16());
     CHECK(iabn_conv_geom_init(&gd, 4, 512, 28, 28, 512, 3, 3, 1, 1, 1, 32) == 0);
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER));
     /* dense 3x3 (WideResNet's): every pass on oneDNN with AVX-512; with
@@ -260,9 +264,10 @@ static void test_parity(void)
                   p, (int)pl.path);
         CHECK(iabn_conv_scratch_bytes(&gd, (iabn_conv_pass)p, 2) <= IABN_DNNL_COPY_MAX);
     }
-    gd.x_layout = gd.y_layout = IABN_LAYOUT_NCHW16C;
+    /* blocked operands: the same choice (AVX2: x and dy copied to NCHW first) */
+    gd.x_layout = gd.y_layout = CPU_BLOCKED;
     iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pl);
-    CHECK(pl.path == IABN_CONV_PATH_DNNL);
+    CHECK((pl.path == IABN_CONV_PATH_DNNL) == lanes16());
     CHECK(iabn_conv_geom_init(&gd, 4, 128, 112, 112, 128, 3, 3, 1, 1, 1, 1) == 0);
     iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pl);
     CHECK(pl.path == IABN_CONV_PATH_DNNL);
@@ -278,30 +283,43 @@ static void test_parity(void)
               "plans in the cache: %d", iabn_conv_cache_size(cache));
 }
 
-/* A conv on nChw16c operands (t_nchw16c) against NCHW: the same bits where
+/* A conv on operands in blocked layout L against NCHW: the same bits where
  * both run one primitive (bit p of `exact` for pass p), within the oneDNN
  * tolerance where NCHW operands run another (1x1 convs on large maps: a
- * GEMM on NCHW; on AVX2, dense weight passes natively). */
+ * GEMM on NCHW; on AVX2, dense weight passes natively).  exact -1: no
+ * kernel takes L (iabn_conv_layouts_ok says so, and the passes refuse it by
+ * name). */
 static int same_out(const float *a, const float *b, size_t n, int exact)
 {
     return exact ? memcmp(a, b, n * 4) == 0 : t_rel_diff(a, b, n) <= 3e-5;
 }
 
-static void blocked_case(int n, int ci, int h, int co, int k, int stride, int groups,
-                         int want_smaller, int exact)
+static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int stride,
+                         int groups, int want_smaller, int exact)
 {
     iabn_conv_geom g, gb;
     CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, k, k, stride, k / 2, 1, groups) == 0);
     gb = g;
-    gb.x_layout = gb.y_layout = IABN_LAYOUT_NCHW16C;
+    gb.x_layout = gb.y_layout = L;
+    const char *ln = iabn_layout_name(L);
+    if (exact < 0) {
+        float buf[1];
+        iabn_err e = {0};
+        for (int p = 0; p < 3; p++) CHECK(!iabn_conv_layouts_ok(&gb, (iabn_conv_pass)p));
+        CHECK_MSG(iabn_conv_fwd(cache, &gb, buf, buf, NULL, buf, NULL, 0, &e) == IABN_EINVAL &&
+                      strstr(e.msg, ln),
+                  "%s: %s", ln, e.msg);
+        return;
+    }
+    for (int p = 0; p < 3; p++) CHECK(iabn_conv_layouts_ok(&gb, (iabn_conv_pass)p));
     int hwi = g.h_in * g.w_in, hwo = g.h_out * g.w_out;
     size_t nx = (size_t)n * ci * hwi, ny = (size_t)n * co * hwo;
     size_t nw = (size_t)co * (ci / groups) * k * k;
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4);
     float *xb = malloc(nx * 4), *dyb = malloc(ny * 4);
     t_fill(x, nx, 11); t_fill(w, nw, 12); t_fill(dy, ny, 13);
-    t_nchw16c(n, ci, hwi, x, xb, 0);
-    t_nchw16c(n, co, hwo, dy, dyb, 0);
+    t_nchw_blk(n, ci, hwi, iabn_layout_block(L), x, xb, 0);
+    t_nchw_blk(n, co, hwo, iabn_layout_block(L), dy, dyb, 0);
     float *o1 = malloc((nx > ny ? nx : ny) * 4), *o2 = malloc((nx > ny ? nx : ny) * 4);
     float *ob = malloc((nx > ny ? nx : ny) * 4);
     float *dw1 = calloc(nw, 4), *dw2 = calloc(nw, 4);
@@ -309,25 +327,29 @@ static void blocked_case(int n, int ci, int h, int co, int k, int stride, int gr
     for (int p = 0; p < 3; p++) {
         size_t s1 = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, 2);
         size_t s2 = iabn_conv_scratch_bytes(&gb, (iabn_conv_pass)p, 2);
-        if (want_smaller && lanes16())
-            CHECK_MSG(s2 < s1, "pass %d: scratch %zu blocked, %zu NCHW", p, s2, s1);
+        /* the primitive's layout saves the copies, where NCHW ran oneDNN too */
+        iabn_conv_plan pn;
+        iabn_conv_plan_make(&g, (iabn_conv_pass)p, 2, &pn);
+        if (want_smaller && L == CPU_BLOCKED && pn.path == IABN_CONV_PATH_DNNL)
+            CHECK_MSG(s2 < s1, "%s, pass %d: scratch %zu blocked, %zu NCHW", ln, p, s2, s1);
         void *sc1 = malloc(s1 ? s1 : 1), *sc2 = malloc(s2 ? s2 : 1);
         if (p == 0) {
             CHECK_OK(iabn_conv_fwd(cache, &g, x, w, NULL, o1, sc1, s1, &e));
             CHECK_OK(iabn_conv_fwd(cache, &gb, xb, w, NULL, ob, sc2, s2, &e));
-            t_nchw16c(n, co, hwo, ob, o2, 1);
-            CHECK_MSG(same_out(o2, o1, ny, exact & 1), "fwd %d->%d k%d g%d: blocked differs", ci, co,
-                      k, groups);
+            t_nchw_blk(n, co, hwo, iabn_layout_block(L), ob, o2, 1);
+            CHECK_MSG(same_out(o2, o1, ny, exact & 1), "%s fwd %d->%d k%d g%d: blocked differs", ln,
+                      ci, co, k, groups);
         } else if (p == 1) {
             CHECK_OK(iabn_conv_bwd_data(cache, &g, dy, w, o1, sc1, s1, &e));
             CHECK_OK(iabn_conv_bwd_data(cache, &gb, dyb, w, ob, sc2, s2, &e));
-            t_nchw16c(n, ci, hwi, ob, o2, 1);
-            CHECK_MSG(same_out(o2, o1, nx, exact & 2), "bwd-data %d->%d: blocked differs", ci, co);
+            t_nchw_blk(n, ci, hwi, iabn_layout_block(L), ob, o2, 1);
+            CHECK_MSG(same_out(o2, o1, nx, exact & 2), "%s bwd-data %d->%d: blocked differs", ln,
+                      ci, co);
         } else {
             CHECK_OK(iabn_conv_bwd_filter(cache, &g, x, dy, dw1, NULL, sc1, s1, &e));
             CHECK_OK(iabn_conv_bwd_filter(cache, &gb, xb, dyb, dw2, NULL, sc2, s2, &e));
-            CHECK_MSG(same_out(dw2, dw1, nw, exact & 4), "bwd-filter %d->%d: blocked differs", ci,
-                      co);
+            CHECK_MSG(same_out(dw2, dw1, nw, exact & 4), "%s bwd-filter %d->%d: blocked differs", ln,
+                      ci, co);
         }
         free(sc1);
         free(sc2);
@@ -351,44 +373,55 @@ static void votes_are(const iabn_conv_geom *g, int v, const char *what)
 static iabn_conv_geom with_layouts(const iabn_conv_geom *g, int m)
 {
     iabn_conv_geom r = *g;
-    r.x_layout = m & 1 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
-    r.y_layout = m & 2 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+    r.x_layout = m & 1 ? CPU_BLOCKED : IABN_LAYOUT_NCHW;
+    r.y_layout = m & 2 ? CPU_BLOCKED : IABN_LAYOUT_NCHW;
     return r;
 }
 
-/* nChw16c activations: the same bits as NCHW, and no reorder copies where
- * the primitive works in nChw16c; the votes that the layout pass reads. */
+/* Blocked activations, in both blocked layouts on every CPU: the same bits
+ * as NCHW, and no reorder copies where the primitive works in the CPU's
+ * blocked layout; the votes that the layout pass reads. */
 static void test_blocked(void)
 {
-    blocked_case(2, 64, 14, 128, 1, 1, 1, 1, 7);   /* 1x1 on 14x14: blocked primitive */
-    blocked_case(2, 128, 14, 128, 3, 1, 8, 1, 7);  /* grouped, 16 per group */
-    /* 8 per group: merged pairs, nChw16c (AVX2: the direct kernels on NCHW,
-     * the portable blocked ones on nChw16c, summing in another order) */
-    blocked_case(2, 128, 14, 128, 3, 1, 16, 1, lanes16() ? 7 : 0);
-    /* dense 3x3, stride 2 (AVX2: the NCHW weight pass natively) */
-    blocked_case(2, 32, 9, 48, 3, 2, 1, 1, lanes16() ? 7 : 3);
-    /* 1x1 on 28x28: a GEMM on NCHW operands, the blocked 1x1 kernel (no
-     * copies) on nChw16c ones */
-    blocked_case(1, 32, 28, 64, 1, 1, 1, 0, 0);
+    static const iabn_layout LS[] = {IABN_LAYOUT_NCHW16C, IABN_LAYOUT_NCHW8C};
+    for (int i = 0; i < 2; i++) {
+        iabn_layout L = LS[i];
+        blocked_case(L, 2, 64, 14, 128, 1, 1, 1, 1, 7);  /* 1x1 on 14x14: blocked primitive */
+        blocked_case(L, 2, 128, 14, 128, 3, 1, 8, 1, 7); /* grouped, 16 per group */
+        /* 8 per group: oneDNN, merged pairs with AVX-512, unmerged with AVX2 */
+        blocked_case(L, 2, 128, 14, 128, 3, 1, 16, 1, 7);
+        /* and on 28x28: with AVX-512 the direct kernels on NCHW, the
+         * blocked ones on nChw16c (summing in another order), none on
+         * nChw8c; with AVX2 the direct kernels on NCHW, oneDNN on blocked */
+        blocked_case(L, 2, 128, 28, 128, 3, 1, 16, 0,
+                     lanes16() && L == IABN_LAYOUT_NCHW8C ? -1 : 0);
+        /* dense 3x3, stride 2 (AVX2: the NCHW weight pass natively) */
+        blocked_case(L, 2, 32, 9, 48, 3, 2, 1, 1, lanes16() ? 7 : 3);
+        /* 1x1 on 28x28: a GEMM on NCHW operands, the blocked 1x1 kernel (no
+         * copies) on blocked ones */
+        blocked_case(L, 1, 32, 28, 64, 1, 1, 1, 0, 0);
+    }
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL)
     iabn_conv_geom g;
-    int v16 = lanes16() ? 1 : 2; /* where oneDNN's kernels take nChw16c */
+    CHECK(CPU_BLOCKED == (lanes16() ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW8C));
+    int v16 = 1; /* oneDNN's kernels take the CPU's blocked layout */
     CHECK(iabn_conv_geom_init(&g, 4, 256, 14, 14, 512, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == v16 &&
           iabn_conv_layout_vote(&g, IABN_CONV_BWD_DATA, 1) == v16);
     /* 1x1 on 56x56: NCHW operands run on NCHW, but it votes as its blocked
-     * kernel, which runs nChw16c operands about as fast (docs/CPU.md) */
+     * kernel, which runs blocked operands about as fast (docs/CPU.md) */
     CHECK(iabn_conv_geom_init(&g, 4, 256, 56, 56, 128, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_dnnl_plain(&g));
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == v16 &&
           iabn_conv_layout_vote(&g, IABN_CONV_BWD_FILTER, 1) == v16);
-    g.x_layout = IABN_LAYOUT_NCHW16C;
+    g.x_layout = CPU_BLOCKED;
     CHECK(!iabn_conv_dnnl_plain(&g));
     g.x_layout = IABN_LAYOUT_NCHW;
-    /* 8 per group runs as 16 per group (pairs merged): nChw16c, where
-     * oneDNN's own 8-per-group kernels want nChw8c (a vote of 2) */
+    /* 8 per group runs as 16 per group (pairs merged) on AVX-512: nChw16c,
+     * where oneDNN's own 8-per-group kernels want nChw8c (a vote of 2);
+     * on AVX2 it is one nChw8c block per group */
     CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
-    votes_are(&g, lanes16() ? 1 : -1, "8 per group");
+    votes_are(&g, 1, "8 per group");
     /* 4 per group: the blocked grouped kernels where the CPU has AVX-512
      * (test_conv_blocked), else the NCHW direct kernels */
     CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 128, 3, 3, 1, 1, 1, 32) == 0);
@@ -396,13 +429,18 @@ static void test_blocked(void)
     CHECK(iabn_conv_geom_init(&g, 4, 3, 64, 64, 64, 7, 7, 2, 3, 1, 1) == 0);
     CHECK(iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == -1); /* the stem: native */
     /* ResNeXt's 3x3 stem convs at batch 16: both sides NCHW copy 98 MiB,
-     * over IABN_DNNL_COPY_MAX (native), one side 49 MiB: they vote nChw16c,
+     * over IABN_DNNL_COPY_MAX (native), one side 49 MiB: they vote blocked,
      * and every mix with a blocked side is oneDNN's.  This voted -1 (NCHW
      * only), so the layout pass kept them NCHW on the native kernels, 2-4x
      * slower */
     CHECK(iabn_conv_geom_init(&g, 16, 64, 112, 112, 64, 3, 3, 1, 1, 1, 1) == 0);
     CHECK(!iabn_conv_use_dnnl(&g, IABN_CONV_FWD));
-    votes_are(&g, v16, "stem at batch 16");
+    for (int p = 0; p < 2; p++)
+        CHECK(iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 0) == v16 &&
+              iabn_conv_layout_vote(&g, (iabn_conv_pass)p, 1) == v16);
+    /* its weight pass: oneDNN's with AVX-512; natively without, through NCHW
+     * copies of blocked operands, which counts for neither layout */
+    CHECK(iabn_conv_layout_vote(&g, IABN_CONV_BWD_FILTER, 0) == (lanes16() ? v16 : 2));
     for (int m = 1; m < 4; m++) {
         iabn_conv_geom gm = with_layouts(&g, m);
         CHECK(iabn_conv_use_dnnl(&gm, IABN_CONV_FWD) && iabn_conv_use_dnnl(&gm, IABN_CONV_BWD_DATA));
@@ -423,11 +461,11 @@ static void test_blocked(void)
     /* a blocked operand on a conv the native kernels run is an error (3
      * channels per group: no blocked kernel takes it) */
     CHECK(iabn_conv_geom_init(&g, 1, 48, 7, 7, 48, 3, 3, 1, 1, 1, 16) == 0);
-    g.x_layout = IABN_LAYOUT_NCHW16C;
+    g.x_layout = CPU_BLOCKED;
     float buf[48 * 49];
     iabn_err e = {0};
     CHECK(iabn_conv_fwd(cache, &g, buf, buf, NULL, buf, NULL, 0, &e) == IABN_EINVAL &&
-          strstr(e.msg, "nChw16c"));
+          strstr(e.msg, iabn_layout_name(CPU_BLOCKED)));
 #endif
 }
 
@@ -566,19 +604,19 @@ static void test_device(void)
 
 /* An accumulating forward (y += conv: the residual add fused into the
  * convolution) against the conv and then the add, on the layouts and paths
- * it takes: nChw16c operands (the sum post-op), NCHW ones the primitive
+ * it takes: blocked operands (the CPU's layout: the sum post-op), NCHW ones the primitive
  * reorders (a scratch copy added to y), 1x1 on a large NCHW map (the GEMM
  * kernel's sum post-op), bias, Winograd; the geometries it refuses.  The
  * same bits (exact), or float32 noise where oneDNN adds y (or the bias)
  * at another point of the sum: with a bias, and on long reductions in
- * nChw16c (it starts the accumulators from y when it splits the sum over
+ * blocked layouts (it starts the accumulators from y when it splits the sum over
  * input-channel blocks). */
 static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked, int wino,
                      int exact, int binary)
 {
     iabn_conv_geom g;
     CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, k, k, 1, k / 2, 1, 1) == 0);
-    if (blocked) g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
+    if (blocked) g.x_layout = g.y_layout = CPU_BLOCKED;
     g.winograd = wino;
     CHECK(iabn_conv_accumulates(&g));
     iabn_conv_geom ga = g;
@@ -601,7 +639,7 @@ static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked,
     CHECK_OK(iabn_conv_fwd_add(cache, &ga, x, w, bias ? b : NULL, r, y2, sc, s2, &e));
     CHECK(memcmp(r, r0, ny * 4) == 0);
     for (size_t i = 0; i < ny; i++) y[i] += r[i];
-    const char *lname = blocked ? "nChw16c" : "NCHW";
+    const char *lname = blocked ? iabn_layout_name(CPU_BLOCKED) : "NCHW";
     CHECK_MSG(exact ? memcmp(y, ya, ny * 4) == 0 : t_rel_diff(ya, y, ny) <= 1e-6,
               "%dx%dx%d -> %d k%d bias %d %s wino %d: y += conv differs from conv, then add "
               "(rel %.3g)", n, ci, h, co, k, bias, lname, wino, t_rel_diff(ya, y, ny));
@@ -619,7 +657,7 @@ static void acc_case(int n, int ci, int h, int co, int k, int bias, int blocked,
 
 static void test_accumulate(void)
 {
-    acc_case(2, 64, 14, 128, 1, 0, 1, 0, 1, 1);  /* ResNeXt's conv3: nChw16c, sum post-op */
+    acc_case(2, 64, 14, 128, 1, 0, 1, 0, 1, 1);  /* ResNeXt's conv3: blocked, sum post-op */
     acc_case(2, 64, 14, 128, 1, 0, 0, 0, 1, 0);  /* NCHW operands: reordered, then added  */
     acc_case(1, 64, 28, 32, 1, 0, 0, 0, 1, 0);   /* 1x1 on 28x28 NCHW: oneDNN's GEMM      */
     /* long reductions (mod4 / mod5): the sum post-op rounds otherwise, the
@@ -629,10 +667,12 @@ static void test_accumulate(void)
     acc_case(2, 1024, 1, 2048, 1, 0, 0, 0, 1, 0);
     acc_case(2, 32, 9, 48, 3, 1, 1, 0, 0, 0);    /* 3x3 with bias (WideResNet's conv2)    */
     acc_case(2, 32, 9, 48, 3, 1, 0, 0, 1, 0);
-    acc_case(1, 32, 16, 32, 3, 0, 1, 1, 1, 0);   /* with the Winograd flag                */
+    /* with the Winograd flag: Winograd's kernels on AVX-512; on AVX2 the
+     * direct one on nChw8c, which adds y where it starts the sum */
+    acc_case(1, 32, 16, 32, 3, 0, 1, 1, lanes16(), 0);
     /* the sum apart adds r in oneDNN's kernel where that generates its
-     * binary post-op into its output loop (the 1x1 kernel on nChw16c, which
-     * AVX-512 CPUs run), and not on the GEMM kernel of 1x1 convs on NCHW,
+     * binary post-op into its output loop (the 1x1 kernel on the CPU's
+     * blocked layout, nChw16c or nChw8c), and not on the GEMM kernel of 1x1 convs on NCHW,
      * which applied it one value at a time: ResNeXt-101's step on an AVX2
      * CPU, whose 1x1 convs at 56x56 and 28x28 stay NCHW, spent 25x their
      * time in those convs (docs/CPU.md) */
@@ -640,8 +680,8 @@ static void test_accumulate(void)
     CHECK(iabn_conv_geom_init(&g, 4, 128, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_dnnl_plain(&g) && !iabn_conv_dnnl_add_fused(&g));
     CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
-    g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
-    CHECK(iabn_conv_dnnl_add_fused(&g) == lanes16());
+    g.x_layout = g.y_layout = CPU_BLOCKED;
+    CHECK(iabn_conv_dnnl_add_fused(&g));
     /* the geometries and passes it refuses, by name */
     CHECK(iabn_conv_geom_init(&g, 1, 64, 8, 8, 64, 3, 3, 1, 1, 1, 16) == 0); /* 4 per group */
     CHECK(!iabn_conv_accumulates(&g));

@@ -16,6 +16,7 @@
 #include "graph_test_util.h"
 
 #include "layers/layers.h"
+#include "tensor/cpu/ops.h"
 #include "models/models.h"
 
 typedef struct net_out {
@@ -114,11 +115,10 @@ static int run_net(int fusion, int k, int reread, iabn_layout_mode lm, net_out *
     o->nsum = st->nbytes / 4;
     o->sum = malloc(st->nbytes);
     /* in NCHW whatever its layout, to compare across layouts */
-    if (st->layout == IABN_LAYOUT_NCHW16C)
-        t_nchw16c(st->shape[0], st->shape[1], st->shape[2] * st->shape[3],
-                  iabn_exec_ptr(t.ex, sum), o->sum, 1);
-    else
-        memcpy(o->sum, iabn_exec_ptr(t.ex, sum), st->nbytes);
+    iabn_err e = {0};
+    CHECK_MSG(iabn_reorder(st->shape[0], st->shape[1], st->shape[2] * st->shape[3], st->layout,
+                           IABN_LAYOUT_NCHW, iabn_exec_ptr(t.ex, sum), o->sum, &e) == 0,
+              "%s", e.msg);
     t_free(&t);
     return rc;
 }

@@ -1,8 +1,10 @@
 /* test_layout.c: the layout pass (src/graph/layout.c) on whole models.
  *
  *  - invariants of its choice on resnext_tiny in every BN mode: a blocked
- *    tensor has C % 16 == 0, is an arena activation, and every node touching
- *    it takes blocked layouts; the operands of one same-layout node agree;
+ *    tensor is in the CPU's blocked layout (nChw16c with AVX-512, nChw8c
+ *    without), has C a multiple of its block, is an arena activation, and
+ *    every node touching it takes blocked layouts; the operands of one
+ *    same-layout node agree;
  *  - an NCHW-only op (the windowed average pool) keeps its operands NCHW, a
  *    max pool between blocked convolutions runs blocked (its int32 argmax,
  *    not a float tensor, keeps the label NCHW), and the mode nchw blocks
@@ -25,6 +27,7 @@
  * checks then say so.
  */
 #include "iabn.h"
+#include "tensor/cpu/conv.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -44,7 +47,9 @@ static void check_invariants(const iabn_graph *g, const char *what)
     for (int t = 0; t < iabn_graph_ntensors(g); t++) {
         const iabn_tensor *x = iabn_graph_t(g, t);
         if (x->layout == IABN_LAYOUT_NCHW) continue;
-        if (x->shape[1] % 16 || (x->kind != IABN_T_ACT && x->kind != IABN_T_HOST) ||
+        if (x->layout != iabn_conv_blocked_layout() ||
+            x->shape[1] % iabn_layout_block(x->layout) ||
+            (x->kind != IABN_T_ACT && x->kind != IABN_T_HOST) ||
             x->view_of >= 0 || !matters(x))
             bad++;
     }
@@ -84,11 +89,12 @@ static void cfg_for(iabn_session_cfg *c, iabn_model_cfg *mc, iabn_bn_mode mode, 
     c->winograd = IABN_WINOGRAD_OFF;
 }
 
-/* Whether oneDNN is built and runs its avx512_core kernels here: then the
- * convolutions prefer nChw16c, and it has Winograd kernels.  On an AVX2 CPU
- * they want nChw8c, which the graph does not have: it keeps every tensor
- * NCHW (docs/LAYOUTS.md). */
-static int blocked_cpu(void) { return iabn_conv_have_dnnl() && t_cpu_avx512_core(); }
+/* Whether oneDNN is built: then the convolutions prefer the CPU's blocked
+ * layout, nChw16c with AVX-512 and nChw8c on AVX2 (docs/LAYOUTS.md). */
+static int blocked_cpu(void) { return iabn_conv_have_dnnl(); }
+/* ... and it runs its avx512_core kernels here: only those have Winograd. */
+static int wino_cpu(void) { return iabn_conv_have_dnnl() && t_cpu_avx512_core(); }
+#define BLOCKED iabn_conv_blocked_layout()
 
 /* Every mode plans with blocked tensors, within the invariants; nchw has none. */
 static void test_choice(void)
@@ -101,17 +107,26 @@ static void test_choice(void)
         iabn_session s;
         iabn_err e = {0};
         CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
-        /* a build without oneDNN has no convolution that prefers nChw16c */
+        /* a build without oneDNN has no convolution that prefers a blocked layout */
         CHECK_MSG((s.mem.layouts.blocked > 0) == blocked_cpu(), "%s: %d blocked",
                   iabn_bn_mode_name(m), s.mem.layouts.blocked);
         check_invariants(s.graph, iabn_bn_mode_name((iabn_bn_mode)m));
-        size_t scratch = s.mem.scratch_max;
+        size_t scratch = s.mem.scratch_max, arena = s.mem.arena;
         iabn_session_free(&s);
         c.layout_mode = IABN_LAYOUT_MODE_NCHW;
         CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
         CHECK(s.mem.layouts.blocked == 0 && s.mem.layouts.blocked_bytes == 0);
-        CHECK_MSG(s.mem.scratch_max >= scratch, "%s: scratch %zu with layouts, %zu without",
-                  iabn_bn_mode_name(m), scratch, s.mem.scratch_max);
+        /* Blocked operands save oneDNN's copies.  Without AVX-512 the native
+         * weight passes of dense convs copy theirs to NCHW in their scratch
+         * (cpu/conv.c native_weights): the largest scratch may grow there,
+         * and the arena by no more than it (on this net at 32x32 it does;
+         * on ResNeXt-101 and WideResNet-38 at 224 the arena falls) */
+        size_t grew = scratch > s.mem.scratch_max ? scratch - s.mem.scratch_max : 0;
+        CHECK_MSG(arena <= s.mem.arena + grew, "%s: arena %zu with layouts, %zu without",
+                  iabn_bn_mode_name(m), arena, s.mem.arena);
+        if (t_cpu_avx512_core())
+            CHECK_MSG(!grew, "%s: scratch %zu with layouts, %zu without", iabn_bn_mode_name(m),
+                      scratch, s.mem.scratch_max);
         for (int t = 0; t < iabn_graph_ntensors(s.graph); t++)
             CHECK(iabn_graph_t(s.graph, t)->layout == IABN_LAYOUT_NCHW);
         iabn_session_free(&s);
@@ -158,7 +173,7 @@ static int pool_net(iabn_graph *g, int x, void *user, int *out, iabn_err *e)
 
 /* The pool's nodes (forward and backward) in pool_net: with an NCHW-only
  * pool every operand NCHW; with a max pool, where oneDNN's convolutions
- * prefer nChw16c (blocked_cpu), every float
+ * prefer a blocked layout (blocked_cpu), every float
  * operand blocked and the argmax labelled NCHW. */
 static void test_pool_ops(void)
 {
@@ -178,8 +193,7 @@ static void test_pool_ops(void)
             seen++;
             for (int k = 0; k < n->nin + n->nout; k++) {
                 const iabn_tensor *t = iabn_graph_t(g, k < n->nin ? n->in[k] : n->out[k - n->nin]);
-                iabn_layout want = m && matters(t) && blocked_cpu() ? IABN_LAYOUT_NCHW16C
-                                                                    : IABN_LAYOUT_NCHW;
+                iabn_layout want = m && matters(t) && blocked_cpu() ? BLOCKED : IABN_LAYOUT_NCHW;
                 CHECK_MSG(t->layout == want, "%s operand %d (%s): %s", n->name, k, t->name,
                           iabn_layout_name(t->layout));
             }
@@ -232,12 +246,12 @@ static void test_copy_cap(void)
             const iabn_node *n = iabn_graph_n(g, id);
             if (n->op->layout_ok && !n->op->layout_ok(g, n, be)) bad++;
             if (strcmp(n->name, "c2") || strcmp(n->op->name, "conv2d")) continue;
-            c2_blocked = iabn_graph_t(g, n->in[0])->layout == IABN_LAYOUT_NCHW16C &&
-                         iabn_graph_t(g, n->out[0])->layout == IABN_LAYOUT_NCHW16C;
+            c2_blocked = iabn_graph_t(g, n->in[0])->layout == BLOCKED &&
+                         iabn_graph_t(g, n->out[0])->layout == BLOCKED;
         }
         CHECK_MSG(bad == 0, "%s: %d conv nodes without a kernel for their layouts",
                   m ? "pool" : "no pool", bad);
-        /* without the pool, c2 blocked where oneDNN takes nChw16c; with it, the
+        /* without the pool, c2 blocked where oneDNN takes blocked; with it, the
          * pass's check unwinds the chain back to NCHW */
         CHECK_MSG(c2_blocked == (!m && blocked_cpu()), "%s: c2 blocked %d",
                   m ? "pool" : "no pool", c2_blocked);
@@ -310,6 +324,7 @@ static void test_parity(void)
         float lb = step(&c, x, lab, gb, &nb, &sb, &xb);
         CHECK(sb.blocked == 0 && nb > 0);
         /* auto layouts, then auto layouts with Winograd convs, against NCHW */
+        size_t xauto = 0;
         for (int wino = 0; wino < 2; wino++) {
             float *ga[MAXP];
             int na = 0;
@@ -321,7 +336,11 @@ static void test_parity(void)
             const char *what = wino ? "auto + winograd" : "auto";
             CHECK((sa.blocked > 0) == blocked_cpu());
             /* Winograd's transforms need scratch of their own: the sign it ran */
-            if (wino) CHECK_MSG((xa > xb) == blocked_cpu(), "%s: scratch %zu against %zu", what, xa, xb);
+            if (wino)
+                CHECK_MSG((xa > xauto) == wino_cpu(), "%s: scratch %zu against %zu", what, xa,
+                          xauto);
+            else
+                xauto = xa;
             CHECK_MSG(fabsf(la - lb) <= 1e-5f * fabsf(lb) + 1e-6f, "%s, %s: loss %.9g, nchw %.9g",
                       iabn_bn_mode_name(m), what, la, lb);
             CHECK(na == nb);
@@ -395,7 +414,7 @@ static void test_winograd_auto(void)
                    au.winograd, on.winograd, on.winograd_possible);
             CHECK(off.winograd == 0 && on.winograd == on.winograd_possible);
             CHECK(au.winograd_possible == on.winograd_possible);
-            CHECK((on.winograd > 0) == blocked_cpu());
+            CHECK((on.winograd > 0) == wino_cpu());
             CHECK_MSG(au.lower_bound == off.lower_bound, "%s: lower bound %zu, off %zu",
                       models[k], au.lower_bound, off.lower_bound);
             CHECK_MSG(au.arena <= off.arena + off.arena / 400, "%s: arena %zu, off %zu",
@@ -405,7 +424,7 @@ static void test_winograd_auto(void)
              * 84 passes, the rest would raise the peak (on's arena is 24%
              * larger); ResNeXt-101's six stem passes all fit (its arena
              * moves by under 0.1% either way) */
-            if (blocked_cpu() && mode == IABN_BN_STANDARD) {
+            if (wino_cpu() && mode == IABN_BN_STANDARD) {
                 CHECK_MSG(au.winograd > 0, "%s: no Winograd pass chosen", models[k]);
                 if (k == 1) CHECK(on.arena > off.arena && au.winograd < on.winograd);
             }
@@ -419,7 +438,7 @@ static void test_winograd_auto(void)
     printf("  wider_resnet38_a2 batch 16: arena %zu / %zu, %d Winograd passes of %d\n", off.arena,
            au.arena, au.winograd, au.winograd_possible);
     CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
-    if (blocked_cpu())
+    if (wino_cpu())
         CHECK_MSG(au.winograd >= 60, "%d of %d passes on Winograd", au.winograd,
                   au.winograd_possible);
 }

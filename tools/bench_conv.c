@@ -1,7 +1,8 @@
 /* bench_conv.c: `iabn bench conv`, the CPU convolution throughput of the four
  * layers docs/TARGETS.md names, per pass, on the native path (NCHW), oneDNN
- * on NCHW operands, and the path nChw16c operands take where the conv votes
- * for them (oneDNN's, or the blocked grouped kernels), against the targets
+ * on NCHW operands, and the path blocked operands (the CPU's nChw16c or
+ * nChw8c, named in the chosen column) take where the conv votes for them
+ * (oneDNN's, or the blocked grouped kernels), against the targets
  * there (measured by the library: tensor/cpu/conv_bench.h).
  * Below the table, where the graph fuses a residual add into the forward
  * (layers.h iabn_conv2d_add), the conv then the add against the fused conv
@@ -41,7 +42,10 @@ static void print_json(const iabn_convbench_row *rows, int n)
             cJSON_AddNumberToObject(o, "onednn_gflops", r->onednn_gflops);
             cJSON_AddStringToObject(o, "onednn_impl", r->onednn_impl);
         }
-        if (r->blocked) cJSON_AddNumberToObject(o, "nchw16c_gflops", r->blocked_gflops);
+        if (r->blocked) {
+            cJSON_AddNumberToObject(o, "blocked_gflops", r->blocked_gflops);
+            cJSON_AddStringToObject(o, "blocked_layout", r->blocked_layout);
+        }
         if (r->wino) cJSON_AddNumberToObject(o, "winograd_gflops", r->wino_gflops);
         cJSON_AddNumberToObject(o, "gflops", r->gflops);
         cJSON_AddNumberToObject(o, "peak_gflops", r->peak);
@@ -104,7 +108,7 @@ int iabn_bench_conv(int argc, char **argv)
                threads, pdesc, repeat, iabn_gemm_engine_name(iabn_gemm_engine()),
                iabn_blas_core());
         printf("%-28s %-11s %6s %-11s %7s %6s %7s %6s %7s %6s %7s %6s  %-20s %-7s %5s\n", "case",
-               "pass", "peak", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "nChw16c",
+               "pass", "peak", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "blocked",
                "%peak", "wino", "%peak", "oneDNN impl", "chosen", "target");
         for (int i = 0; i < n; i++) {
             const iabn_convbench_row *r = &rows[i];
@@ -126,7 +130,8 @@ int iabn_bench_conv(int argc, char **argv)
             printf("%-28s %-11s %6.0f %-11s %7.1f %5.1f%% %s %s %s  %-20s %-7s %s\n", r->desc,
                    r->pass, pk, r->native_path, r->native_gflops, 100 * r->native_gflops / pk, dcol,
                    bcol, wcol, r->onednn ? r->onednn_impl : "-",
-                   r->blocked && strcmp(r->path, "onednn") == 0 ? "nChw16c" : r->path, tcol);
+                   r->blocked && strcmp(r->path, "onednn") == 0 ? r->blocked_layout : r->path,
+                   tcol);
         }
         int header = 0;
         for (int i = 0; i < n; i++) {

@@ -49,6 +49,8 @@ static int setup(const iabn_args *a, iabn_model_cfg *mc, iabn_stepfile_opts *o, 
     if (v[IABN_O_BUDGET].set) o->budget = (size_t)v[IABN_O_BUDGET].f;
     if (v[IABN_O_STRATEGY].set && iabn_storage_parse(v[IABN_O_STRATEGY].s, &o->storage, e)) return 1;
     if (v[IABN_O_THREADS].set) iabn_set_num_threads((int)v[IABN_O_THREADS].i);
+    if (v[IABN_O_LAYOUT].set && iabn_layout_mode_parse(v[IABN_O_LAYOUT].s, &o->layout_mode, e))
+        return iabn_err_prefix(e, "--layout: "), 1;
     return 0;
 }
 

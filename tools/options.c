@@ -247,8 +247,8 @@ static const iabn_option table[IABN_O_COUNT] = {
     [IABN_O_OFFLOAD] = {"offload", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, ME | BS,
         "offload conv / pool inputs to host memory (--strategy offload)"},
     [IABN_O_LAYOUT] = {"layout", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, layout_choice, "L",
-        "network.layout", TRAINS | ME | BS, "activation layouts: auto (nChw16c between the CPU's "
-        "oneDNN convolutions) or nchw"},
+        "network.layout", TRAINS | ME | SP | BS, "activation layouts: auto (nChw16c, or nChw8c without "
+        "AVX-512, between the CPU's oneDNN convolutions) or nchw"},
     [IABN_O_WINOGRAD] = {"winograd", NULL, 0, IABN_T_CHOICE, 0, 0, 0, 0, winograd_choice, "W",
         "network.winograd", TRAINS | ME | BS,
         "CPU: dense 3x3 stride-1 convs on 14x14 maps and larger with oneDNN's Winograd "

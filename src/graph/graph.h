@@ -341,7 +341,8 @@ extern const iabn_op_def iabn_op_offload;
 extern const iabn_op_def iabn_op_prefetch;
 
 /* Activation layouts (layout.c).  auto: finalize's layout pass keeps in
- * nChw16c every activation whose convolutions prefer it and whose other
+ * the backend's blocked layout (nChw16c on AVX-512 CPUs, nChw8c on others)
+ * every activation whose convolutions prefer it and whose other
  * readers and writers take it (on a backend whose kernel table has
  * conv_layout_vote; elsewhere everything stays NCHW); nchw: no pass.  One
  * row per mode: enum, name. */

@@ -3,12 +3,13 @@
  * Tensors that must share a layout, the 4-d operands of one node whose op
  * says IABN_LAYOUT_RULE_SAME (a BN's input, output and their gradients, an
  * add's terms, a copy), are joined in one set (union-find).  A set goes
- * blocked (nChw16c) when none of its members refuses it and the
+ * blocked (the backend's blocked layout: nChw16c on AVX-512 CPUs, nChw8c on
+ * others) when none of its members refuses it and the
  * convolutions reading or writing its members prefer blocked more often
  * than NCHW (one whose primitive works in a third layout reorders either
  * way and counts for neither).  A member refuses when an NCHW-only op touches it, when it is
  * an input, an output, a view or viewed (the caller and the views see NCHW),
- * or when its channels are not a multiple of 16.  Tensors whose layout
+ * or when its channels are not a multiple of the block.  Tensors whose layout
  * cannot matter (not 4-d, or one value per channel and sample: H*W = 1,
  * where both layouts are the same bytes) are left out of it all.
  *
@@ -18,7 +19,8 @@
  * Reorders then happen only inside the convolutions whose primitive works in
  * another layout than a tensor's (oneDNN reorders into their node scratch,
  * which add_scratch sizes after this pass); no reorder tensor is added.
- * Blocked layouts need C % 16 == 0 and change no tensor's size, so the
+ * Blocked layouts need C to be a multiple of their block and change no
+ * tensor's size, so the
  * arena is planned exactly as before; only scratch sizes move.
  */
 #include "graph/graph_internal.h"
@@ -93,12 +95,13 @@ static int vote_of(const iabn_graph *g, const iabn_node *n, const iabn_backend *
 }
 
 /* Every tensor's layout from its set's totals (at the set's root). */
-static void assign(iabn_graph *g, int *parent, const int *veto, const int *pro, const int *con)
+static void assign(iabn_graph *g, iabn_layout blocked, int *parent, const int *veto,
+                   const int *pro, const int *con)
 {
     for (int t = 0; t < g->nt; t++) {
         int r = find(parent, t);
-        g->t[t].layout = matters(&g->t[t]) && !veto[r] && pro[r] > con[r] ? IABN_LAYOUT_NCHW16C
-                                                                           : IABN_LAYOUT_NCHW;
+        g->t[t].layout =
+            matters(&g->t[t]) && !veto[r] && pro[r] > con[r] ? blocked : IABN_LAYOUT_NCHW;
     }
 }
 
@@ -107,6 +110,10 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
     const iabn_backend *be = iabn_store_backend(g->store);
     g->conv_reorders = 0;
     if (g->layout_mode == IABN_LAYOUT_MODE_NCHW || !be->k->conv_layout_vote) return 0;
+    iabn_layout blocked = be->k->conv_blocked_layout();
+    int blk = iabn_layout_block(blocked);
+    if (blk < 2) return iabn_err_set(e, IABN_EINVAL, "the backend's blocked layout (%d) is not a "
+                                     "blocked one of the list", (int)blocked);
     int nt = g->nt;
     int *parent = malloc(sizeof(int) * 4 * (size_t)(nt ? nt : 1));
     if (!parent) return iabn_err_set(e, IABN_ENOMEM, "out of memory in the layout pass");
@@ -124,7 +131,7 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
         pro[t] = con[t] = 0;
         const iabn_tensor *x = &g->t[t];
         veto[t] = !matters(x) || (x->kind != IABN_T_ACT && x->kind != IABN_T_HOST) ||
-                  x->shape[1] % iabn_layout_block(IABN_LAYOUT_NCHW16C) || x->view_of >= 0 ||
+                  x->shape[1] % blk || x->view_of >= 0 ||
                   x->scratch;
     }
     for (int t = 0; t < nt; t++)
@@ -166,7 +173,7 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
         pro[r] += pro[t];
         con[r] += con[t];
     }
-    assign(g, parent, veto, pro, con);
+    assign(g, blocked, parent, veto, pro, con);
     /* A mix the votes allowed may still have no kernel (oneDNN's copy cap
      * counts the NCHW side only): that node's blocked sets go back to NCHW,
      * and the sets are assigned again until every node takes its layouts.
@@ -183,7 +190,7 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
                 changed = 1;
             }
         }
-        if (changed) assign(g, parent, veto, pro, con);
+        if (changed) assign(g, blocked, parent, veto, pro, con);
     }
     /* the convolution passes left reordering an operand */
     for (int id = 0; id < g->nn; id++) {
@@ -195,8 +202,8 @@ int iabn_graph_apply_layouts(iabn_graph *g, iabn_err *e)
             int t = out ? n->out[k] : n->in[k];
             if (t < 0 || !matters(&g->t[t])) continue;
             int v = votes[(size_t)id * SLOTS + s];
-            int blocked = g->t[t].layout == IABN_LAYOUT_NCHW16C;
-            reorders |= v == 2 || (v == 1 && !blocked) || (v == 0 && blocked);
+            int b = g->t[t].layout == blocked;
+            reorders |= v == 2 || (v == 1 && !b) || (v == 0 && b);
         }
         g->conv_reorders += reorders;
     }

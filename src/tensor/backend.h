@@ -14,7 +14,7 @@
  * layer checks for NULL and names the backend in its error.
  *
  * Entries with an `iabn_layout layout` argument read and write their
- * activations in that layout (tensor.h: NCHW or nChw16c); per-channel arrays
+ * activations in that layout (tensor.h: NCHW, nChw16c or nChw8c); per-channel arrays
  * are [C] in every layout.  A blocked layout requires c % block == 0
  * (iabn_layout_block): the layer guarantees it, and an entry given anything
  * else, or a layout its backend does not run (the CUDA backend runs NCHW
@@ -51,6 +51,10 @@ typedef struct iabn_kernels {
      * (cpu/conv.h iabn_conv_layout_vote), for the graph's layout pass.
      * Optional: NULL keeps every activation NCHW on that backend. */
     int (*conv_layout_vote)(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
+    /* conv: the blocked layout a vote of 1 means (cpu/conv.h
+     * iabn_conv_blocked_layout: nChw16c or nChw8c, by the CPU).  Set
+     * wherever conv_layout_vote is. */
+    iabn_layout (*conv_blocked_layout)(void);
     /* conv: whether a pass has a kernel for the geometry's mix of layouts
      * (cpu/conv.h iabn_conv_layouts_ok), for the layout pass's check after
      * it assigns them.  Optional: NULL takes every mix the votes allow. */

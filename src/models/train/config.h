@@ -44,8 +44,8 @@ typedef struct iabn_config {
     int bn_auto;
     iabn_storage strategy; /* saved activations: keep, offload, auto, recompute */
     int offload_bf16;      /* offloaded copies in bfloat16 (docs/OFFLOAD.md)        */
-    iabn_layout_mode layout; /* activation layouts: auto (nChw16c between oneDNN
-                                convolutions) or nchw (graph.h)                  */
+    iabn_layout_mode layout; /* activation layouts: auto (nChw16c or nChw8c
+                                between oneDNN convolutions) or nchw (graph.h)   */
     iabn_winograd_mode winograd; /* Winograd dense 3x3 convs on the CPU (graph.h):
                                     auto, off, on                              */
     int classes;           /* 0: from the data set */

@@ -283,7 +283,7 @@ char *iabn_memreport_table(const iabn_memreport *rep)
          mib(r[i].m.scratch_max), ".1f");
     LINE("without reuse MiB", mib(r[i].m.naive), ".1f");
     LINE("copies for in-place", (double)r[i].m.copies, ".0f");
-    LINE("blocked (nChw16c) activations MiB", mib(r[i].m.layouts.blocked_bytes), ".1f");
+    LINE("blocked activations MiB", mib(r[i].m.layouts.blocked_bytes), ".1f");
     LINE("  conv passes still reordering", (double)r[i].m.layouts.conv_reorders, ".0f");
     LINE("conv passes on Winograd", (double)r[i].m.winograd, ".0f");
     LINE("  possible with --winograd on", (double)r[i].m.winograd_possible, ".0f");

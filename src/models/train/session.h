@@ -98,7 +98,8 @@ typedef struct iabn_session_cfg {
      * planning (iabn mem --world) */
     iabn_comm *comm;
     size_t grad_bucket_bytes;
-    /* activation layouts (graph.h): auto keeps nChw16c between the oneDNN
+    /* activation layouts (graph.h): auto keeps nChw16c (AVX-512) or nChw8c
+     * (AVX2) between the oneDNN
      * convolutions of a CPU backend that has them; nchw everywhere */
     iabn_layout_mode layout_mode;
     /* Winograd convolutions (graph.h, iabn_graph_set_winograd): faster dense

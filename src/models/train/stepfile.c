@@ -119,6 +119,7 @@ int iabn_stepfile_run(const iabn_stepfile_opts *o, iabn_err *e)
     sc.loss = tt ? IABN_LOSS_SOFTMAX_XENT : IABN_LOSS_NONE;
     sc.keep_logits = 1;
     sc.backend = dev.be;
+    sc.layout_mode = o->layout_mode;
     iabn_strategy_opts so = {.allow_offload = 1, .allow_recompute = 1, .lookahead = 1,
                              .budget = o->budget};
     sc.storage = o->storage;

@@ -31,6 +31,7 @@ typedef struct iabn_stepfile_opts {
     size_t budget;               /* > 0: the step's limit (auto / recompute)   */
     unsigned long long seed;     /* dropout                                    */
     int check;                   /* guard bytes and NaN / Inf after every node */
+    iabn_layout_mode layout_mode; /* activation layouts (graph.h; 0: auto)      */
 } iabn_stepfile_opts;
 
 int iabn_stepfile_run(const iabn_stepfile_opts *o, iabn_err *e);

@@ -488,7 +488,8 @@ static int k_sgd_update(void *ctx, size_t count, float lr, float momentum, float
 
 static const iabn_kernels cpu_kernels = {
     .conv_scratch = k_conv_scratch, .conv_fwd = k_conv_fwd, .conv_bwd_data = k_conv_bwd_data,
-    .conv_layout_vote = iabn_conv_layout_vote, .conv_layouts_ok = iabn_conv_layouts_ok,
+    .conv_layout_vote = iabn_conv_layout_vote, .conv_blocked_layout = iabn_conv_blocked_layout,
+    .conv_layouts_ok = iabn_conv_layouts_ok,
     .conv_winograd = iabn_conv_winograd,
     .conv_accumulates = iabn_conv_accumulates, .conv_fwd_add = k_conv_fwd_add,
     .conv_bwd_filter = k_conv_bwd_filter,

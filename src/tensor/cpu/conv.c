@@ -1,17 +1,12 @@
-/* cpu/conv.c: the CPU convolution entry points, the choice of path for a
- * geometry (the plan, which also sizes the scratch), and the im2col + sgemm
- * path used for grouped convolutions with many channels per group and small
- * dilated ones (dense ones go to oneDNN: cpu/conv_dnnl.c).
+/* cpu/conv.c: the CPU convolution entry points and the choice of path for
+ * a geometry and its activation layouts (the plan, which also sizes the
+ * scratch): oneDNN (cpu/conv_dnnl.c), the blocked grouped kernels
+ * (cpu/conv_blocked.c), the direct kernels (cpu/conv_direct.c), the per-tap
+ * GEMMs (cpu/conv_taps.c) or im2col + sgemm (cpu/conv_im2col.c).
  *
- * Threading: a call runs in the caller's thread and opens its own OpenMP
- * regions.  Either the (image, group) items are spread over the threads, each
- * with its own column buffer and a single-threaded sgemm (cpu/blas.h: both
- * OpenBLAS's OpenMP build and oneDNN run sequentially inside a parallel
- * region), or the items run one after another with a threaded im2col and a
- * threaded sgemm.  Every region uses a static schedule and a fixed reduction
- * order, so results depend only on the thread count.
+ * A call runs in the caller's thread and opens its own OpenMP regions; every
+ * path's results depend only on the thread count.
  */
-#include "tensor/cpu/blas.h"
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/cpu/ops.h"
 
@@ -86,7 +81,7 @@ int iabn_conv_dnnl_plain(const iabn_conv_geom *g)
      * its blocked 1x1 kernel is as fast but the reorders of the whole batch
      * around each call cost 10-30% there.  On smaller maps the blocked
      * kernel wins even with them (docs/CPU.md).  Operands the graph keeps
-     * in nChw16c need no reorder: those run the blocked kernel. */
+     * blocked need no reorder: those run the blocked kernel. */
     return g->groups == 1 && g->kh == 1 && g->kw == 1 && (long)g->h_out * g->w_out >= 28 * 28 &&
            g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW;
 }
@@ -101,14 +96,23 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * faster, 8 per group on larger maps 0.7x (0.85x merged on 56x56), and
      * dilated with 8 per group its weight pass falls back to a GEMM at 26
      * GFLOP/s; with 4 per group oneDNN's grouped path is 2.5x slower
-     * (docs/CPU.md).  The 14x14 case holds for its 16-lane AVX-512 kernels:
-     * on an AVX2 CPU (jit:avx2, 8 lanes) the direct kernels run it 1.1x to
-     * 1.4x faster in every pass. */
+     * (docs/CPU.md).  The 14x14 case holds for its 16-lane AVX-512 kernels.
+     * On an AVX2 CPU (jit:avx2, 8 lanes) 8 per group is one channel block:
+     * unmerged, on nChw8c operands, oneDNN ran ResNeXt-101's mod4 conv
+     * (4x512x14x14, 64 groups) as fast as the direct kernels forward, 1.3x-
+     * 1.6x faster backward-data and 2x-2.2x faster backward-weights, and
+     * 8 per group at 28x28 and 56x56 1.0x / 1.2x / 1.05x-1.3x; on NCHW
+     * operands (reordered) it wins only up to 14x14 (docs/CPU.md "AVX2
+     * CPUs"). */
     if (g->groups != 1) {
         int cpg = g->c_in / g->groups < g->c_out / g->groups ? g->c_in / g->groups
                                                              : g->c_out / g->groups;
-        if (cpg < 8 || (cpg < 16 && (g->dil != 1 || (long)g->h_out * g->w_out > 14 * 14 ||
-                                     !iabn_conv_direct_avx512())))
+        long hw = (long)g->h_out * g->w_out;
+        int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
+        if (cpg < 8) return 0;
+        if (cpg < 16 && iabn_conv_direct_avx512() && (g->dil != 1 || hw > 14 * 14)) return 0;
+        if (cpg < 16 && !iabn_conv_direct_avx512() &&
+            (cpg != 8 || g->dil != 1 || (!blocked && hw > 14 * 14)))
             return 0;
         /* Without AVX-512 oneDNN runs the forward and weight passes of
          * dilated grouped convs on its GEMM kernel (x64:gemm:jit): the
@@ -145,6 +149,14 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 #endif
 }
 
+/* Whether g's layouts are ones the blocked grouped kernels read: nChw16c or
+ * NCHW on each side (the latter copied through their scratch). */
+static int layouts16(const iabn_conv_geom *g)
+{
+    return (g->x_layout == IABN_LAYOUT_NCHW || g->x_layout == IABN_LAYOUT_NCHW16C) &&
+           (g->y_layout == IABN_LAYOUT_NCHW || g->y_layout == IABN_LAYOUT_NCHW16C);
+}
+
 /* Whether g's activations had better be nChw16c for the blocked direct
  * kernels (cpu/conv_blocked.c): grouped convs with up to 4 channels per
  * group, and 8 on maps larger than 14x14 (smaller ones run faster on
@@ -161,9 +173,10 @@ static int blocked_fast(const iabn_conv_geom *g)
 static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
-    if (blocked && blocked_fast(g)) return IABN_CONV_PATH_BLOCKED;
+    int b16 = blocked && layouts16(g);
+    if (b16 && blocked_fast(g)) return IABN_CONV_PATH_BLOCKED;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
-    if (blocked && iabn_conv_blocked_takes(g)) return IABN_CONV_PATH_BLOCKED;
+    if (b16 && iabn_conv_blocked_takes(g)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
 }
 
@@ -174,26 +187,43 @@ int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
     return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED;
 }
 
+static int call_threads(void);
+static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                          iabn_conv_plan *n);
+
+iabn_layout iabn_conv_blocked_layout(void)
+{
+    return __builtin_cpu_supports("avx512f") ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW8C;
+}
+
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side)
 {
     iabn_conv_geom p = *g;
+    iabn_layout L = iabn_conv_blocked_layout();
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
-    if (blocked_fast(&p)) return 1;
+    if (blocked_fast(&p)) return L == IABN_LAYOUT_NCHW16C ? 1 : 2;
     /* oneDNN with both sides blocked: its copy cap counts only NCHW
      * operands, so this holds wherever oneDNN takes any mix, and also for a
      * conv too large for the cap on NCHW (the native kernels run it there).
      * A mix with no kernel (one side blocked, the other over the cap) is
      * sent back to NCHW by the layout pass (iabn_conv_layouts_ok). */
     iabn_conv_geom b = p;
-    b.x_layout = b.y_layout = IABN_LAYOUT_NCHW16C;
+    b.x_layout = b.y_layout = L;
     if (!iabn_conv_use_dnnl(&b, pass)) return -1;
-    if ((y_side ? p.c_out : p.c_in) % 16) return 0;
+    if ((y_side ? p.c_out : p.c_in) % iabn_layout_block(L)) return 0;
+    /* A weight pass the native kernels run reads NCHW, blocked operands
+     * through copies in its scratch: a memory pass beside its FLOPs, so it
+     * counts for neither layout (a vote of 0 tipped the gradient of a conv
+     * read by the global pooling, whose only other vote is its data pass's,
+     * to NCHW, and that mix has no kernel over the copy cap). */
+    iabn_conv_plan nw;
+    if (native_weights(&b, pass, call_threads(), &nw)) return 2;
     /* 1x1 convs on large maps run NCHW operands on NCHW (no copies), and
-     * nChw16c ones on oneDNN's blocked 1x1 kernel, about as fast
+     * blocked ones on oneDNN's blocked 1x1 kernel, about as fast
      * (docs/CPU.md): they vote as that kernel does, so that a run of
      * grouped or 3x3 convs between them stays blocked end to end. */
-    if (iabn_conv_dnnl_plain(&p)) p.x_layout = p.y_layout = IABN_LAYOUT_NCHW16C;
-    return iabn_conv_dnnl_blocked(&p, y_side);
+    if (iabn_conv_dnnl_plain(&p)) p.x_layout = p.y_layout = L;
+    return iabn_conv_dnnl_blocked(&p, y_side, L);
 }
 
 int iabn_conv_accumulates(const iabn_conv_geom *g)
@@ -201,7 +231,7 @@ int iabn_conv_accumulates(const iabn_conv_geom *g)
     iabn_conv_geom p = *g;
     p.accumulate = 1;
     for (int l = 0; l < 2; l++) { /* whatever layouts the graph gives it */
-        p.x_layout = p.y_layout = l ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW;
+        p.x_layout = p.y_layout = l ? iabn_conv_blocked_layout() : IABN_LAYOUT_NCHW;
         if (choose_path(&p, IABN_CONV_FWD) != IABN_CONV_PATH_DNNL) return 0;
     }
     return 1;
@@ -217,6 +247,16 @@ static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
     return *xc + iabn_conv_round16(y);
 }
 
+/* Floats of NCHW copies of g's blocked operands (x; *xc of them), the
+ * reverse of blocked_copies. */
+static size_t nchw_copies(const iabn_conv_geom *g, size_t *xc)
+{
+    size_t x = g->x_layout != IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_in * g->h_in * g->w_in : 0;
+    size_t y = g->y_layout != IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_out * g->h_out * g->w_out : 0;
+    *xc = iabn_conv_round16(x);
+    return *xc + iabn_conv_round16(y);
+}
+
 /* Whether the native kernels run g's weight pass although oneDNN takes it;
  * n gets their plan for `threads` where the geometry qualifies.  Without AVX-512,
  * oneDNN's weight pass of dense convs with taps ran 1.2x-2.3x slower than
@@ -227,17 +267,24 @@ static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
  * per-tap path ran DeepLab's ASPP 3.5x faster, and DeepLabV3-WRN38's arena
  * fell by a third (docs/CPU.md "AVX2 CPUs").  Native column buffers grow
  * with the threads: only where they fit oneDNN's copy cap.  1x1 convs
- * gained 5-8% for more scratch, and stay.  Planning and running ask this
- * alike (no oneDNN query). */
+ * gained 5-8% for more scratch, and stay.  Blocked (nChw8c) operands are
+ * reordered into NCHW copies after the native scratch: oneDNN's weight pass
+ * on them, without reorders, still ran 1.2x-1.6x slower (bench conv's dense
+ * cases), and a reorder is a memory pass beside a dense conv's FLOPs.
+ * Planning and running ask this alike (no oneDNN query). */
 static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                           iabn_conv_plan *n)
 {
     if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 ||
-        g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW ||
         iabn_conv_direct_avx512())
         return 0;
-    iabn_conv_plan_make_native(g, pass, threads, n);
-    return n->total * sizeof(float) <= IABN_DNNL_COPY_MAX;
+    iabn_conv_geom p = *g;
+    p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
+    iabn_conv_plan_make_native(&p, pass, threads, n);
+    int fits = n->total * sizeof(float) <= IABN_DNNL_COPY_MAX;
+    size_t xc;
+    n->total = iabn_conv_round16(n->total) + nchw_copies(g, &xc);
+    return fits;
 }
 
 void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
@@ -361,236 +408,6 @@ static int call_threads(void)
 #endif
 }
 
-/* ---- im2col / col2im ------------------------------------------------------ */
-
-/* col[(ci*kh + r)*kw + s][oy*wo + ox] = src[ci][oy*S + r*d - pt][ox*S + s*d - pl], 0 outside. */
-static void im2col(const iabn_conv_gd *c, const float *src, int channels, float *col, int par)
-{
-    int T = c->kh * c->kw;
-    long rows = (long)channels * T;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-#pragma omp parallel for schedule(static) if (par)
-    for (long q = 0; q < rows; q++) {
-        int ci = (int)(q / T), t = (int)(q % T), r = t / c->kw, s = t % c->kw;
-        float *dst = col + (size_t)q * hwo;
-        const float *sp = src + (size_t)ci * hwi;
-        int lo, hi;
-        iabn_conv_tap_range(c->wo, c->wi, s, c->s, c->pl, c->d, &lo, &hi);
-        long coff = (long)s * c->d - c->pl;
-        for (int oy = 0; oy < c->ho; oy++) {
-            float *drow = dst + (size_t)oy * c->wo;
-            long iy = (long)oy * c->s + (long)r * c->d - c->pt;
-            if (iy < 0 || iy >= c->hi || lo >= hi) {
-                memset(drow, 0, sizeof(float) * c->wo);
-                continue;
-            }
-            const float *srow = sp + iy * c->wi;
-            for (int ox = 0; ox < lo; ox++) drow[ox] = 0;
-            if (c->s == 1) {
-                memcpy(drow + lo, srow + lo + coff, sizeof(float) * (hi - lo));
-            } else {
-                for (int ox = lo; ox < hi; ox++) drow[ox] = srow[(long)ox * c->s + coff];
-            }
-            for (int ox = hi; ox < c->wo; ox++) drow[ox] = 0;
-        }
-    }
-}
-
-/* dst[ci] = sum over taps of col rows scattered back (dst overwritten). */
-static void col2im(const iabn_conv_gd *c, const float *col, int channels, float *dst, int par)
-{
-    int T = c->kh * c->kw;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-#pragma omp parallel for schedule(static) if (par)
-    for (int ci = 0; ci < channels; ci++) {
-        float *dp = dst + (size_t)ci * hwi;
-        memset(dp, 0, sizeof(float) * hwi);
-        for (int r = 0; r < c->kh; r++) {
-            for (int s = 0; s < c->kw; s++) {
-                const float *sp = col + ((size_t)ci * T + (size_t)r * c->kw + s) * hwo;
-                int lo, hi;
-                iabn_conv_tap_range(c->wo, c->wi, s, c->s, c->pl, c->d, &lo, &hi);
-                long coff = (long)s * c->d - c->pl;
-                for (int oy = 0; oy < c->ho; oy++) {
-                    long iy = (long)oy * c->s + (long)r * c->d - c->pt;
-                    if (iy < 0 || iy >= c->hi) continue;
-                    float *drow = dp + iy * c->wi;
-                    const float *srow = sp + (size_t)oy * c->wo;
-                    for (int ox = lo; ox < hi; ox++) drow[(long)ox * c->s + coff] += srow[ox];
-                }
-            }
-        }
-    }
-}
-
-/* ---- im2col path ---------------------------------------------------------- */
-
-static void add_bias(float *y, const float *bias, int channels, size_t hw, int par)
-{
-#pragma omp parallel for schedule(static) if (par)
-    for (int co = 0; co < channels; co++) {
-        float b = bias[co], *yp = y + (size_t)co * hw;
-        for (size_t i = 0; i < hw; i++) yp[i] += b;
-    }
-}
-
-static void fwd_item(const iabn_conv_gd *c, int no_col, int it, const float *x,
-                     const float *w, const float *bias, float *y, float *col, int par)
-{
-    int n = it / c->G, g0 = it % c->G, T = c->kh * c->kw, k = c->cin * T;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-    const float *xin = x + ((size_t)n * c->G + g0) * c->cin * hwi;
-    float *yout = y + ((size_t)n * c->G + g0) * c->cout * hwo;
-    const float *b = xin;
-    if (!no_col) {
-        im2col(c, xin, c->cin, col, par);
-        b = col;
-    }
-    iabn_sgemm(0, 0, c->cout, (int)hwo, k, 1.0f, w + (size_t)g0 * c->cout * k, k, b, (int)hwo, 0.0f,
-               yout, (int)hwo);
-    if (bias) add_bias(yout, bias + (size_t)g0 * c->cout, c->cout, hwo, par);
-}
-
-static void im2col_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
-                       const float *w, const float *bias, float *y, float *cols)
-{
-    int items = c->n * c->G;
-    if (p->items_parallel) {
-#pragma omp parallel num_threads(p->threads)
-        {
-            float *col = cols + p->col * (size_t)iabn_conv_tid();
-#pragma omp for schedule(static)
-            for (int it = 0; it < items; it++) fwd_item(c, p->no_col, it, x, w, bias, y, col, 0);
-        }
-    } else {
-        for (int it = 0; it < items; it++) fwd_item(c, p->no_col, it, x, w, bias, y, cols, 1);
-    }
-}
-
-static void bwd_data_item(const iabn_conv_gd *c, int no_col, int it, const float *dy,
-                          const float *w, float *dx, float *col, int par)
-{
-    int n = it / c->G, g0 = it % c->G, T = c->kh * c->kw, k = c->cin * T;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-    const float *dyp = dy + ((size_t)n * c->G + g0) * c->cout * hwo;
-    float *dxp = dx + ((size_t)n * c->G + g0) * c->cin * hwi;
-    const float *wg = w + (size_t)g0 * c->cout * k;
-    if (no_col) {
-        iabn_sgemm(1, 0, c->cin, (int)hwo, c->cout, 1.0f, wg, k, dyp, (int)hwo, 0.0f, dxp,
-                   (int)hwo);
-        return;
-    }
-    iabn_sgemm(1, 0, k, (int)hwo, c->cout, 1.0f, wg, k, dyp, (int)hwo, 0.0f, col, (int)hwo);
-    col2im(c, col, c->cin, dxp, par);
-}
-
-/* For stride 1, dx is the forward conv of dy with w'[ci][co][t] =
- * w[co][ci][T-1-t] and padding d*(k-1) - p: its im2col GEMM is as deep as the
- * forward one, and col2im's scattered read-modify-write goes away. */
-static void flip_weights(const iabn_conv_gd *c, const float *w, float *w2, int threads)
-{
-    int T = c->kh * c->kw;
-    long rows = (long)c->G * c->cin;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (long q = 0; q < rows; q++) {
-        int g0 = (int)(q / c->cin), ci = (int)(q % c->cin);
-        float *dst = w2 + (size_t)q * c->cout * T;
-        for (int co = 0; co < c->cout; co++) {
-            const float *src = w + (((size_t)g0 * c->cout + co) * c->cin + ci) * T;
-            for (int t = 0; t < T; t++) dst[(size_t)co * T + t] = src[T - 1 - t];
-        }
-    }
-}
-
-static void im2col_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,
-                            const float *w, float *dx, float *scr)
-{
-    if (p->flip) {
-        iabn_conv_gd f = *c;
-        f.cin = c->cout; f.cout = c->cin;
-        f.hi = c->ho; f.wi = c->wo; f.ho = c->hi; f.wo = c->wi;
-        f.pt = c->d * (c->kh - 1) - c->pt;
-        f.pl = c->d * (c->kw - 1) - c->pl;
-        flip_weights(c, w, scr, p->threads);
-        im2col_fwd(&f, p, dy, scr, NULL, dx, scr + p->wbuf);
-        return;
-    }
-    int items = c->n * c->G;
-    if (p->items_parallel) {
-#pragma omp parallel num_threads(p->threads)
-        {
-            float *col = scr + p->wbuf + p->col * (size_t)iabn_conv_tid();
-#pragma omp for schedule(static)
-            for (int it = 0; it < items; it++) bwd_data_item(c, p->no_col, it, dy, w, dx, col, 0);
-        }
-    } else {
-        for (int it = 0; it < items; it++)
-            bwd_data_item(c, p->no_col, it, dy, w, dx, scr + p->wbuf, 1);
-    }
-}
-
-/* dwg += dy[n, g0] * col^T for one item. */
-static void bwd_filter_item(const iabn_conv_gd *c, int no_col, int n, int g0, const float *x,
-                            const float *dy, float *dwg, float *col, int par)
-{
-    int T = c->kh * c->kw, k = c->cin * T;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-    const float *xin = x + ((size_t)n * c->G + g0) * c->cin * hwi;
-    const float *dyp = dy + ((size_t)n * c->G + g0) * c->cout * hwo;
-    const float *b = xin;
-    if (!no_col) {
-        im2col(c, xin, c->cin, col, par);
-        b = col;
-    }
-    iabn_sgemm(0, 1, c->cout, k, (int)hwo, 1.0f, dyp, (int)hwo, b, (int)hwo, 1.0f, dwg, k);
-}
-
-static void im2col_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
-                              const float *dy, float *dw, float *scr)
-{
-    int T = c->kh * c->kw, k = c->cin * T, G = c->G;
-    size_t wg = (size_t)c->cout * k;
-    if (!p->items_parallel) {
-        for (int n = 0; n < c->n; n++)
-            for (int g0 = 0; g0 < G; g0++)
-                bwd_filter_item(c, p->no_col, n, g0, x, dy, dw + g0 * wg, scr, 1);
-        return;
-    }
-    if (!p->partials) {
-        /* Each group's dw slice belongs to one thread: no reduction needed. */
-#pragma omp parallel num_threads(p->threads)
-        {
-            float *col = scr + p->col * (size_t)iabn_conv_tid();
-#pragma omp for schedule(static)
-            for (int g0 = 0; g0 < G; g0++)
-                for (int n = 0; n < c->n; n++)
-                    bwd_filter_item(c, p->no_col, n, g0, x, dy, dw + g0 * wg, col, 0);
-        }
-        return;
-    }
-    float *parts = scr + p->col * (size_t)p->ncol;
-    size_t total = wg * G;
-    int team = 1;
-    int items = c->n * G;
-#pragma omp parallel num_threads(p->threads)
-    {
-        int tid = iabn_conv_tid();
-        float *col = scr + p->col * (size_t)tid, *part = parts + p->part * (size_t)tid;
-#pragma omp single
-        team = iabn_conv_team();
-        memset(part, 0, sizeof(float) * total);
-#pragma omp for schedule(static)
-        for (int it = 0; it < items; it++)
-            bwd_filter_item(c, p->no_col, it / G, it % G, x, dy, part + (it % G) * wg, col, 0);
-    }
-#pragma omp parallel for schedule(static) num_threads(p->threads)
-    for (size_t i = 0; i < total; i++) {
-        float s = 0;
-        for (int t = 0; t < team; t++) s += parts[p->part * (size_t)t + i];
-        dw[i] += s;
-    }
-}
-
 /* ---- entry points --------------------------------------------------------- */
 
 static void gd_from_geom(const iabn_conv_geom *g, iabn_conv_gd *c)
@@ -641,7 +458,7 @@ static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_co
     float *ycopy = xcopy + xc;
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
     int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
-    const iabn_layout B = IABN_LAYOUT_NCHW16C, N = IABN_LAYOUT_NCHW;
+    const iabn_layout B = IABN_LAYOUT_NCHW16C, N = IABN_LAYOUT_NCHW; /* layouts16() */
     switch (pass) {
     case IABN_CONV_FWD:
         if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;
@@ -690,21 +507,49 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
     case IABN_CONV_FWD:
         if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_fwd(g, p->threads, a, b, bias, out, scr);
         else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_fwd(&cd, p, a, b, bias, out, scr);
-        else im2col_fwd(&cd, p, a, b, bias, out, scr);
+        else iabn_conv_im2col_fwd(&cd, p, a, b, bias, out, scr);
         break;
     case IABN_CONV_BWD_DATA:
         if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_bwd_data(g, p->threads, a, b, out, scr);
         else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_bwd_data(&cd, p, a, b, out, scr);
-        else im2col_bwd_data(&cd, p, a, b, out, scr);
+        else iabn_conv_im2col_bwd_data(&cd, p, a, b, out, scr);
         break;
     default:
         if (p->path == IABN_CONV_PATH_DIRECT) iabn_conv_direct_bwd_filter(g, p->threads, a, b, out, scr);
         else if (p->path == IABN_CONV_PATH_TAPS) iabn_conv_taps_bwd_filter(&cd, p, a, b, out, scr);
-        else im2col_bwd_filter(&cd, p, a, b, out, scr);
+        else iabn_conv_im2col_bwd_filter(&cd, p, a, b, out, scr);
         if (dbias) iabn_conv_bias_grad(g->n, g->c_out, (size_t)g->h_out * g->w_out, b, dbias);
         break;
     }
     return 0;
+}
+
+/* The native weight pass of blocked operands (native_weights): x and dy
+ * reordered into NCHW copies at the end of the plan's scratch. */
+static int native_weights_blocked(iabn_conv_cache *c, const iabn_conv_plan *p,
+                                  const iabn_conv_geom *g, const float *x, const float *dy,
+                                  float *dw, float *dbias, void *scratch, size_t scratch_bytes,
+                                  iabn_err *e)
+{
+    if (scratch_bytes < p->total * sizeof(float) || !scratch)
+        return too_little_scratch(p, g, IABN_CONV_BWD_FILTER, scratch_bytes, e);
+    size_t xc, copies = nchw_copies(g, &xc);
+    float *xcopy = (float *)scratch + (p->total - copies), *ycopy = xcopy + xc;
+    int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc;
+    iabn_conv_geom n = *g;
+    n.x_layout = n.y_layout = IABN_LAYOUT_NCHW;
+    if (g->x_layout != IABN_LAYOUT_NCHW) {
+        if ((rc = iabn_reorder(g->n, g->c_in, hwi, g->x_layout, IABN_LAYOUT_NCHW, x, xcopy, e)))
+            return rc;
+        x = xcopy;
+    }
+    if (g->y_layout != IABN_LAYOUT_NCHW) {
+        if ((rc = iabn_reorder(g->n, g->c_out, hwo, g->y_layout, IABN_LAYOUT_NCHW, dy, ycopy, e)))
+            return rc;
+        dy = ycopy;
+    }
+    return iabn_conv_run_plan(c, p, &n, IABN_CONV_BWD_FILTER, x, dy, NULL, dw, dbias, scratch,
+                              scratch_bytes, e);
 }
 
 /* The oneDNN path plans inside conv_dnnl.c (its cache): only the others
@@ -730,6 +575,8 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
         if (!native_weights(g, pass, call_threads(), &p)) {
             memset(&p, 0, sizeof p);
             p.path = IABN_CONV_PATH_DNNL;
+        } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
+            return native_weights_blocked(c, &p, g, a, b, out, dbias, scratch, scratch_bytes, e);
         }
     } else if (path == IABN_CONV_PATH_BLOCKED) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);

@@ -93,13 +93,18 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in,
                         int c_out, int kh, int kw, int stride, int pad, int dil,
                         int groups);
 
+/* The blocked activation layout of this CPU (iabn_conv_layout_vote's 1):
+ * nChw16c where it has AVX-512, nChw8c elsewhere.  oneDNN's direct kernels
+ * block channels by the CPU's vector of floats (docs/LAYOUTS.md). */
+iabn_layout iabn_conv_blocked_layout(void);
+
 /* How a pass of a geometry (its layouts NCHW) takes a blocked layout on its
  * x side (x, dx; y_side 0) or its y side (y, dy; y_side 1), for the graph's
  * layout pass: -1 not at all (NCHW only: the native paths), 0 it takes one
  * but its primitive works in NCHW there (a blocked tensor costs a reorder in
- * its scratch), 1 its primitive works in nChw16c (a blocked tensor saves
- * the reorder), 2 its primitive works in another layout (a reorder either
- * way). */
+ * its scratch), 1 its primitive works in iabn_conv_blocked_layout() (a
+ * blocked tensor saves the reorder), 2 its primitive works in another layout
+ * (a reorder either way). */
 int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_side);
 
 /* Whether a pass of g runs with g's layouts: NCHW on both sides always

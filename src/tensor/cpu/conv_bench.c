@@ -319,19 +319,20 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     size_t ny = (size_t)g.n * g.c_out * g.h_out * g.w_out;
     size_t nw = (size_t)g.c_out * (g.c_in / g.groups) * g.kh * g.kw;
     /* the native plans, and the oneDNN ones (when built with it); gb: the
-     * operands the conv votes nChw16c for in nChw16c (what the graph gives
-     * it where its neighbours agree) */
+     * operands the conv votes blocked for in the CPU's blocked layout (what
+     * the graph gives it where its neighbours agree) */
     int has_dn = iabn_conv_have_dnnl();
     iabn_conv_geom gb = g;
-    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1) gb.x_layout = IABN_LAYOUT_NCHW16C;
-    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = IABN_LAYOUT_NCHW16C;
+    iabn_layout L = iabn_conv_blocked_layout();
+    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 0) == 1) gb.x_layout = L;
+    if (iabn_conv_layout_vote(&g, IABN_CONV_FWD, 1) == 1) gb.y_layout = L;
     int has_blk = gb.x_layout != g.x_layout || gb.y_layout != g.y_layout;
     /* gw: gb with the winograd flag (iabn --winograd), where it runs Winograd */
     iabn_conv_geom gw = gb;
     gw.winograd = 1;
     int has_wino = has_dn && iabn_conv_winograd(&gw, IABN_CONV_FWD);
-    /* the runs, in this order: native, oneDNN on NCHW operands, on nChw16c
-     * where it votes so (ib: oneDNN's, or the blocked grouped kernels),
+    /* the runs, in this order: native, oneDNN on NCHW operands, on blocked
+     * ones where it votes so (ib: oneDNN's, or the blocked grouped kernels),
      * with Winograd where it runs it (iw); -1: not run */
     const iabn_conv_geom *run[4] = {&g};
     int nrun = 1, ib = -1, iw = -1;
@@ -406,10 +407,11 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->native_gflops = flops / t[0] * 1e-9;
         r->onednn_gflops = has_dn ? flops / t[1] * 1e-9 : 0;
         r->blocked = has_blk;
+        r->blocked_layout = iabn_layout_name(L);
         r->blocked_gflops = has_blk ? flops / t[ib] * 1e-9 : 0;
         r->wino = has_wino;
         r->wino_gflops = has_wino ? flops / t[iw] * 1e-9 : 0;
-        /* the graph gives a conv that votes nChw16c those operands */
+        /* the graph gives a conv that votes blocked those operands */
         r->gflops = has_blk ? r->blocked_gflops : chose_dnnl ? r->onednn_gflops : r->native_gflops;
         r->peak = pk;
         r->peak_fraction = r->gflops / pk;
@@ -417,7 +419,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->ok = r->peak_fraction >= r->target;
         r->wcopy = 0;
 #if IABN_HAVE_DNNL
-        /* the 1x1 convs on nChw16c (the graph's): their weights' copy */
+        /* the 1x1 convs on blocked operands (the graph's): their weights' copy */
         r->wcopy = pass < 2 && has_blk && chose_dnnl && g.kh * g.kw == 1 && g.groups == 1 &&
                    g.c_in % 16 == 0 && g.c_out % 16 == 0;
         if (r->wcopy) time_weight_copy(&g, pass, repeat, w, r->wcopy_ms);

@@ -2,7 +2,7 @@
  * the layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3 with 4
  * and with 16 channels per group, 1x1 on a 14x14 and a 56x56 map, DeepLab's
  * dilated ASPP 3x3), per pass, on the native path and on the oneDNN path
- * (NCHW operands that it reorders, and, where the conv votes for nChw16c
+ * (NCHW operands that it reorders, and, where the conv votes for blocked
  * operands, those: what the graph runs once its layout pass agrees), against
  * the targets there.
  *
@@ -25,14 +25,16 @@ typedef struct iabn_convbench_row {
     const char *native_path, *path;       /* the native kernel; the one chosen     */
     const char *onednn_impl;              /* oneDNN's implementation ("" if none)  */
     int onednn;                           /* oneDNN measured too                   */
-    int blocked;                          /* and on nChw16c operands (its votes)   */
+    int blocked;                          /* and on blocked operands (its votes)   */
+    const char *blocked_layout;           /* their layout (the CPU's: nChw16c or   */
+                                          /* nChw8c), a static string              */
     double native_gflops, onednn_gflops;  /* onednn: NCHW operands, reordered      */
     double blocked_gflops;                /* the path those operands take (oneDNN,  */
                                           /* or the blocked grouped kernels)       */
     int wino;                             /* and with the winograd flag, where it  */
     double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
     double peak;                          /* the peak %peak is of (GFLOP/s)         */
-    double gflops, peak_fraction, target; /* of the chosen path, on nChw16c where  */
+    double gflops, peak_fraction, target; /* of the chosen path, on blocked where  */
                                           /* it votes so (as the graph runs it);   */
                                           /* target 0: none                        */
     int ok;                               /* at or over the target                 */

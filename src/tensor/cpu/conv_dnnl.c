@@ -5,8 +5,9 @@
  * the kernel),
  * and reorders between those and the tensors the graph keeps: OIHW
  * weights, activations in the layouts of
- * the geometry (NCHW, or nChw16c where the graph's layout pass blocked them,
- * and then no reorder when the primitive chose nChw16c too); 1x1 convs on
+ * the geometry (NCHW, or nChw16c / nChw8c where the graph's layout pass
+ * blocked them, and then no reorder when the primitive chose that layout
+ * too); 1x1 convs on
  * large maps read and write NCHW directly (iabn_conv_dnnl_plain).
  *
  * A plan holds, for one (geometry, pass, thread count), the convolution's
@@ -222,7 +223,7 @@ int iabn_conv_dnnl_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int bia
 }
 
 /* The layout the forward primitive works in on one side. */
-typedef struct side_kind { int y_side, kind; } side_kind;
+typedef struct side_kind { int y_side; iabn_layout blocked; int kind; } side_kind;
 static void look_layout(const iabn_dnnl_plan *p, void *arg)
 {
     side_kind *sk = arg;
@@ -233,14 +234,15 @@ static void look_layout(const iabn_dnnl_plan *p, void *arg)
     dnnl_memory_desc_t b, c;
     dnnl_dims_t d = {g->n, y ? g->c_out : g->c_in, y ? g->h_out : g->h_in,
                      y ? g->w_out : g->w_in};
-    if (md && dnnl_memory_desc_init_by_tag(&b, 4, d, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
+    if (md && dnnl_memory_desc_init_by_tag(&b, 4, d, dnnl_f32, iabn_dnnl_act_tag(sk->blocked)) ==
+                  dnnl_success &&
         dnnl_memory_desc_init_by_tag(&c, 4, d, dnnl_f32, dnnl_nchw) == dnnl_success)
         sk->kind = dnnl_memory_desc_equal(md, &b) ? 1 : dnnl_memory_desc_equal(md, &c) ? 0 : 2;
 }
 
-int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side)
+int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side, iabn_layout blocked)
 {
-    side_kind sk = {y_side, 0};
+    side_kind sk = {y_side, blocked, 0};
     iabn_err e = {0};
     probe(g, IABN_CONV_FWD, 0, look_layout, &sk, &e);
     return sk.kind;

@@ -79,6 +79,10 @@ static inline size_t iabn_dnnl_align64(size_t b) { return (b + 63) & ~(size_t)63
 int iabn_dnnl_plan_build(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int prims, iabn_err *e);
 void iabn_dnnl_plan_destroy(iabn_dnnl_plan *p);
 
+/* oneDNN's format tag of an activation layout of the list (nchw, nChw16c,
+ * nChw8c). */
+dnnl_format_tag_t iabn_dnnl_act_tag(iabn_layout l);
+
 /* Merged groups (8 per group run as 16): mw <- w, or with `back` w += the
  * diagonal blocks of mw. */
 void iabn_dnnl_merge_weights(const iabn_dnnl_plan *p, float *w, float *mw, int back);

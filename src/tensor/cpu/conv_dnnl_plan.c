@@ -81,10 +81,15 @@ static int user_scratchpad_attr(dnnl_primitive_attr_t *attr, int sum,
     return 0;
 }
 
-/* oneDNN's tag of an activation layout of the graph. */
-static dnnl_format_tag_t act_tag(iabn_layout l)
+dnnl_format_tag_t iabn_dnnl_act_tag(iabn_layout l)
 {
-    return l == IABN_LAYOUT_NCHW16C ? dnnl_nChw16c : dnnl_nchw;
+    switch (l) {
+    case IABN_LAYOUT_NCHW16C: return dnnl_nChw16c;
+    case IABN_LAYOUT_NCHW8C: return dnnl_nChw8c;
+    case IABN_LAYOUT_NCHW:
+    case IABN_LAYOUT_COUNT: break;
+    }
+    return dnnl_nchw;
 }
 
 /* The caller's descriptor of x (x_side) or y: its dims in its layout. */
@@ -93,7 +98,7 @@ static dnnl_status_t act_md(const iabn_conv_geom *g, int x_side, dnnl_memory_des
     dnnl_dims_t d = {g->n, x_side ? g->c_in : g->c_out, x_side ? g->h_in : g->h_out,
                      x_side ? g->w_in : g->w_out};
     return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32,
-                                        act_tag(x_side ? g->x_layout : g->y_layout));
+                                        iabn_dnnl_act_tag(x_side ? g->x_layout : g->y_layout));
 }
 
 /* The weights' descriptor: `any` for the primitive, or the store's layout
@@ -168,7 +173,10 @@ static int conv_desc(const iabn_conv_geom *g, int pass, int bias, int wino,
 static int merge_factor(const iabn_conv_geom *g)
 {
     int G = g->groups;
-    return G > 1 && G % 2 == 0 && g->c_in / G == 8 && g->c_out / G == 8 ? 2 : 1;
+    return G > 1 && G % 2 == 0 && g->c_in / G == 8 && g->c_out / G == 8 &&
+                   iabn_conv_blocked_layout() == IABN_LAYOUT_NCHW16C
+               ? 2
+               : 1;
 }
 
 static size_t merged_weight_count(const iabn_conv_geom *pg)

@@ -86,11 +86,11 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass);
  * reorder copies) rather than in its blocked layouts: 1x1 on large maps. */
 int iabn_conv_dnnl_plain(const iabn_conv_geom *g);
 
-/* The layout oneDNN's forward primitive for g (NCHW layouts, no bias)
- * works in on the x side (y_side 0) or the y side (1): 1 nChw16c, 0 NCHW
- * (also in a build without oneDNN or when it cannot be built), 2 another
- * (nChw8c for 8 channels per group, say). */
-int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side);
+/* The layout oneDNN's forward primitive for g (no bias) works in on the x
+ * side (y_side 0) or the y side (1): 1 `blocked` (nChw16c or nChw8c), 0
+ * NCHW (also in a build without oneDNN or when it cannot be built), 2
+ * another (nChw8c for 8 channels per group on an AVX-512 CPU, say). */
+int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side, iabn_layout blocked);
 
 /* Whether the forward of g with its residual apart (g->accumulate 2, as
  * iabn_conv_fwd_add runs it) adds the residual inside oneDNN's kernel (the
@@ -174,6 +174,14 @@ typedef struct iabn_conv_gd {
  * lies in [0, in) (hi == lo when none). */
 void iabn_conv_tap_range(int out, int in, int k, int stride, int pad, int dil, int *lo,
                          int *hi);
+
+/* im2col + sgemm path (cpu/conv_im2col.c). */
+void iabn_conv_im2col_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                          const float *w, const float *bias, float *y, float *scratch);
+void iabn_conv_im2col_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,
+                               const float *w, float *dx, float *scratch);
+void iabn_conv_im2col_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p,
+                                 const float *x, const float *dy, float *dw, float *scratch);
 
 /* Per-tap GEMM path (cpu/conv_taps.c). */
 void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
