@@ -102,8 +102,8 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * (4x512x14x14, 64 groups) as fast as the direct kernels forward, 1.3x-
      * 1.6x faster backward-data and 2x-2.2x faster backward-weights, and
      * 8 per group at 28x28 and 56x56 1.0x / 1.2x / 1.05x-1.3x; on NCHW
-     * operands (reordered) it wins only up to 14x14 (docs/CPU.md "AVX2
-     * CPUs"). */
+     * operands (reordered) it wins only up to 14x14 (docs/LAYOUTS.md
+     * "nChw8c"). */
     if (g->groups != 1) {
         int cpg = g->c_in / g->groups < g->c_out / g->groups ? g->c_in / g->groups
                                                              : g->c_out / g->groups;
