@@ -237,22 +237,16 @@ int iabn_conv_accumulates(const iabn_conv_geom *g)
     return 1;
 }
 
-/* Floats of the blocked copies of g's NCHW operands (the blocked path
- * reorders them into its scratch, after the kernels' own part). */
-static size_t blocked_copies(const iabn_conv_geom *g, size_t *xc)
+/* Floats of the copies of g's operands that are NCHW (of_nchw 1: the blocked
+ * path reorders them into its scratch, after the kernels' own part) or
+ * blocked (of_nchw 0: the native weight pass copies them to NCHW); *xc of
+ * them are x's. */
+static size_t copies(const iabn_conv_geom *g, int of_nchw, size_t *xc)
 {
-    size_t x = g->x_layout == IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_in * g->h_in * g->w_in : 0;
-    size_t y = g->y_layout == IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_out * g->h_out * g->w_out : 0;
-    *xc = iabn_conv_round16(x);
-    return *xc + iabn_conv_round16(y);
-}
-
-/* Floats of NCHW copies of g's blocked operands (x; *xc of them), the
- * reverse of blocked_copies. */
-static size_t nchw_copies(const iabn_conv_geom *g, size_t *xc)
-{
-    size_t x = g->x_layout != IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_in * g->h_in * g->w_in : 0;
-    size_t y = g->y_layout != IABN_LAYOUT_NCHW ? (size_t)g->n * g->c_out * g->h_out * g->w_out : 0;
+    int cx = (g->x_layout == IABN_LAYOUT_NCHW) == of_nchw;
+    int cy = (g->y_layout == IABN_LAYOUT_NCHW) == of_nchw;
+    size_t x = cx ? (size_t)g->n * g->c_in * g->h_in * g->w_in : 0;
+    size_t y = cy ? (size_t)g->n * g->c_out * g->h_out * g->w_out : 0;
     *xc = iabn_conv_round16(x);
     return *xc + iabn_conv_round16(y);
 }
@@ -283,7 +277,7 @@ static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int thre
     iabn_conv_plan_make_native(&p, pass, threads, n);
     int fits = n->total * sizeof(float) <= IABN_DNNL_COPY_MAX;
     size_t xc;
-    n->total = iabn_conv_round16(n->total) + nchw_copies(g, &xc);
+    n->total = iabn_conv_round16(n->total) + copies(g, 0, &xc);
     return fits;
 }
 
@@ -297,7 +291,7 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->threads = threads < 1 ? 1 : threads;
         size_t xc;
         p->col = iabn_conv_blocked_scratch(g, pass, p->threads);
-        p->total = iabn_conv_round16(p->col) + blocked_copies(g, &xc);
+        p->total = iabn_conv_round16(p->col) + copies(g, 1, &xc);
         return;
     }
     if (path == IABN_CONV_PATH_DNNL) {
@@ -454,7 +448,7 @@ static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_co
         return too_little_scratch(p, g, pass, scratch_bytes, e);
     float *scr = scratch, *xcopy = scr + iabn_conv_round16(p->col);
     size_t xc;
-    blocked_copies(g, &xc);
+    copies(g, 1, &xc);
     float *ycopy = xcopy + xc;
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
     int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
@@ -533,8 +527,8 @@ static int native_weights_blocked(iabn_conv_cache *c, const iabn_conv_plan *p,
 {
     if (scratch_bytes < p->total * sizeof(float) || !scratch)
         return too_little_scratch(p, g, IABN_CONV_BWD_FILTER, scratch_bytes, e);
-    size_t xc, copies = nchw_copies(g, &xc);
-    float *xcopy = (float *)scratch + (p->total - copies), *ycopy = xcopy + xc;
+    size_t xc, nc = copies(g, 0, &xc);
+    float *xcopy = (float *)scratch + (p->total - nc), *ycopy = xcopy + xc;
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc;
     iabn_conv_geom n = *g;
     n.x_layout = n.y_layout = IABN_LAYOUT_NCHW;
