@@ -93,7 +93,13 @@ static void cfg_for(iabn_session_cfg *c, iabn_model_cfg *mc, iabn_bn_mode mode, 
  * layout, nChw16c with AVX-512 and nChw8c on AVX2 (docs/LAYOUTS.md). */
 static int blocked_cpu(void) { return iabn_conv_have_dnnl(); }
 /* ... and it runs its avx512_core kernels here: only those have Winograd. */
-static int wino_cpu(void) { return iabn_conv_have_dnnl() && t_cpu_avx512_core(); }
+/* Winograd kernels: oneDNN's on AVX-512 CPUs (nChw16c), cpu/conv_wino.c's
+ * F(2x2, 3x3) elsewhere (nChw8c, which the graph keeps with oneDNN). */
+static int wino_cpu(void)
+{
+    return iabn_conv_have_dnnl() &&
+           (t_cpu_avx512_core() || iabn_conv_blocked_layout() == IABN_LAYOUT_NCHW8C);
+}
 #define BLOCKED iabn_conv_blocked_layout()
 
 /* Every mode plans with blocked tensors, within the invariants; nchw has none. */
@@ -260,16 +266,16 @@ static void test_copy_cap(void)
 }
 
 /* Loss and all parameter gradients of one step of a bound session; its
- * layout stats and largest node scratch. */
+ * layout stats and the number of conv passes on Winograd. */
 static float step(iabn_session_cfg *c, const float *x, const int32_t *lab, float **grads,
-                  int *ng, iabn_layout_stats *st, size_t *scratch)
+                  int *ng, iabn_layout_stats *st, int *wino)
 {
     iabn_session s;
     iabn_err e = {0};
     c->bind = 1;
     CHECK_MSG(iabn_session_build(c, &s, &e) == 0, "%s", e.msg);
     *st = s.mem.layouts;
-    *scratch = s.mem.scratch_max;
+    *wino = s.mem.winograd;
     CHECK_MSG(iabn_store_zero_grads(s.store, &e) == 0, "%s", e.msg);
     CHECK_MSG(iabn_session_set_inputs(&s, x, lab, &e) == 0, "%s", e.msg);
     CHECK_MSG(iabn_session_run(&s, &e) == 0, "%s", e.msg);
@@ -318,29 +324,28 @@ static void test_parity(void)
         float *gb[MAXP];
         int nb = 0;
         iabn_layout_stats sb;
-        size_t xb = 0;
+        int wb = 0;
         c.layout_mode = IABN_LAYOUT_MODE_NCHW;
         c.winograd = IABN_WINOGRAD_OFF;
-        float lb = step(&c, x, lab, gb, &nb, &sb, &xb);
-        CHECK(sb.blocked == 0 && nb > 0);
+        float lb = step(&c, x, lab, gb, &nb, &sb, &wb);
+        CHECK(sb.blocked == 0 && nb > 0 && wb == 0);
         /* auto layouts, then auto layouts with Winograd convs, against NCHW */
-        size_t xauto = 0;
         for (int wino = 0; wino < 2; wino++) {
             float *ga[MAXP];
             int na = 0;
             iabn_layout_stats sa;
-            size_t xa = 0;
+            int wa = 0;
             c.layout_mode = IABN_LAYOUT_MODE_AUTO;
             c.winograd = wino ? IABN_WINOGRAD_ON : IABN_WINOGRAD_OFF;
-            float la = step(&c, x, lab, ga, &na, &sa, &xa);
+            float la = step(&c, x, lab, ga, &na, &sa, &wa);
             const char *what = wino ? "auto + winograd" : "auto";
             CHECK((sa.blocked > 0) == blocked_cpu());
-            /* Winograd's transforms need scratch of their own: the sign it ran */
-            if (wino)
-                CHECK_MSG((xa > xauto) == wino_cpu(), "%s: scratch %zu against %zu", what, xa,
-                          xauto);
-            else
-                xauto = xa;
+            /* oneDNN's Winograd takes resnext_tiny's 3x3 convs; F(2x2, 3x3)
+             * on nChw8c wants 128 channels, more than they have (its whole
+             * step is checked against PyTorch in tests/fixtures/parity.py:
+             * wider_resnet38_a2 at 64x64 runs 33 passes on it) */
+            CHECK_MSG((wa > 0) == (wino && wino_cpu() && t_cpu_avx512_core()),
+                      "%s: %d passes on Winograd", what, wa);
             CHECK_MSG(fabsf(la - lb) <= 1e-5f * fabsf(lb) + 1e-6f, "%s, %s: loss %.9g, nchw %.9g",
                       iabn_bn_mode_name(m), what, la, lb);
             CHECK(na == nb);
@@ -414,19 +419,26 @@ static void test_winograd_auto(void)
                    au.winograd, on.winograd, on.winograd_possible);
             CHECK(off.winograd == 0 && on.winograd == on.winograd_possible);
             CHECK(au.winograd_possible == on.winograd_possible);
-            CHECK((on.winograd > 0) == wino_cpu());
+            /* ResNeXt-101's only such convs, its stem's 64-channel 3x3s,
+             * are narrower than F(2x2, 3x3) on nChw8c takes */
+            int expect = wino_cpu() && (k == 1 || t_cpu_avx512_core());
+            CHECK((on.winograd > 0) == expect);
             CHECK_MSG(au.lower_bound == off.lower_bound, "%s: lower bound %zu, off %zu",
                       models[k], au.lower_bound, off.lower_bound);
             CHECK_MSG(au.arena <= off.arena + off.arena / 400, "%s: arena %zu, off %zu",
                       models[k], au.arena, off.arena);
             CHECK(au.winograd <= on.winograd);
-            /* what each shows here: on WideResNet-38 in standard BN, 65 of
-             * 84 passes, the rest would raise the peak (on's arena is 24%
-             * larger); ResNeXt-101's six stem passes all fit (its arena
-             * moves by under 0.1% either way) */
-            if (wino_cpu() && mode == IABN_BN_STANDARD) {
+            /* what each shows here: with oneDNN's kernels (AVX-512), on
+             * WideResNet-38 in standard BN, 65 of 84 passes, the rest would
+             * raise the peak (on's arena is 24% larger); ResNeXt-101's six
+             * stem passes all fit (its arena moves by under 0.1% either
+             * way).  F(2x2, 3x3) on nChw8c needs less scratch: all 81 of
+             * WideResNet-38's passes fit, and the arena falls by 0.4%. */
+            if (expect && mode == IABN_BN_STANDARD) {
                 CHECK_MSG(au.winograd > 0, "%s: no Winograd pass chosen", models[k]);
-                if (k == 1) CHECK(on.arena > off.arena && au.winograd < on.winograd);
+                if (k == 1 && t_cpu_avx512_core())
+                    CHECK(on.arena > off.arena && au.winograd < on.winograd);
+                if (!t_cpu_avx512_core()) CHECK(au.winograd == on.winograd);
             }
         }
     /* At batch 16, 76 of WideResNet-38's 84 passes fit under the peak, and
@@ -439,8 +451,8 @@ static void test_winograd_auto(void)
            au.arena, au.winograd, au.winograd_possible);
     CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
     if (wino_cpu())
-        CHECK_MSG(au.winograd >= 60, "%d of %d passes on Winograd", au.winograd,
-                  au.winograd_possible);
+        CHECK_MSG(au.winograd >= (t_cpu_avx512_core() ? 60 : au.winograd_possible),
+                  "%d of %d passes on Winograd", au.winograd, au.winograd_possible);
 }
 
 /* Under a budget, the strategy auto chooses with Winograd auto what it

@@ -1,8 +1,9 @@
 /* cpu/conv.c: the CPU convolution entry points and the choice of path for
  * a geometry and its activation layouts (the plan, which also sizes the
- * scratch): oneDNN (cpu/conv_dnnl.c), the blocked grouped kernels
- * (cpu/conv_blocked.c), the direct kernels (cpu/conv_direct.c), the per-tap
- * GEMMs (cpu/conv_taps.c) or im2col + sgemm (cpu/conv_im2col.c).
+ * scratch): oneDNN (cpu/conv_dnnl.c), Winograd F(2x2, 3x3) on nChw8c
+ * (cpu/conv_wino.c), the blocked grouped kernels (cpu/conv_blocked.c), the
+ * direct kernels (cpu/conv_direct.c), the per-tap GEMMs (cpu/conv_taps.c)
+ * or im2col + sgemm (cpu/conv_im2col.c).
  *
  * A call runs in the caller's thread and opens its own OpenMP regions; every
  * path's results depend only on the thread count.
@@ -174,6 +175,7 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
     int b16 = blocked && layouts16(g);
+    if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
     if (b16 && blocked_fast(g)) return IABN_CONV_PATH_BLOCKED;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (b16 && iabn_conv_blocked_takes(g)) return IABN_CONV_PATH_BLOCKED;
@@ -184,7 +186,12 @@ int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
     iabn_conv_path p = choose_path(g, pass);
-    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED;
+    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED || p == IABN_CONV_PATH_WINO;
+}
+
+int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    return iabn_conv_wino_takes(g, pass) || iabn_conv_dnnl_winograd(g, pass);
 }
 
 static int call_threads(void);
@@ -209,6 +216,9 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
      * sent back to NCHW by the layout pass (iabn_conv_layouts_ok). */
     iabn_conv_geom b = p;
     b.x_layout = b.y_layout = L;
+    /* Winograd F(2x2, 3x3) where the flag asks (nChw8c) needs both sides
+     * blocked */
+    if (iabn_conv_wino_takes(&b, pass)) return 1;
     if (!iabn_conv_use_dnnl(&b, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % iabn_layout_block(L)) return 0;
     /* A weight pass the native kernels run reads NCHW, blocked operands
@@ -232,7 +242,8 @@ int iabn_conv_accumulates(const iabn_conv_geom *g)
     p.accumulate = 1;
     for (int l = 0; l < 2; l++) { /* whatever layouts the graph gives it */
         p.x_layout = p.y_layout = l ? iabn_conv_blocked_layout() : IABN_LAYOUT_NCHW;
-        if (choose_path(&p, IABN_CONV_FWD) != IABN_CONV_PATH_DNNL) return 0;
+        iabn_conv_path c = choose_path(&p, IABN_CONV_FWD);
+        if (c != IABN_CONV_PATH_DNNL && c != IABN_CONV_PATH_WINO) return 0;
     }
     return 1;
 }
@@ -285,6 +296,13 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
                          iabn_conv_plan *p)
 {
     iabn_conv_path path = choose_path(g, pass);
+    if (path == IABN_CONV_PATH_WINO) {
+        memset(p, 0, sizeof *p);
+        p->path = path;
+        p->threads = threads < 1 ? 1 : threads;
+        p->total = iabn_conv_wino_scratch(g, pass, p->threads);
+        return;
+    }
     if (path == IABN_CONV_PATH_BLOCKED) {
         memset(p, 0, sizeof *p);
         p->path = path;
@@ -481,6 +499,18 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
 {
     if (p->path == IABN_CONV_PATH_BLOCKED)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
+    if (p->path == IABN_CONV_PATH_WINO) {
+        if (scratch_bytes < p->total * sizeof(float) || !scratch)
+            return too_little_scratch(p, g, pass, scratch_bytes, e);
+        if (pass == IABN_CONV_FWD) /* an accumulating forward adds y's own values */
+            iabn_conv_wino_fwd(g, p->threads, a, b, bias, g->accumulate ? out : NULL, out,
+                               scratch);
+        else if (pass == IABN_CONV_BWD_DATA)
+            iabn_conv_wino_bwd_data(g, p->threads, a, b, out, scratch);
+        else
+            iabn_conv_wino_bwd_filter(g, p->threads, a, b, out, dbias, scratch);
+        return 0;
+    }
     if (p->path == IABN_CONV_PATH_DNNL) {
         switch (pass) {
         case IABN_CONV_FWD:
@@ -559,11 +589,12 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
                             "conv %dx%dx%dx%d -> %d: accumulate must be 0 or 1, not %d (a "
                             "residual apart from y goes through iabn_conv_fwd_add)",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->accumulate);
-    if (g->accumulate && (pass != IABN_CONV_FWD || path != IABN_CONV_PATH_DNNL))
+    if (g->accumulate && (pass != IABN_CONV_FWD ||
+                          (path != IABN_CONV_PATH_DNNL && path != IABN_CONV_PATH_WINO)))
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: an accumulating output (a "
                             "residual add fused into the convolution) is for the forward on the "
-                            "oneDNN path (iabn_conv_accumulates), not this one",
+                            "oneDNN or Winograd path (iabn_conv_accumulates), not this one",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups);
     if (path == IABN_CONV_PATH_DNNL) {
         if (!native_weights(g, pass, call_threads(), &p)) {
@@ -572,7 +603,7 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
         } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
             return native_weights_blocked(c, &p, g, a, b, out, dbias, scratch, scratch_bytes, e);
         }
-    } else if (path == IABN_CONV_PATH_BLOCKED) {
+    } else if (path == IABN_CONV_PATH_BLOCKED || path == IABN_CONV_PATH_WINO) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
         return iabn_err_set(e, IABN_EINVAL,
@@ -598,12 +629,21 @@ int iabn_conv_fwd_add(iabn_conv_cache *c, const iabn_conv_geom *g, const float *
                       void *scratch, size_t scratch_bytes, iabn_err *e)
 {
     if (r == y) return iabn_conv_fwd(c, g, x, w, bias, y, scratch, scratch_bytes, e);
-    if (g->accumulate != 1 || choose_path(g, IABN_CONV_FWD) != IABN_CONV_PATH_DNNL)
+    iabn_conv_path path = choose_path(g, IABN_CONV_FWD);
+    if (g->accumulate != 1 || (path != IABN_CONV_PATH_DNNL && path != IABN_CONV_PATH_WINO))
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: a residual added apart "
-                            "(iabn_conv_fwd_add) needs the accumulate flag and the oneDNN path "
-                            "(iabn_conv_accumulates)",
+                            "(iabn_conv_fwd_add) needs the accumulate flag and the oneDNN or "
+                            "Winograd path (iabn_conv_accumulates)",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->kh, g->kw, g->groups);
+    if (path == IABN_CONV_PATH_WINO) {
+        iabn_conv_plan p;
+        iabn_conv_plan_make(g, IABN_CONV_FWD, call_threads(), &p);
+        if (scratch_bytes < p.total * sizeof(float) || !scratch)
+            return too_little_scratch(&p, g, IABN_CONV_FWD, scratch_bytes, e);
+        iabn_conv_wino_fwd(g, p.threads, x, w, bias, r, y, scratch);
+        return 0;
+    }
     iabn_conv_geom g2 = *g;
     g2.accumulate = 2;
     return iabn_conv_dnnl_fwd(c, &g2, x, w, bias, r, y, scratch, scratch_bytes, e);

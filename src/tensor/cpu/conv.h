@@ -1,5 +1,5 @@
-/* cpu/conv.h: 2-D convolution on the CPU, float32 activations in NCHW or
- * nChw16c, raw pointers (PyTorch conv2d semantics: zero padding, dilation,
+/* cpu/conv.h: 2-D convolution on the CPU, float32 activations in NCHW,
+ * nChw16c or nChw8c, raw pointers (PyTorch conv2d semantics: zero padding, dilation,
  * groups).
  *
  * Paths, chosen per geometry and pass (same choice in scratch_bytes and the
@@ -7,6 +7,9 @@
  *   - oneDNN (cpu/conv_dnnl.c, in builds that found it) for dense convs
  *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
  *     reorders from and to the NCHW tensors, all three passes;
+ *   - Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c) for dense 3x3
+ *     convs with the winograd flag on CPUs without AVX-512, all three
+ *     passes;
  *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
  *     passes, for grouped convs with <= 16 channels per group: on nChw16c
  *     activations (cpu/conv_blocked.c) where they have 1 to 8 per group,
@@ -61,14 +64,16 @@ typedef struct iabn_conv_geom {
     int groups;                  /* c_in and c_out divisible by groups      */
     /* Layouts of the activations: x_layout for x and dx, y_layout for y
      * and dy (iabn_conv_geom_init: NCHW).  A blocked one needs the oneDNN
-     * path or the blocked grouped kernels (iabn_conv_layout_vote says which
-     * convs take it); the others refuse it. */
+     * path, Winograd on nChw8c or the blocked grouped kernels
+     * (iabn_conv_layout_vote says which convs take it); the others refuse
+     * it. */
     iabn_layout x_layout, y_layout;
-    /* 1: the oneDNN path runs this conv with Winograd F(4x4, 3x3) where
-     * iabn_conv_winograd() says it can (dense 3x3, stride 1, channels in
-     * multiples of 16, and oneDNN has a Winograd kernel for this CPU), all
-     * three passes; it rounds differently from the direct convolution
-     * (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
+    /* 1: Winograd where iabn_conv_winograd() says it runs, all three
+     * passes: oneDNN's F(4x4, 3x3) on CPUs with its Winograd kernels
+     * (AVX-512; dense 3x3, stride 1, channels in multiples of 16), else
+     * cpu/conv_wino.c's F(2x2, 3x3) on nChw8c operands (dense 3x3, stride 1,
+     * padding 1, 128 channels or more); it rounds differently from the
+     * direct convolution (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
      * such a choice ignore it (cuDNN ranks its algorithms itself). */
     int winograd;
     /* 1: the forward adds its result to what y holds (y += conv(x, w) +
@@ -113,9 +118,9 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
  * have no kernel (the layout pass then sends the blocked side back). */
 int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass);
 
-/* Whether a pass of g runs oneDNN's Winograd kernels: g->winograd set, the
- * geometry one they take, and oneDNN has them for this CPU (its Winograd
- * kernels need AVX-512); 0 means the pass runs direct. */
+/* Whether a pass of g runs Winograd kernels: g->winograd set and the
+ * geometry one that oneDNN's (AVX-512 CPUs) or cpu/conv_wino.c's (nChw8c
+ * operands) take; 0 means the pass runs direct. */
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
 
 /* Whether the forward of g runs with g->accumulate set: on the oneDNN path

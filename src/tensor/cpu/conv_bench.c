@@ -339,7 +339,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     if (has_dn) run[nrun++] = &g;
     if (has_blk) run[ib = nrun++] = &gb;
     if (has_wino) run[iw = nrun++] = &gw;
-    iabn_conv_plan nat[3], dn[3], blk[3];
+    iabn_conv_plan nat[3], dn[3], blk[3], wn[3];
     const char *impl[3] = {"", "", ""};
     size_t sb = 0;
     /* the residual add fused where the graph would (gb's layouts) */
@@ -357,8 +357,11 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
          * sizes its own scratch */
         iabn_conv_plan_make(&gb, (iabn_conv_pass)p, threads, &blk[p]);
         if (blk[p].total * sizeof(float) > sb) sb = blk[p].total * sizeof(float);
+        /* the Winograd run's: oneDNN's, or cpu/conv_wino.c's on nChw8c */
+        iabn_conv_plan_make(&gw, (iabn_conv_pass)p, threads, &wn[p]);
+        if (wn[p].total * sizeof(float) > sb) sb = wn[p].total * sizeof(float);
         for (int k = 1; k < nrun; k++) { /* the other oneDNN runs: their largest plan */
-            if (k == ib) continue;
+            if (k == ib || (k == iw && wn[p].path != IABN_CONV_PATH_DNNL)) continue;
             size_t b = 0;
             int rc = iabn_conv_dnnl_scratch(run[k], (iabn_conv_pass)p, 0, threads, &b,
                                             k == 1 ? &impl[p] : NULL, e);
@@ -387,6 +390,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     for (int pass = 0; pass < 3 && !rc; pass++) {
         const iabn_conv_plan *plans[4] = {&nat[pass], &dn[pass], &dn[pass], &dn[pass]};
         if (ib >= 0) plans[ib] = &blk[pass];
+        if (iw >= 0 && wn[pass].path != IABN_CONV_PATH_DNNL) plans[iw] = &wn[pass];
         double t[4] = {0, 0, 0, 0}, pk = peak;
         if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
                             peak > 0 ? NULL : &pk, e)))

@@ -262,7 +262,7 @@ int iabn_conv_dnnl_add_fused(const iabn_conv_geom *g)
 
 static void look_wino(const iabn_dnnl_plan *p, void *arg) { *(int *)arg = p->wino; }
 
-int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
+int iabn_conv_dnnl_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (!iabn_dnnl_wino_geometry(g) || !iabn_conv_use_dnnl(g, pass)) return 0;
     int wino = 0;

@@ -44,7 +44,7 @@ int iabn_conv_dnnl_fwd(iabn_conv_cache *c, const iabn_conv_geom *g, const float 
 }
 int iabn_conv_dnnl_blocked(const iabn_conv_geom *g, int y_side, iabn_layout blocked) { return 0; }
 int iabn_conv_dnnl_add_fused(const iabn_conv_geom *g) { return 0; }
-int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass) { return 0; }
+int iabn_conv_dnnl_winograd(const iabn_conv_geom *g, iabn_conv_pass pass) { return 0; }
 int iabn_conv_dnnl_bwd_data(iabn_conv_cache *c, const iabn_conv_geom *g, const float *dy,
                             const float *w, float *dx, void *scratch, size_t scratch_bytes,
                             iabn_err *e)

@@ -34,9 +34,10 @@ typedef enum iabn_conv_path {
     IABN_CONV_PATH_TAPS = 1,   /* one GEMM per kernel tap over its valid window */
     IABN_CONV_PATH_DIRECT = 2, /* hand-written grouped kernels                  */
     IABN_CONV_PATH_DNNL = 3,   /* oneDNN primitives, blocked layouts, reorders  */
-    IABN_CONV_PATH_BLOCKED = 4 /* hand-written grouped kernels on nChw16c       */
+    IABN_CONV_PATH_BLOCKED = 4, /* hand-written grouped kernels on nChw16c      */
+    IABN_CONV_PATH_WINO = 5     /* hand-written Winograd F(2x2, 3x3) on nChw8c  */
 } iabn_conv_path;
-#define IABN_CONV_NPATHS 5
+#define IABN_CONV_NPATHS 6
 
 /* Scratch layout, in floats, each part rounded to 64 bytes:
  *   im2col: [wbuf][col x ncol][part x threads]
@@ -115,6 +116,10 @@ int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const
                               const float *dy, float *dw, float *dbias, void *scratch,
                               size_t scratch_bytes, iabn_err *e);
 
+/* Whether a pass of g runs oneDNN's Winograd kernels (the flag set, a
+ * geometry they take, and kernels for this CPU: AVX-512); 0 without oneDNN. */
+int iabn_conv_dnnl_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
+
 /* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`, the
  * same for both builds.  The forward and bwd-data run the AVX-512 build where
  * iabn_conv_direct_avx512() says the CPU has it (same bits as AVX2); the
@@ -160,6 +165,24 @@ IABN_BLOCKED_DECL()
 IABN_BLOCKED_DECL(_portable)
 IABN_BLOCKED_DECL(_avx512)
 #undef IABN_BLOCKED_DECL
+
+/* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as
+ * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding 1, not
+ * dilated, x and y both nChw8c (channels a multiple of 8), with the
+ * geometry's winograd flag, 128 channels or more in and out, on maps of
+ * 14x14 and more (where they win).  _takes: whether the graph's conv takes
+ * them for g and the pass; the kernels themselves run any channels in
+ * multiples of 8 and any map.  _scratch: floats for `threads`.  fwd: y = conv(x) + bias (NULL: none) +
+ * src (NULL: none; else laid out as y, which it may be: y += conv). */
+int iabn_conv_wino_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+size_t iabn_conv_wino_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+void iabn_conv_wino_fwd(const iabn_conv_geom *g, int threads, const float *x, const float *w,
+                        const float *bias, const float *src, float *y, float *scratch);
+void iabn_conv_wino_bwd_data(const iabn_conv_geom *g, int threads, const float *dy,
+                             const float *w, float *dx, float *scratch);
+/* dw += the weight gradient, and dy's sums into dbias where not NULL. */
+void iabn_conv_wino_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                               const float *dy, float *dw, float *dbias, float *scratch);
 
 /* A convolution per group, as the GEMM paths see it: cin/cout are per group,
  * and the top/left paddings may differ (and be negative) so that bwd-data can
