@@ -210,11 +210,11 @@ static wconv pass_conv(const iabn_conv_geom *g, iabn_conv_pass pass)
 int iabn_conv_wino_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     (void)pass; /* all three */
-    return g->winograd && g->groups == 1 && g->kh == 3 &&
-           g->kw == 3 && g->stride == 1 && g->pad == 1 && g->dil == 1 &&
-           g->x_layout == IABN_LAYOUT_NCHW8C && g->y_layout == IABN_LAYOUT_NCHW8C &&
-           g->c_in % LANES == 0 && g->c_out % LANES == 0 && g->c_in >= MIN_CHANNELS &&
-           g->c_out >= MIN_CHANNELS && (long)g->h_out * g->w_out >= 14 * 14;
+    return g->winograd && g->groups == 1 && g->kh == 3 && g->kw == 3 && g->stride == 1 &&
+           g->pad == 1 && g->dil == 1 && g->x_layout == IABN_LAYOUT_NCHW8C &&
+           g->y_layout == IABN_LAYOUT_NCHW8C && g->c_in % LANES == 0 &&
+           g->c_out % LANES == 0 && g->c_in >= MIN_CHANNELS && g->c_out >= MIN_CHANNELS &&
+           (long)g->h_out * g->w_out >= 14 * 14;
 }
 
 size_t iabn_conv_wino_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
