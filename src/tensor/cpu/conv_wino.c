@@ -195,6 +195,15 @@ static wconv wconv_make(int n, int ci, int co, int h, int w)
     return q;
 }
 
+/* Tile tt's image and its place (tile row and column) in the map. */
+static inline void tile_at(const wconv *q, int tt, int *img, int *ty, int *tx)
+{
+    int per_img = q->th * q->tw;
+    *img = tt / per_img;
+    *ty = tt % per_img / q->tw;
+    *tx = tt % q->tw;
+}
+
 /* U [xi][co/8][ci][8], then a block's V [xi][ci/8][tb][8] and M
  * [xi][co/8][tb][8]. */
 static size_t u_floats(const wconv *q) { return iabn_conv_round16((size_t)NXI * q->ci * q->co); }
@@ -266,12 +275,13 @@ static void transform_weights(const wconv *q, const float *w, int flip, float *u
  * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
 static void transform_in(const wconv *q, const float *x, int t0, int tb, float *v, int threads)
 {
-    int nbi = q->ci / LANES, per_img = q->th * q->tw;
+    int nbi = q->ci / LANES;
     size_t plane = (size_t)q->h * q->w * LANES;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbi; it++) {
         int t = it / nbi, ib = it % nbi, tt = t0 + t;
-        int img = tt / per_img, ty = tt % per_img / q->tw, tx = tt % q->tw;
+        int img, ty, tx;
+        tile_at(q, tt, &img, &ty, &tx);
         const float *src = x + ((size_t)img * nbi + ib) * plane;
         int y0 = 2 * ty - 1, x0 = 2 * tx - 1;
         v8 d[4][4], r[4][4];
@@ -334,12 +344,13 @@ static void gemms(const wconv *q, int tb, const float *v, const float *u, float 
 static void transform_out(const wconv *q, const float *m, int t0, int tb, const float *bias,
                           const float *src, float *y, int threads)
 {
-    int nbo = q->co / LANES, per_img = q->th * q->tw;
+    int nbo = q->co / LANES;
     size_t plane = (size_t)q->h * q->w * LANES, xs = (size_t)nbo * tb * LANES;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbo; it++) {
         int t = it / nbo, ob = it % nbo, tt = t0 + t;
-        int img = tt / per_img, ty = tt % per_img / q->tw, tx = tt % q->tw;
+        int img, ty, tx;
+        tile_at(q, tt, &img, &ty, &tx);
         const float *mp = m + ((size_t)ob * tb + t) * LANES;
         v8 s[2][4], out[2][2];
         for (int b = 0; b < 4; b++) { /* A^T M */
@@ -405,12 +416,13 @@ void iabn_conv_wino_bwd_data(const iabn_conv_geom *g, int threads, const float *
  * (D zero outside the map). */
 static void transform_dy(const wconv *q, const float *dy, int t0, int tb, float *dt, int threads)
 {
-    int nbo = q->co / LANES, per_img = q->th * q->tw;
+    int nbo = q->co / LANES;
     size_t plane = (size_t)q->h * q->w * LANES, xs = (size_t)nbo * tb * LANES;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbo; it++) {
         int t = it / nbo, ob = it % nbo, tt = t0 + t;
-        int img = tt / per_img, ty = tt % per_img / q->tw, tx = tt % q->tw;
+        int img, ty, tx;
+        tile_at(q, tt, &img, &ty, &tx);
         const float *src = dy + ((size_t)img * nbo + ob) * plane;
         v8 d[2][2], r[2][4];
         for (int a = 0; a < 2; a++)
