@@ -10,7 +10,8 @@
  * then, for the 1x1 convs on oneDNN, the copy of their weights into its
  * blocks by oneDNN's reorder and by the map's copy the conv path runs.
  * The wino column times the conv with --winograd's flag where that runs
- * oneDNN's Winograd kernels, counting the direct convolution's FLOPs (so it
+ * Winograd kernels (oneDNN's on AVX-512, iabn's F(2x2, 3x3) on nChw8c
+ * elsewhere), counting the direct convolution's FLOPs (so it
  * can pass 100% of peak); the chosen path stays the default's.
  * The default peak (235 GFLOP/s) is the FP32 peak of both cores of the
  * reference machine; pass --peak for another, or --peak measure to time an
