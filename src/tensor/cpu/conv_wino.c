@@ -43,7 +43,8 @@
 /* Where they win (docs/CPU.md): 128 channels or more in and out (64 ran the
  * forward and data passes at 0.85x-0.96x oneDNN's direct kernels: the
  * transforms cost as much as the shorter GEMMs save) and maps of 14x14 or
- * more (on 7x7, 0.9x-1.2x). */
+ * more (on 7x7, 512 -> 512 ran 0.95x-1.02x forward and data; wider ones
+ * gained 1.2x-1.6x there, for 38-140 MiB of scratch against 2-4). */
 #define MIN_CHANNELS 128
 /* fwd / bwd-data: input blocks of a chunk of the reduction, whose column
  * panels (KC_BLOCKS x 8 x 24 floats, 12 KiB) stay in the L1 cache. */
