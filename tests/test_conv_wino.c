@@ -4,7 +4,8 @@
  * without bias, overwriting, accumulating into y, and with the residual
  * apart), the data pass and the weight pass (adding into dw and db) agree
  * with a double-precision direct convolution within WINO_TOL of the
- * largest value, on odd map sizes (partial tiles) and several tile blocks.
+ * largest value, on odd map sizes (partial tiles), several tile blocks and
+ * dilations 2 and 3 (phases, one not dividing the map).
  * Where the rule takes a geometry (128 channels and more, maps of 14x14
  * and more) the conv entry points run the path with the scratch its plan
  * sizes; smaller cases call the kernels themselves.  The kernels write
@@ -32,7 +33,7 @@ static void ref_fwd(const iabn_conv_geom *g, const float *x, const float *w, con
                     for (int i = 0; i < g->c_in; i++)
                         for (int ky = 0; ky < 3; ky++)
                             for (int kx = 0; kx < 3; kx++) {
-                                int sy = yy + ky - 1, sx = xx + kx - 1;
+                                int sy = yy + (ky - 1) * g->dil, sx = xx + (kx - 1) * g->dil;
                                 if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
                                 s += (double)w[((size_t)o * g->c_in + i) * 9 + ky * 3 + kx] *
                                      x[(((size_t)n * g->c_in + i) * H + sy) * W + sx];
@@ -54,7 +55,7 @@ static void ref_bwd_data(const iabn_conv_geom *g, const float *dy, const float *
                     for (int i = 0; i < g->c_in; i++)
                         for (int ky = 0; ky < 3; ky++)
                             for (int kx = 0; kx < 3; kx++) {
-                                int sy = yy + ky - 1, sx = xx + kx - 1;
+                                int sy = yy + (ky - 1) * g->dil, sx = xx + (kx - 1) * g->dil;
                                 if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
                                 dx[(((size_t)n * g->c_in + i) * H + sy) * W + sx] +=
                                     d * w[((size_t)o * g->c_in + i) * 9 + ky * 3 + kx];
@@ -80,7 +81,7 @@ static void ref_bwd_filter(const iabn_conv_geom *g, const float *x, const float 
                     for (int n = 0; n < g->n; n++)
                         for (int yy = 0; yy < H; yy++)
                             for (int xx = 0; xx < W; xx++) {
-                                int sy = yy + ky - 1, sx = xx + kx - 1;
+                                int sy = yy + (ky - 1) * g->dil, sx = xx + (kx - 1) * g->dil;
                                 if (sy < 0 || sy >= H || sx < 0 || sx >= W) continue;
                                 s += (double)dy[(((size_t)n * g->c_out + o) * H + yy) * W + xx] *
                                      x[(((size_t)n * g->c_in + i) * H + sy) * W + sx];
@@ -117,10 +118,10 @@ static double err_blk(const iabn_conv_geom *g, int c, const float *a, const doub
     return worst / (big > 0 ? big : 1);
 }
 
-static iabn_conv_geom wgeom(int n, int ci, int h, int w, int co)
+static iabn_conv_geom wgeom(int n, int ci, int h, int w, int co, int dil)
 {
     iabn_conv_geom g;
-    CHECK(iabn_conv_geom_init(&g, n, ci, h, w, co, 3, 3, 1, 1, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&g, n, ci, h, w, co, 3, 3, 1, dil, dil, 1) == 0);
     g.x_layout = g.y_layout = IABN_LAYOUT_NCHW8C;
     g.winograd = 1;
     return g;
@@ -158,9 +159,9 @@ static void bwd_filter(const iabn_conv_geom *g, int taken, const float *x, const
 }
 
 /* One geometry: both passes against the reference, every forward form. */
-static void wino_case(int n, int ci, int h, int w_, int co)
+static void wino_case(int n, int ci, int h, int w_, int co, int dil)
 {
-    iabn_conv_geom g = wgeom(n, ci, h, w_, co);
+    iabn_conv_geom g = wgeom(n, ci, h, w_, co, dil);
     size_t hw = (size_t)h * w_, nx = (size_t)n * ci * hw, ny = (size_t)n * co * hw;
     size_t nw = (size_t)co * ci * 9;
     unsigned seed = (unsigned)(ci * 31 + h * 7 + w_);
@@ -173,7 +174,7 @@ static void wino_case(int n, int ci, int h, int w_, int co)
     t_nchw_blk(n, co, (int)hw, 8, dy, dyb, 0);
     t_nchw_blk(n, co, (int)hw, 8, y0, y0b, 0);
     char desc[80];
-    snprintf(desc, sizeof desc, "n%d %d -> %d %dx%d, %d thr", n, ci, co, h, w_,
+    snprintf(desc, sizeof desc, "n%d %d -> %d %dx%d d%d, %d thr", n, ci, co, h, w_, dil,
              iabn_num_threads());
 
     int th = iabn_num_threads();
@@ -271,21 +272,25 @@ static void test_against_reference(void)
 {
     iabn_set_num_threads(2);
     /* through the conv entry points */
-    wino_case(1, 128, 14, 15, 136); /* odd width: partial tiles; 17 column panels */
+    wino_case(1, 128, 14, 15, 136, 1); /* odd width: partial tiles; 17 column panels */
     /* the kernels themselves */
-    wino_case(2, 16, 14, 14, 24);
-    wino_case(1, 8, 15, 17, 16);  /* odd sizes: partial tiles on both edges */
-    wino_case(3, 24, 14, 15, 8);  /* 3 x 7 x 8 tiles */
-    wino_case(1, 64, 28, 28, 32); /* 196 tiles in one block */
-    wino_case(1, 8, 5, 3, 8);     /* a map smaller than the rule takes: 3 x 2 tiles */
-    wino_case(3, 512, 14, 14, 8); /* fwd and bwd-filter: 147 tiles in blocks of 128 */
-    wino_case(3, 8, 14, 14, 512); /* bwd-data: the same (512 channels of dy) */
+    wino_case(2, 16, 14, 14, 24, 1);
+    wino_case(1, 8, 15, 17, 16, 1);  /* odd sizes: partial tiles on both edges */
+    wino_case(3, 24, 14, 15, 8, 1);  /* 3 x 7 x 8 tiles */
+    wino_case(1, 64, 28, 28, 32, 1); /* 196 tiles in one block */
+    wino_case(1, 8, 5, 3, 8, 1);     /* a map smaller than the rule takes: 3 x 2 tiles */
+    wino_case(3, 512, 14, 14, 8, 1); /* fwd and bwd-filter: 147 tiles in blocks of 128 */
+    wino_case(3, 8, 14, 14, 512, 1); /* bwd-data: the same (512 channels of dy) */
+    /* dilated: d x d phases, each a 3x3 conv on its own grid */
+    wino_case(1, 128, 28, 29, 128, 2); /* taken: phase grids of 14x15 */
+    wino_case(2, 16, 15, 17, 24, 2);   /* odd: phases of 8x9 and 7x8 points */
+    wino_case(1, 8, 14, 13, 16, 3);    /* 3 does not divide the map */
 }
 
 /* What the kernels do not take, by name. */
 static void test_declined(void)
 {
-    iabn_conv_geom g = wgeom(2, 128, 14, 14, 128);
+    iabn_conv_geom g = wgeom(2, 128, 14, 14, 128, 1);
     CHECK(iabn_conv_wino_takes(&g, IABN_CONV_FWD) && iabn_conv_wino_takes(&g, IABN_CONV_BWD_DATA));
     iabn_conv_geom d = g;
     d.winograd = 0;
@@ -304,6 +309,8 @@ static void test_declined(void)
         {128, 14, 14, 128, 5, 1, 2, 1, 1}, {128, 14, 14, 128, 1, 1, 0, 1, 1},
         {128, 14, 13, 128, 3, 1, 1, 1, 1}, /* 182 outputs: under 14x14 */
         {120, 14, 14, 128, 3, 1, 1, 1, 1}, {128, 14, 14, 64, 3, 1, 1, 1, 1}, /* narrow */
+        {128, 28, 28, 128, 3, 1, 1, 2, 1}, /* dilated, padding not the dilation */
+        {128, 26, 28, 128, 3, 1, 2, 2, 1}, /* phases of 13x14 points */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const int *c = cases[k];

@@ -167,10 +167,11 @@ IABN_BLOCKED_DECL(_avx512)
 #undef IABN_BLOCKED_DECL
 
 /* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as
- * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding 1, not
- * dilated, x and y both nChw8c (channels a multiple of 8), with the
- * geometry's winograd flag, 128 channels or more in and out, on maps of
- * 14x14 and more (where they win).  _takes: whether the graph's conv takes
+ * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding
+ * equal to the dilation (each of the dil x dil phases a conv of its own), x
+ * and y both nChw8c (channels a multiple of 8), with the
+ * geometry's winograd flag, 128 channels or more in and out, on maps (a
+ * phase's grid) of 14x14 and more (where they win).  _takes: whether the graph's conv takes
  * them for g and the pass; the kernels themselves run any channels in
  * multiples of 8 and any map.  _scratch: floats for `threads`.  fwd: y = conv(x) + bias (NULL: none) +
  * src (NULL: none; else laid out as y, which it may be: y += conv). */

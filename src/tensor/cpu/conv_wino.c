@@ -1,5 +1,5 @@
 /* cpu/conv_wino.c: Winograd F(2x2, 3x3) for dense 3x3 convolutions (stride
- * 1, padding 1) on nChw8c activations, all three passes: the geometry's
+ * 1, padding equal to the dilation) on nChw8c activations, all three passes: the geometry's
  * winograd flag on CPUs without AVX-512, where oneDNN 2.x has no Winograd
  * kernels (docs/CPU.md "Winograd F(2x2, 3x3) on nChw8c").
  *
@@ -176,33 +176,39 @@ static const tile_fn tiles[MR][NPMAX] = {
 };
 
 /* ---- one convolution as the transforms see it -------------------------------
- * A forward 3x3 conv, stride 1, padding 1: ci -> co channels on h x w maps
- * (bwd-data: dy's channels in, dx's out). */
+ * A forward 3x3 conv, stride 1, dilation d, padding d: ci -> co channels on
+ * h x w maps (bwd-data: dy's channels in, dx's out).  With dilation d the
+ * map splits into d x d phases (rows py, py + d, ..., columns likewise),
+ * each an ordinary 3x3 conv over its own grid of ceil(h/d) x ceil(w/d)
+ * points (the last ones past the map where d does not divide it: padding);
+ * a tile is 2x2 outputs of one phase. */
 typedef struct wconv {
-    int n, ci, co, h, w;
-    int th, tw, T; /* tiles down, across, in all */
+    int n, ci, co, h, w, d;
+    int th, tw, T; /* tiles down and across a phase, tiles in all */
     int tb;        /* tiles of a block */
 } wconv;
 
-static wconv wconv_make(int n, int ci, int co, int h, int w)
+static wconv wconv_make(int n, int ci, int co, int h, int w, int d)
 {
-    wconv q = {.n = n, .ci = ci, .co = co, .h = h, .w = w};
-    q.th = (h + 1) / 2;
-    q.tw = (w + 1) / 2;
-    q.T = n * q.th * q.tw;
+    wconv q = {.n = n, .ci = ci, .co = co, .h = h, .w = w, .d = d};
+    q.th = ((h + d - 1) / d + 1) / 2;
+    q.tw = ((w + d - 1) / d + 1) / 2;
+    q.T = n * d * d * q.th * q.tw;
     int tb = (int)(WINO_BLOCK_FLOATS / (size_t)ci) & ~(MR - 1);
     if (tb < MR) tb = MR;
     q.tb = tb < q.T ? tb : q.T;
     return q;
 }
 
-/* Tile tt's image and its place (tile row and column) in the map. */
-static inline void tile_at(const wconv *q, int tt, int *img, int *ty, int *tx)
+/* Tile tt's image and the map position of its first output (its others
+ * lie d rows and d columns on). */
+static inline void tile_at(const wconv *q, int tt, int *img, int *oy, int *ox)
 {
-    int per_img = q->th * q->tw;
+    int per_phase = q->th * q->tw, per_img = per_phase * q->d * q->d;
+    int ph = tt % per_img / per_phase, t = tt % per_phase;
     *img = tt / per_img;
-    *ty = tt % per_img / q->tw;
-    *tx = tt % q->tw;
+    *oy = ph / q->d + 2 * q->d * (t / q->tw);
+    *ox = ph % q->d + 2 * q->d * (t % q->tw);
 }
 
 /* U [xi][co/8][ci][8], then a block's V [xi][ci/8][tb][8] and M
@@ -213,18 +219,21 @@ static size_t m_floats(const wconv *q) { return iabn_conv_round16((size_t)NXI * 
 
 static wconv pass_conv(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
-    return pass == IABN_CONV_BWD_DATA ? wconv_make(g->n, g->c_out, g->c_in, g->h_out, g->w_out)
-                                      : wconv_make(g->n, g->c_in, g->c_out, g->h_in, g->w_in);
+    return pass == IABN_CONV_BWD_DATA
+               ? wconv_make(g->n, g->c_out, g->c_in, g->h_out, g->w_out, g->dil)
+               : wconv_make(g->n, g->c_in, g->c_out, g->h_in, g->w_in, g->dil);
 }
 
 int iabn_conv_wino_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     (void)pass; /* all three */
+    /* a phase's grid (dilated: one of dil x dil) of 14x14 points or more */
+    long ph = (g->h_out + g->dil - 1) / g->dil, pw = (g->w_out + g->dil - 1) / g->dil;
     return g->winograd && g->groups == 1 && g->kh == 3 && g->kw == 3 && g->stride == 1 &&
-           g->pad == 1 && g->dil == 1 && g->x_layout == IABN_LAYOUT_NCHW8C &&
+           g->dil >= 1 && g->pad == g->dil && g->x_layout == IABN_LAYOUT_NCHW8C &&
            g->y_layout == IABN_LAYOUT_NCHW8C && g->c_in % LANES == 0 &&
            g->c_out % LANES == 0 && g->c_in >= MIN_CHANNELS && g->c_out >= MIN_CHANNELS &&
-           (long)g->h_out * g->w_out >= 14 * 14;
+           ph * pw >= 14 * 14;
 }
 
 size_t iabn_conv_wino_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
@@ -281,14 +290,13 @@ static void transform_in(const wconv *q, const float *x, int t0, int tb, float *
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbi; it++) {
         int t = it / nbi, ib = it % nbi, tt = t0 + t;
-        int img, ty, tx;
-        tile_at(q, tt, &img, &ty, &tx);
+        int img, oy, ox, dl = q->d;
+        tile_at(q, tt, &img, &oy, &ox);
         const float *src = x + ((size_t)img * nbi + ib) * plane;
-        int y0 = 2 * ty - 1, x0 = 2 * tx - 1;
         v8 d[4][4], r[4][4];
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
-                int yy = y0 + a, xx = x0 + b;
+                int yy = oy + dl * (a - 1), xx = ox + dl * (b - 1);
                 d[a][b] = yy >= 0 && yy < q->h && xx >= 0 && xx < q->w
                               ? vld(src + ((size_t)yy * q->w + xx) * LANES)
                               : vzero();
@@ -350,8 +358,8 @@ static void transform_out(const wconv *q, const float *m, int t0, int tb, const 
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbo; it++) {
         int t = it / nbo, ob = it % nbo, tt = t0 + t;
-        int img, ty, tx;
-        tile_at(q, tt, &img, &ty, &tx);
+        int img, oy, ox;
+        tile_at(q, tt, &img, &oy, &ox);
         const float *mp = m + ((size_t)ob * tb + t) * LANES;
         v8 s[2][4], out[2][2];
         for (int b = 0; b < 4; b++) { /* A^T M */
@@ -368,7 +376,7 @@ static void transform_out(const wconv *q, const float *m, int t0, int tb, const 
         v8 bv = bias ? vld(bias + (size_t)ob * LANES) : vzero();
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 2; c++) {
-                int yy = 2 * ty + a, xx = 2 * tx + c;
+                int yy = oy + q->d * a, xx = ox + q->d * c;
                 if (yy >= q->h || xx >= q->w) continue;
                 size_t o = base + ((size_t)yy * q->w + xx) * LANES;
                 v8 r = bias ? vadd(out[a][c], bv) : out[a][c];
@@ -422,13 +430,13 @@ static void transform_dy(const wconv *q, const float *dy, int t0, int tb, float 
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < tb * nbo; it++) {
         int t = it / nbo, ob = it % nbo, tt = t0 + t;
-        int img, ty, tx;
-        tile_at(q, tt, &img, &ty, &tx);
+        int img, oy, ox;
+        tile_at(q, tt, &img, &oy, &ox);
         const float *src = dy + ((size_t)img * nbo + ob) * plane;
         v8 d[2][2], r[2][4];
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
-                int yy = 2 * ty + a, xx = 2 * tx + b;
+                int yy = oy + q->d * a, xx = ox + q->d * b;
                 d[a][b] = yy < q->h && xx < q->w ? vld(src + ((size_t)yy * q->w + xx) * LANES)
                                                  : vzero();
             }
