@@ -92,7 +92,6 @@ static void cfg_for(iabn_session_cfg *c, iabn_model_cfg *mc, iabn_bn_mode mode, 
 /* Whether oneDNN is built: then the convolutions prefer the CPU's blocked
  * layout, nChw16c with AVX-512 and nChw8c on AVX2 (docs/LAYOUTS.md). */
 static int blocked_cpu(void) { return iabn_conv_have_dnnl(); }
-/* ... and it runs its avx512_core kernels here: only those have Winograd. */
 /* Winograd kernels: oneDNN's on AVX-512 CPUs (nChw16c), cpu/conv_wino.c's
  * F(2x2, 3x3) elsewhere (nChw8c, which the graph keeps with oneDNN). */
 static int wino_cpu(void)

@@ -170,6 +170,13 @@ static int blocked_fast(const iabn_conv_geom *g)
            (cpg <= 4 || (cpg == 8 && (long)g->h_out * g->w_out > 14 * 14));
 }
 
+/* The paths whose forward adds into y (g->accumulate): oneDNN's sum or
+ * binary post-op, Winograd's output transform. */
+static int adds_into_y(iabn_conv_path p)
+{
+    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_WINO;
+}
+
 /* The path of a pass whose activations are laid out as g says. */
 static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
@@ -242,8 +249,7 @@ int iabn_conv_accumulates(const iabn_conv_geom *g)
     p.accumulate = 1;
     for (int l = 0; l < 2; l++) { /* whatever layouts the graph gives it */
         p.x_layout = p.y_layout = l ? iabn_conv_blocked_layout() : IABN_LAYOUT_NCHW;
-        iabn_conv_path c = choose_path(&p, IABN_CONV_FWD);
-        if (c != IABN_CONV_PATH_DNNL && c != IABN_CONV_PATH_WINO) return 0;
+        if (!adds_into_y(choose_path(&p, IABN_CONV_FWD))) return 0;
     }
     return 1;
 }
@@ -589,8 +595,7 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
                             "conv %dx%dx%dx%d -> %d: accumulate must be 0 or 1, not %d (a "
                             "residual apart from y goes through iabn_conv_fwd_add)",
                             g->n, g->c_in, g->h_in, g->w_in, g->c_out, g->accumulate);
-    if (g->accumulate && (pass != IABN_CONV_FWD ||
-                          (path != IABN_CONV_PATH_DNNL && path != IABN_CONV_PATH_WINO)))
+    if (g->accumulate && (pass != IABN_CONV_FWD || !adds_into_y(path)))
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: an accumulating output (a "
                             "residual add fused into the convolution) is for the forward on the "
@@ -630,7 +635,7 @@ int iabn_conv_fwd_add(iabn_conv_cache *c, const iabn_conv_geom *g, const float *
 {
     if (r == y) return iabn_conv_fwd(c, g, x, w, bias, y, scratch, scratch_bytes, e);
     iabn_conv_path path = choose_path(g, IABN_CONV_FWD);
-    if (g->accumulate != 1 || (path != IABN_CONV_PATH_DNNL && path != IABN_CONV_PATH_WINO))
+    if (g->accumulate != 1 || !adds_into_y(path))
         return iabn_err_set(e, IABN_EINVAL,
                             "conv %dx%dx%dx%d -> %d, k %dx%d, g %d: a residual added apart "
                             "(iabn_conv_fwd_add) needs the accumulate flag and the oneDNN or "
