@@ -150,23 +150,31 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 #endif
 }
 
-/* Whether g's layouts are ones the blocked grouped kernels read: nChw16c or
- * NCHW on each side (the latter copied through their scratch). */
-static int layouts16(const iabn_conv_geom *g)
+/* The blocked layout of g's operands where the blocked grouped kernels read
+ * them: nChw16c or nChw8c on one side, the same or NCHW on the other (NCHW
+ * copied through their scratch); else NCHW (both NCHW, or a mix). */
+static iabn_layout blocked_operands(const iabn_conv_geom *g)
 {
-    return (g->x_layout == IABN_LAYOUT_NCHW || g->x_layout == IABN_LAYOUT_NCHW16C) &&
-           (g->y_layout == IABN_LAYOUT_NCHW || g->y_layout == IABN_LAYOUT_NCHW16C);
+    const iabn_layout N = IABN_LAYOUT_NCHW;
+    iabn_layout L = g->x_layout != N ? g->x_layout : g->y_layout;
+    if (L != IABN_LAYOUT_NCHW16C && L != IABN_LAYOUT_NCHW8C) return N;
+    return (g->x_layout == N || g->x_layout == L) && (g->y_layout == N || g->y_layout == L) ? L
+                                                                                           : N;
 }
 
-/* Whether g's activations had better be nChw16c for the blocked direct
- * kernels (cpu/conv_blocked.c): grouped convs with up to 4 channels per
- * group, and 8 on maps larger than 14x14 (smaller ones run faster on
- * oneDNN, pairs of groups merged), on a CPU with AVX-512 (elsewhere they
- * run the portable build, for tests only).  docs/CPU.md has the figures. */
-static int blocked_fast(const iabn_conv_geom *g)
+/* Whether g's activations had better be laid out as L for the blocked
+ * direct kernels (cpu/conv_blocked.c).  nChw16c on a CPU with AVX-512:
+ * grouped convs with up to 4 channels per group, and 8 on maps larger than
+ * 14x14 (smaller ones run faster on oneDNN, pairs of groups merged).
+ * nChw8c where the 8-lane build is AVX2: up to 4 per group (8 per group
+ * is one block there, and oneDNN's kernels run it faster).  Elsewhere they
+ * run portable builds, for tests only.  docs/CPU.md has the figures. */
+static int blocked_fast(const iabn_conv_geom *g, iabn_layout L)
 {
     int cpg = g->c_in / g->groups;
-    return iabn_conv_blocked_takes(g) && iabn_conv_direct_avx512() &&
+    if (!iabn_conv_blocked_takes(g, L)) return 0;
+    if (L == IABN_LAYOUT_NCHW8C) return iabn_conv_blocked_native_8c() && cpg <= 4;
+    return iabn_conv_direct_avx512() &&
            (cpg <= 4 || (cpg == 8 && (long)g->h_out * g->w_out > 14 * 14));
 }
 
@@ -180,12 +188,12 @@ static int adds_into_y(iabn_conv_path p)
 /* The path of a pass whose activations are laid out as g says. */
 static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
-    int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
-    int b16 = blocked && layouts16(g);
+    iabn_layout L = blocked_operands(g);
+    int blocked = L != IABN_LAYOUT_NCHW;
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
-    if (b16 && blocked_fast(g)) return IABN_CONV_PATH_BLOCKED;
+    if (blocked && blocked_fast(g, L)) return IABN_CONV_PATH_BLOCKED;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
-    if (b16 && iabn_conv_blocked_takes(g)) return IABN_CONV_PATH_BLOCKED;
+    if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
 }
 
@@ -215,7 +223,7 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     iabn_conv_geom p = *g;
     iabn_layout L = iabn_conv_blocked_layout();
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
-    if (blocked_fast(&p)) return L == IABN_LAYOUT_NCHW16C ? 1 : 2;
+    if (blocked_fast(&p, L)) return 1;
     /* oneDNN with both sides blocked: its copy cap counts only NCHW
      * operands, so this holds wherever oneDNN takes any mix, and also for a
      * conv too large for the cap on NCHW (the native kernels run it there).
@@ -476,7 +484,7 @@ static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_co
     float *ycopy = xcopy + xc;
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
     int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
-    const iabn_layout B = IABN_LAYOUT_NCHW16C, N = IABN_LAYOUT_NCHW; /* layouts16() */
+    const iabn_layout B = blocked_operands(g), N = IABN_LAYOUT_NCHW;
     switch (pass) {
     case IABN_CONV_FWD:
         if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;

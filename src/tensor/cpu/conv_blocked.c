@@ -1,17 +1,17 @@
 /* cpu/conv_blocked.c: direct kernels for grouped convolutions with few
- * channels per group (ResNeXt's 3x3 with 4 or 8 per group) on nChw16c
- * activations, all three passes.
+ * channels per group (ResNeXt's 3x3 with 2, 4 or 8 per group) on nChw16c
+ * or nChw8c activations, all three passes.
  *
- * In nChw16c one 16-float vector holds one pixel of 16 channels, i.e. of
- * 16/cpg whole groups (cpg = channels per group, a power of two up to 16,
- * the same in and out).  Output lane l sums over the cpg input channels of
- * its own group.  With rot_j the rotation by j within each group of cpg
+ * In nChw16c (BLK = 16 lanes; nChw8c: 8) one vector holds one pixel of BLK
+ * channels, i.e. of BLK/cpg whole groups (cpg = channels per group, a power
+ * of two up to BLK, the same in and out).  Output lane l sums over the cpg
+ * input channels of its own group.  With rot_j the rotation by j within each group of cpg
  * lanes (lane l takes lane base(l) + (l + j) % cpg):
  *     y = sum over j < cpg of rot_j(A_j),
  *     A_j = sum over taps t of V[t][j] * x(at tap t)   (lane by lane)
  * where V[t][j][m] = w[oc = rot_{-j}(m)][ic = m % cpg][t]: input lane m's
  * product for the output lane that will read it after the rotation.  So a
- * pixel loaded once feeds cpg FMAs of 16 useful multiply-adds each, every
+ * pixel loaded once feeds cpg FMAs of BLK useful multiply-adds each, every
  * load is one aligned pixel, no lane is wasted at a row's end (the NCHW
  * kernels of cpu/conv_direct.c vectorise along rows: 56 = 3.5 vectors), and
  * the cpg - 1 rotations are paid once per output pixel, not per tap.
@@ -20,7 +20,8 @@
  * through a ring of zero-padded copies.  The rows PF_ROWS ahead are
  * prefetched a few lines at a time between the FMAs.
  *   fwd:        tiles of at most P pixels along a row (cpg x P accumulators:
- *               24 for cpg 1 to 4, 16 for 8), as few and as even as they go,
+ *               with 16 lanes 24 for cpg 1 to 4, 16 for 8; with 8, 12 or
+ *               8), as few and as even as they go,
  *               with the tap's cpg weight vectors in registers; the bias
  *               starts A_0.  The outputs at a row's ends whose taps reach
  *               into the padding are tiles of one pixel over the taps
@@ -39,10 +40,13 @@
  * over channel blocks, each owning its slice of dw: results do not depend on
  * the thread count.
  *
- * Builds twice like conv_direct.c: portable (16-float structs, fmaf; the
- * entry points without suffix, which run the AVX-512 build where the CPU has
- * it) and with IABN_DIRECT_AVX512 (*_avx512).  Both sum in the same order
- * with fused multiply-adds, so they give the same bits.
+ * Builds three times (the vectors: cpu/simd.h).  16 lanes like
+ * conv_direct.c: portable (16-float structs, fmaf; *_portable, and the entry
+ * points without suffix, which run the AVX-512 build where the CPU has it)
+ * and with IABN_DIRECT_AVX512 (*_avx512).  8 lanes with
+ * IABN_BLOCKED_LANES=8 (*_8c): AVX2 where the build has it (release), else
+ * portable.  Each lane count sums in the same order with fused
+ * multiply-adds whatever the build, so its builds give the same bits.
  */
 #include "tensor/cpu/conv_impl.h"
 
@@ -52,76 +56,23 @@
 #include <stdint.h>
 #include <string.h>
 
-#define BLK 16
-#define PMAX 28 /* accumulators of a forward tile: 28 + a weight of 32 zmm */
+#ifndef IABN_BLOCKED_LANES
+#define IABN_BLOCKED_LANES 16
+#endif
+#define BLK IABN_BLOCKED_LANES
 #define PF_ROWS 2 /* source rows fetched ahead */
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-typedef __m512 v16;
-typedef __m512i vidx;
-static inline v16 vzero(void) { return _mm512_setzero_ps(); }
-static inline v16 vld(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vst(float *p, v16 a) { _mm512_storeu_ps(p, a); }
-static inline v16 vfma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c); }
-static inline v16 vadd(v16 a, v16 b) { return _mm512_add_ps(a, b); }
-static inline vidx vidx_make(const int *lanes) { return _mm512_loadu_si512(lanes); }
-static inline v16 vperm(vidx i, v16 a) { return _mm512_permutexvar_ps(i, a); }
-/* Non-temporal where aligned: outputs larger than the cache would only
- * evict the inputs still to be read (and skip the read-for-ownership). */
-static inline void vst_nt(float *p, v16 a)
-{
-    if (((uintptr_t)p & 63) == 0)
-        _mm512_stream_ps(p, a);
-    else
-        _mm512_storeu_ps(p, a);
-}
-static inline void vfence(void) { _mm_sfence(); }
-/* Keeps a loaded vector in its register: without it GCC folds the load
- * into each FMA that reads it, and the loop runs out of load ports. */
-#define VKEEP(v) __asm__("" : "+v"(v))
-#else
-typedef struct v16 { float f[BLK]; } v16;
-typedef struct vidx { int i[BLK]; } vidx;
-static inline v16 vzero(void) { v16 r; memset(&r, 0, sizeof r); return r; }
-static inline v16 vld(const float *p) { v16 r; memcpy(r.f, p, sizeof r.f); return r; }
-static inline void vst(float *p, v16 a) { memcpy(p, a.f, sizeof a.f); }
-static inline v16 vfma(v16 a, v16 b, v16 c)
-{
-    for (int l = 0; l < BLK; l++) c.f[l] = fmaf(a.f[l], b.f[l], c.f[l]);
-    return c;
-}
-static inline v16 vadd(v16 a, v16 b)
-{
-    for (int l = 0; l < BLK; l++) a.f[l] += b.f[l];
-    return a;
-}
-static inline vidx vidx_make(const int *lanes) { vidx r; memcpy(r.i, lanes, sizeof r.i); return r; }
-static inline v16 vperm(vidx i, v16 a)
-{
-    v16 r;
-    for (int l = 0; l < BLK; l++) r.f[l] = a.f[i.i[l]];
-    return r;
-}
-static inline void vst_nt(float *p, v16 a) { vst(p, a); }
-static inline void vfence(void) {}
-#define VKEEP(v) ((void)0)
-#endif
+#define SIMD_LANES BLK
+#include "tensor/cpu/simd.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* The AVX-512 build specialises the tiles for each (cpg, pixels) and
- * unrolls them; the portable one (tests, CPUs the graph does not give these
- * kernels) runs the same operations in the same order through one generic
- * function, which compiles in seconds, instrumented or not. */
-#if defined(__AVX512F__)
-#define SPECIALISED 1
-#define DO_PRAGMA(x) _Pragma(#x)
-#define UNROLL(n) DO_PRAGMA(GCC unroll n)
-#else
-#define SPECIALISED 0
-#define UNROLL(n)
-#endif
+/* The native builds (AVX-512 for 16 lanes, AVX2 for 8) specialise the
+ * tiles for each (cpg, pixels) and unroll them; the portable one (tests,
+ * CPUs the graph does not give these kernels) runs the same operations in
+ * the same order through one generic function, which compiles in seconds,
+ * instrumented or not. */
+#define SPECIALISED SIMD_NATIVE
 
 /* The lane a rotation by j within groups of cpg lanes reads for lane l. */
 static inline int rot_lane(int l, int j, int cpg) { return (l & ~(cpg - 1)) | ((l + j) & (cpg - 1)); }
@@ -136,7 +87,7 @@ typedef struct bplan {
     int ss;           /* source columns between consecutive outputs           */
     int nph;          /* column phases (bwd-data: stride; else 1)             */
     int pl, wp;       /* bwd-filter's ring rows: left zero columns, columns   */
-    int rs;           /* its slots, one padded row (wp x 16 floats) each      */
+    int rs;           /* its slots, one padded row (wp x BLK floats) each     */
 } bplan;
 
 /* Output columns of phase ph: ph + q*nph, q < count. */
@@ -240,7 +191,7 @@ static size_t ring_floats(const bplan *b)
 
 typedef struct source {
     const bplan *b;
-    const float *src; /* the plane, hs x ws x 16 */
+    const float *src; /* the plane, hs x ws x BLK */
     int pf_next;      /* fwd / bwd-data: the first source row not prefetched */
     vidx rot[BLK];
 } source;
@@ -286,7 +237,7 @@ static void ring_copy(const bplan *b, float *slot, const float *row)
 {
     for (int c = 0; c < b->wp; c++) {
         int sc = c - b->pl;
-        v16 v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
+        vf v = sc >= 0 && sc < b->ws ? vld(row + (size_t)sc * BLK) : vzero();
         vst(slot + (size_t)c * BLK, v);
     }
 }
@@ -306,12 +257,20 @@ static const float *ring_row(ring *r, int sr)
 
 /* ---- forward and bwd-data ------------------------------------------------ */
 
-/* Pixels per tile by channels per group: CPG x P accumulators (24, 16
- * with 8 weights) */
+/* Pixels per tile by channels per group: CPG x P accumulators beside CPG
+ * weights and a source vector in the registers (32 with AVX-512: 24
+ * accumulators, 16 with 8 weights; 16 with AVX2: 12, 8 with 4 weights) */
+#if BLK == 16
 #define P1 24
 #define P2 12
 #define P4 6
 #define P8 2
+#else
+#define P1 12
+#define P2 6
+#define P4 2
+#define P8 1
+#endif
 #define P16 1
 #define ACC_MAX 24
 
@@ -324,8 +283,8 @@ ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *co
                         int stream, const int CPG, const int P)
 {
     /* flat, fixed-size arrays (a VLA would live on the stack) */
-    v16 acc[ACC_MAX];
-    v16 b0 = bias ? vld(bias) : vzero();
+    vf acc[ACC_MAX];
+    vf b0 = bias ? vld(bias) : vzero();
     UNROLL(24)
     for (int q = 0; q < P; q++) {
         acc[q] = b0;
@@ -334,12 +293,12 @@ ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *co
     }
     for (int k = 0; k < nt; k++) {
         const float *sp = base + off[k], *wp = wt[k];
-        v16 wv[BLK];
+        vf wv[BLK];
         UNROLL(16)
         for (int j = 0; j < CPG; j++) wv[j] = vld(wp + j * BLK);
         UNROLL(24)
         for (int q = 0; q < P; q++) {
-            v16 xv = vld(sp + q * xs);
+            vf xv = vld(sp + q * xs);
             VKEEP(xv); /* one load feeding CPG FMAs, not CPG folded loads (2 per group: 13%) */
             UNROLL(16)
             for (int j = 0; j < CPG; j++) acc[j * P + q] = vfma(wv[j], xv, acc[j * P + q]);
@@ -347,7 +306,7 @@ ALWAYS_INLINE void tile(const float *base, const ptrdiff_t *off, const float *co
     }
     UNROLL(24)
     for (int q = 0; q < P; q++) {
-        v16 y = acc[q];
+        vf y = acc[q];
         UNROLL(16)
         for (int j = 1; j < CPG; j++) y = vadd(y, vperm(rot[j], acc[j * P + q]));
         if (stream) vst_nt(out + (size_t)q * os * BLK, y);
@@ -391,9 +350,12 @@ ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
         int c0 = q * b->ss + j->cmin, c1 = (q + P - 1) * b->ss + j->cmax;
         c0 = c0 > 0 ? c0 : 0;
         c1 = c1 < b->ws - 1 ? c1 : b->ws - 1;
-        for (int r = j->pf0; r <= j->pf1; r++)
-            for (int c = c0; c <= c1; c++)
-                __builtin_prefetch(j->sp->src + ((size_t)r * b->ws + c) * BLK, 0, 3);
+        for (int r = j->pf0; r <= j->pf1; r++) { /* by lines: an 8-lane pixel is half of one */
+            const float *row = j->sp->src + (size_t)r * b->ws * BLK;
+            uintptr_t l0 = (uintptr_t)(row + (size_t)c0 * BLK) & ~(uintptr_t)63;
+            uintptr_t l1 = (uintptr_t)(row + (size_t)c1 * BLK + BLK - 1) & ~(uintptr_t)63;
+            for (uintptr_t l = l0; l <= l1; l += 64) __builtin_prefetch((const void *)l, 0, 3);
+        }
         const float *base = j->sp->src + (size_t)q * j->xs, *const *wt = j->wt;
         const ptrdiff_t *off = j->off;
         float *out = j->out + (size_t)q * j->os * BLK;
@@ -417,7 +379,10 @@ ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
 #if SPECIALISED
 #define ROW_FN(C, PW) \
     static void row_##C(const row_job *j) { row_tiles(j, C, PW); }
-ROW_FN(1, P1) ROW_FN(2, P2) ROW_FN(4, P4) ROW_FN(8, P8) ROW_FN(16, P16)
+ROW_FN(1, P1) ROW_FN(2, P2) ROW_FN(4, P4) ROW_FN(8, P8)
+#if BLK == 16
+ROW_FN(16, P16)
+#endif
 #undef ROW_FN
 #endif
 
@@ -428,15 +393,19 @@ static void run_row(const row_job *j)
     case 1: row_1(j); break;
     case 2: row_2(j); break;
     case 4: row_4(j); break;
+#if BLK == 16
     case 8: row_8(j); break;
     default: row_16(j); break;
+#else
+    default: row_8(j); break;
+#endif
     }
 #else
     row_tiles(j, j->b->cpg, tile_width(j->b->cpg));
 #endif
 }
 
-/* Weights for block bk as [t][j][16], in the input lanes m of A_j:
+/* Weights for block bk as [t][j][BLK], in the input lanes m of A_j:
  * fwd V[t][j][m] = w[oc = rot(m, -j)][ic = m % cpg][t], bwd-data
  * w[oc = m][ic = rot(m, -j) % cpg][t] (rot(m, -j) = rot(m, cpg - j)). */
 static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float *wp,
@@ -578,7 +547,9 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
     }
 }
 
-#if defined(IABN_DIRECT_AVX512)
+#if BLK == 8
+#define ISA(name) name##_8c
+#elif defined(IABN_DIRECT_AVX512)
 #define ISA(name) name##_avx512
 #else
 #define ISA(name) name##_portable
@@ -600,23 +571,23 @@ void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const
 
 /* One output row's share of KC consecutive column taps of one row tap:
  * B[k][j] += dyrot_j * x(at tap k), summed over the row in KC x CPG
- * accumulators, added to dwt ([k][j][16]).  dyrot: cpg planes (jst apart)
+ * accumulators, added to dwt ([k][j][BLK]).  dyrot: cpg planes (jst apart)
  * of the row's rotated dy; xk[k]: tap k's source column for output 0. */
 ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *const *xk, int wo,
                                size_t xs, float *dwt, const float *pf, const int KC,
                                const int CPG)
 {
-    v16 acc[ACC_MAX];
+    vf acc[ACC_MAX];
     UNROLL(24)
     for (int a = 0; a < KC * CPG; a++) acc[a] = vzero();
     for (int q = 0; q < wo; q++) {
         if (pf) __builtin_prefetch(pf + q * xs, 0, 3); /* a row ahead, spread */
-        v16 xv[3];
+        vf xv[3];
         UNROLL(3)
         for (int k = 0; k < KC; k++) xv[k] = vld(xk[k] + q * xs);
         UNROLL(16)
         for (int j = 0; j < CPG; j++) {
-            v16 dv = vld(dyrot + j * jst + (size_t)q * BLK);
+            vf dv = vld(dyrot + j * jst + (size_t)q * BLK);
             VKEEP(dv);
             UNROLL(3)
             for (int k = 0; k < KC; k++) acc[k * CPG + j] = vfma(dv, xv[k], acc[k * CPG + j]);
@@ -626,14 +597,16 @@ ALWAYS_INLINE void filter_taps(const float *dyrot, size_t jst, const float *cons
     for (int a = 0; a < KC * CPG; a++) vst(dwt + a * BLK, vadd(vld(dwt + a * BLK), acc[a]));
 }
 
-/* Column taps s of row tap r (dW at dwr, [s][j][16]), three at a time
- * where 3 x cpg accumulators fit, else one; the first sweep prefetches the
- * source row at pf (NULL: none), a pixel's columns with each pixel. */
+/* Column taps s of row tap r (dW at dwr, [s][j][BLK]), three at a time
+ * where 3 x cpg accumulators fit (and 3 source vectors and a dy vector:
+ * cpg up to 8 in 32 registers, 4 in 16), else one; the first sweep
+ * prefetches the source row at pf (NULL: none), a pixel's columns with each
+ * pixel. */
 static void filter_row(const bplan *b, const float *dyrot, const float *xrow, float *dwr,
                        const float *pf)
 {
     size_t jst = (size_t)b->wo * BLK, xs = (size_t)b->ss * BLK;
-    int kc = b->cpg <= 8 ? 3 : 1;
+    int kc = b->cpg <= (BLK == 16 ? 8 : 4) ? 3 : 1;
     for (int s0 = 0; s0 < b->kw;) {
         int n = b->kw - s0 < kc ? 1 : kc;
         const float *xk[3];
@@ -648,16 +621,24 @@ static void filter_row(const bplan *b, const float *dyrot, const float *xrow, fl
             switch (b->cpg) {
             case 1: FT(3, 1); break;
             case 2: FT(3, 2); break;
+#if BLK == 16
             case 4: FT(3, 4); break;
             default: FT(3, 8); break;
+#else
+            default: FT(3, 4); break;
+#endif
             }
         } else {
             switch (b->cpg) {
             case 1: FT(1, 1); break;
             case 2: FT(1, 2); break;
             case 4: FT(1, 4); break;
+#if BLK == 16
             case 8: FT(1, 8); break;
             default: FT(1, 16); break;
+#else
+            default: FT(1, 8); break;
+#endif
             }
         }
 #undef FT
@@ -692,11 +673,11 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                 size_t plane = (size_t)n * b.nb + bk;
                 const float *dyp = dy + plane * yplane;
                 ring_reset(&rg, x + plane * xplane);
-                v16 bs = vzero();
+                vf bs = vzero();
                 for (int i = 0; i < b.ho; i++) {
                     const float *dr = dyp + (size_t)i * b.wo * BLK;
                     for (int q = 0; q < b.wo; q++) {
-                        v16 v = vld(dr + (size_t)q * BLK);
+                        vf v = vld(dr + (size_t)q * BLK);
                         bs = vadd(bs, v);
                         vst(dyrot + (size_t)q * BLK, v);
                         for (int j = 1; j < cpg; j++)
@@ -735,19 +716,9 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
     }
 }
 
-#if !defined(IABN_DIRECT_AVX512) /* the rest: the portable build only */
+#if !defined(IABN_DIRECT_AVX512) /* once per lane count */
 
-int iabn_conv_blocked_takes(const iabn_conv_geom *g)
-{
-    int G = g->groups;
-    if (G < 2 || g->c_in != g->c_out || g->c_in % BLK) return 0;
-    int cpg = g->c_in / G;
-    return (cpg & (cpg - 1)) == 0 && cpg <= BLK && (g->stride == 1 || g->stride == 2) &&
-           g->kh * g->kw <= IABN_CONV_DIRECT_MAX_TAPS &&
-           (g->kh - 1) * g->dil + 1 <= IABN_CONV_DIRECT_MAX_TAPS;
-}
-
-size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+size_t ISA(iabn_conv_blocked_scratch)(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
 {
     bplan b;
     if (threads < 1) threads = 1;
@@ -759,12 +730,41 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
     /* the packed weights (fwd and bwd-data read the source itself) */
     return iabn_conv_round16((size_t)g->c_in * (g->c_in / g->groups) * g->kh * g->kw);
 }
+#endif
 
-/* The AVX-512 build where the CPU has it, else the portable one. */
+#if BLK == 8
+int iabn_conv_blocked_native_8c(void) { return SIMD_NATIVE; }
+#elif !defined(IABN_DIRECT_AVX512) /* the rest: the portable 16-lane build */
+
+int iabn_conv_blocked_takes(const iabn_conv_geom *g, iabn_layout L)
+{
+    int G = g->groups, lanes = iabn_layout_block(L);
+    if (G < 2 || g->c_in != g->c_out || lanes < 8 || g->c_in % lanes) return 0;
+    int cpg = g->c_in / G;
+    return (cpg & (cpg - 1)) == 0 && cpg <= lanes && (g->stride == 1 || g->stride == 2) &&
+           g->kh * g->kw <= IABN_CONV_DIRECT_MAX_TAPS &&
+           (g->kh - 1) * g->dil + 1 <= IABN_CONV_DIRECT_MAX_TAPS;
+}
+
+/* nChw8c where a side has it (the other NCHW or the same), else nChw16c */
+static int lanes8(const iabn_conv_geom *g)
+{
+    return g->x_layout == IABN_LAYOUT_NCHW8C || g->y_layout == IABN_LAYOUT_NCHW8C;
+}
+
+size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+{
+    return lanes8(g) ? iabn_conv_blocked_scratch_8c(g, pass, threads)
+                     : iabn_conv_blocked_scratch_portable(g, pass, threads);
+}
+
+/* 8 lanes where the operands are nChw8c; else the AVX-512 build where the
+ * CPU has it, else the portable one. */
 #if IABN_HAVE_DIRECT_AVX512
-#define PICK(name) (iabn_conv_direct_avx512() ? name##_avx512 : name##_portable)
+#define PICK(name)                                                                     \
+    (lanes8(g) ? name##_8c : iabn_conv_direct_avx512() ? name##_avx512 : name##_portable)
 #else
-#define PICK(name) name##_portable
+#define PICK(name) (lanes8(g) ? name##_8c : name##_portable)
 #endif
 
 void iabn_conv_blocked_fwd(const iabn_conv_geom *g, int threads, const float *x, const float *w,

@@ -142,15 +142,23 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
                                  const float *dy, float *dw, float *scratch);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
- * power-of-two channels per group in and out (up to 16), channels a
- * multiple of 16, stride 1 or 2, on nChw16c activations (x / dx and y / dy
- * all blocked).  _takes: whether the kernels take g (any layouts);
- * _scratch: floats for `threads`, the same in both builds.  The unsuffixed
- * entry points run the AVX-512 build where iabn_conv_direct_avx512() says
- * the CPU has it (same bits as the portable one); bwd-filter accumulates
- * into dw and, when dbias is not NULL, dy's sums into dbias. */
-int iabn_conv_blocked_takes(const iabn_conv_geom *g);
+ * power-of-two channels per group in and out (up to the block), channels a
+ * multiple of the block, stride 1 or 2, on nChw16c or nChw8c activations
+ * (x / dx and y / dy blocked, or NCHW copied through the scratch by the
+ * caller).  _takes: whether the kernels for blocked layout L take g;
+ * _scratch: floats for `threads`, the same in every build of a lane count.
+ * The unsuffixed entry points run 8 lanes (*_8c) where a side of g is
+ * nChw8c, else 16: the AVX-512 build where iabn_conv_direct_avx512() says
+ * the CPU has it, else the portable one (same bits).  _native_8c: whether
+ * the 8-lane build is AVX2 (a release build) rather than portable.
+ * bwd-filter accumulates into dw and, when dbias is not NULL, dy's sums
+ * into dbias. */
+int iabn_conv_blocked_takes(const iabn_conv_geom *g, iabn_layout L);
+int iabn_conv_blocked_native_8c(void);
 size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+size_t iabn_conv_blocked_scratch_portable(const iabn_conv_geom *g, iabn_conv_pass pass,
+                                          int threads);
+size_t iabn_conv_blocked_scratch_8c(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 #define IABN_BLOCKED_DECL(sfx)                                                                  \
     void iabn_conv_blocked_fwd##sfx(const iabn_conv_geom *g, int threads, const float *x,     \
                                     const float *w, const float *bias, float *y,              \
@@ -164,6 +172,7 @@ size_t iabn_conv_blocked_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, i
 IABN_BLOCKED_DECL()
 IABN_BLOCKED_DECL(_portable)
 IABN_BLOCKED_DECL(_avx512)
+IABN_BLOCKED_DECL(_8c)
 #undef IABN_BLOCKED_DECL
 
 /* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as

@@ -56,56 +56,8 @@
 #define WINO_BLOCK_FLOATS ((size_t)1 << 16)
 #endif
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-typedef __m256 v8;
-static inline v8 vzero(void) { return _mm256_setzero_ps(); }
-static inline v8 vld(const float *p) { return _mm256_loadu_ps(p); }
-static inline void vst(float *p, v8 a) { _mm256_storeu_ps(p, a); }
-static inline v8 vbcast(const float *p) { return _mm256_broadcast_ss(p); }
-static inline v8 vfma(v8 a, v8 b, v8 c) { return _mm256_fmadd_ps(a, b, c); }
-static inline v8 vadd(v8 a, v8 b) { return _mm256_add_ps(a, b); }
-static inline v8 vsub(v8 a, v8 b) { return _mm256_sub_ps(a, b); }
-static inline v8 vmul(v8 a, v8 b) { return _mm256_mul_ps(a, b); }
-/* keeps a loaded column vector in its register: without it GCC folds the
- * load into each of the row FMAs that read it (MR loads instead of one) */
-#define VKEEP(v) __asm__("" : "+x"(v))
-#define DO_PRAGMA(x) _Pragma(#x)
-#define UNROLL(n) DO_PRAGMA(GCC unroll n)
-#else
-typedef struct v8 { float f[LANES]; } v8;
-static inline v8 vzero(void) { v8 r; memset(&r, 0, sizeof r); return r; }
-static inline v8 vld(const float *p) { v8 r; memcpy(r.f, p, sizeof r.f); return r; }
-static inline void vst(float *p, v8 a) { memcpy(p, a.f, sizeof a.f); }
-static inline v8 vbcast(const float *p)
-{
-    v8 r;
-    for (int l = 0; l < LANES; l++) r.f[l] = *p;
-    return r;
-}
-static inline v8 vfma(v8 a, v8 b, v8 c)
-{
-    for (int l = 0; l < LANES; l++) c.f[l] = fmaf(a.f[l], b.f[l], c.f[l]);
-    return c;
-}
-static inline v8 vadd(v8 a, v8 b)
-{
-    for (int l = 0; l < LANES; l++) a.f[l] += b.f[l];
-    return a;
-}
-static inline v8 vsub(v8 a, v8 b)
-{
-    for (int l = 0; l < LANES; l++) a.f[l] -= b.f[l];
-    return a;
-}
-static inline v8 vmul(v8 a, v8 b)
-{
-    for (int l = 0; l < LANES; l++) a.f[l] *= b.f[l];
-    return a;
-}
-#define VKEEP(v) ((void)0)
-#define UNROLL(n)
-#endif
+#define SIMD_LANES LANES
+#include "tensor/cpu/simd.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -121,7 +73,7 @@ typedef struct strides {
 ALWAYS_INLINE void tile(const strides *s, int mr, int np, const float *a, const float *b,
                         int add, float *c)
 {
-    v8 acc[MR][NPMAX];
+    vf acc[MR][NPMAX];
     UNROLL(4)
     for (int r = 0; r < mr; r++) {
         UNROLL(3)
@@ -134,7 +86,7 @@ ALWAYS_INLINE void tile(const strides *s, int mr, int np, const float *a, const 
     for (int i = 0; i < k1; i++) {
         const float *ap = a + i * a1, *bp = b + i * b1;
         for (int j = 0; j < k2; j++, ap += a2, bp += b2) {
-            v8 bv[NPMAX];
+            vf bv[NPMAX];
             UNROLL(3)
             for (int q = 0; q < np; q++) {
                 bv[q] = vld(bp + q * bq);
@@ -142,7 +94,7 @@ ALWAYS_INLINE void tile(const strides *s, int mr, int np, const float *a, const 
             }
             UNROLL(4)
             for (int r = 0; r < mr; r++) {
-                v8 av = vbcast(ap + r * ar);
+                vf av = vbcast(ap + r * ar);
                 UNROLL(3)
                 for (int q = 0; q < np; q++) acc[r][q] = vfma(av, bv[q], acc[r][q]);
             }
@@ -250,7 +202,7 @@ size_t iabn_conv_wino_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int 
 static void transform_weights(const wconv *q, const float *w, int flip, float *u, int threads)
 {
     int nbo = q->co / LANES, ci = q->ci;
-    const v8 half = vbcast(&(const float){0.5f});
+    const vf half = vbcast(&(const float){0.5f});
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int it = 0; it < nbo * ci; it++) {
         int ob = it / ci, i = it % ci;
@@ -261,7 +213,7 @@ static void transform_weights(const wconv *q, const float *w, int flip, float *u
                 kl[e][l] = flip ? w[((size_t)i * q->co + o) * 9 + (8 - e)]
                                 : w[((size_t)o * ci + i) * 9 + e];
         }
-        v8 k[9], t[4][3];
+        vf k[9], t[4][3];
         for (int e = 0; e < 9; e++) k[e] = vld(kl[e]);
         for (int c = 0; c < 3; c++) { /* G k */
             t[0][c] = k[c];
@@ -293,7 +245,7 @@ static void transform_in(const wconv *q, const float *x, int t0, int tb, float *
         int img, oy, ox, dl = q->d;
         tile_at(q, tt, &img, &oy, &ox);
         const float *src = x + ((size_t)img * nbi + ib) * plane;
-        v8 d[4][4], r[4][4];
+        vf d[4][4], r[4][4];
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 4; b++) {
                 int yy = oy + dl * (a - 1), xx = ox + dl * (b - 1);
@@ -361,10 +313,10 @@ static void transform_out(const wconv *q, const float *m, int t0, int tb, const 
         int img, oy, ox;
         tile_at(q, tt, &img, &oy, &ox);
         const float *mp = m + ((size_t)ob * tb + t) * LANES;
-        v8 s[2][4], out[2][2];
+        vf s[2][4], out[2][2];
         for (int b = 0; b < 4; b++) { /* A^T M */
-            v8 m0 = vld(mp + (size_t)(0 * 4 + b) * xs), m1 = vld(mp + (size_t)(1 * 4 + b) * xs);
-            v8 m2 = vld(mp + (size_t)(2 * 4 + b) * xs), m3 = vld(mp + (size_t)(3 * 4 + b) * xs);
+            vf m0 = vld(mp + (size_t)(0 * 4 + b) * xs), m1 = vld(mp + (size_t)(1 * 4 + b) * xs);
+            vf m2 = vld(mp + (size_t)(2 * 4 + b) * xs), m3 = vld(mp + (size_t)(3 * 4 + b) * xs);
             s[0][b] = vadd(vadd(m0, m1), m2);
             s[1][b] = vsub(vsub(m1, m2), m3);
         }
@@ -373,13 +325,13 @@ static void transform_out(const wconv *q, const float *m, int t0, int tb, const 
             out[a][1] = vsub(vsub(s[a][1], s[a][2]), s[a][3]);
         }
         size_t base = ((size_t)img * nbo + ob) * plane;
-        v8 bv = bias ? vld(bias + (size_t)ob * LANES) : vzero();
+        vf bv = bias ? vld(bias + (size_t)ob * LANES) : vzero();
         for (int a = 0; a < 2; a++)
             for (int c = 0; c < 2; c++) {
                 int yy = oy + q->d * a, xx = ox + q->d * c;
                 if (yy >= q->h || xx >= q->w) continue;
                 size_t o = base + ((size_t)yy * q->w + xx) * LANES;
-                v8 r = bias ? vadd(out[a][c], bv) : out[a][c];
+                vf r = bias ? vadd(out[a][c], bv) : out[a][c];
                 vst(y + o, src ? vadd(vld(src + o), r) : r);
             }
     }
@@ -433,7 +385,7 @@ static void transform_dy(const wconv *q, const float *dy, int t0, int tb, float 
         int img, oy, ox;
         tile_at(q, tt, &img, &oy, &ox);
         const float *src = dy + ((size_t)img * nbo + ob) * plane;
-        v8 d[2][2], r[2][4];
+        vf d[2][2], r[2][4];
         for (int a = 0; a < 2; a++)
             for (int b = 0; b < 2; b++) {
                 int yy = oy + q->d * a, xx = ox + q->d * b;
