@@ -12,8 +12,9 @@
  *     passes;
  *   - hand-written direct kernels (AVX2/FMA, scalar fallback), all three
  *     passes, for grouped convs with <= 16 channels per group: on nChw16c
- *     activations (cpu/conv_blocked.c) where they have 1 to 8 per group,
- *     else on NCHW (cpu/conv_direct.c);
+ *     activations (cpu/conv_blocked.c) where they have 1 to 8 per group
+ *     (AVX-512), on nChw8c where they have 1 to 4 (AVX2), else on NCHW
+ *     (cpu/conv_direct.c);
  *   - one sgemm per kernel tap over the window where that tap reads the
  *     image, for wide dilated convs on small maps (ASPP): taps lying in the
  *     padding cost nothing, so d=12/24/36 on 33x33 do only the useful work;
