@@ -6,8 +6,9 @@
  * with a double-precision direct convolution within WINO_TOL of the
  * largest value, on odd map sizes (partial tiles), several tile blocks and
  * dilations 2 and 3 (phases, one not dividing the map).
- * Where the rule takes a geometry (128 channels and more, maps of 14x14
- * and more) the conv entry points run the path with the scratch its plan
+ * Where the rule takes a geometry (128 channels and more in and out for the
+ * forward and data passes, 64 for the weight pass; maps of 14x14 and more)
+ * the conv entry points run the path with the scratch its plan
  * sizes; smaller cases call the kernels themselves.  The kernels write
  * nothing past their buffers, one and two threads give the same bits, and
  * the geometries the rule leaves out are declined. */
@@ -178,12 +179,14 @@ static void wino_case(int n, int ci, int h, int w_, int co, int dil)
              iabn_num_threads());
 
     int th = iabn_num_threads();
-    int taken = ci >= 128 && co >= 128;
+    /* the rule: 128 channels in and out (forward, data), 64 (weights) */
+    int taken = ci >= 128 && co >= 128, taken_w = ci >= 64 && co >= 64;
     size_t sb = 0;
     for (int p = 0; p < 3; p++) {
-        CHECK_MSG(iabn_conv_wino_takes(&g, (iabn_conv_pass)p) == taken, "pass %d, %s", p, desc);
+        int tk = p == IABN_CONV_BWD_FILTER ? taken_w : taken;
+        CHECK_MSG(iabn_conv_wino_takes(&g, (iabn_conv_pass)p) == tk, "pass %d, %s", p, desc);
         size_t sp = iabn_conv_wino_scratch(&g, (iabn_conv_pass)p, th) * 4;
-        if (taken) {
+        if (tk) {
             iabn_conv_plan pl;
             iabn_conv_plan_make(&g, (iabn_conv_pass)p, th, &pl);
             CHECK_MSG(pl.path == IABN_CONV_PATH_WINO && iabn_conv_winograd(&g, (iabn_conv_pass)p),
@@ -235,7 +238,7 @@ static void wino_case(int n, int ci, int h, int w_, int co, int dil)
     memcpy(db, db0, (size_t)co * 4);
     double *rw = malloc(nw * sizeof(double)), *rb = malloc((size_t)co * sizeof(double));
     ref_bwd_filter(&g, x, dy, rw, rb);
-    bwd_filter(&g, taken, xb, dyb, dw, db, scr, sb);
+    bwd_filter(&g, taken_w, xb, dyb, dw, db, scr, sb);
     double ew = err_plain(dw, dw0, rw, nw), ebias = err_plain(db, db0, rb, (size_t)co);
     CHECK_MSG(ew < WINO_TOL && ew > 0 && ebias < 1e-5, "bwd-filter: %.3g, bias %.3g, %s", ew,
               ebias, desc);
@@ -256,7 +259,7 @@ static void wino_case(int n, int ci, int h, int w_, int co, int dil)
             CHECK(iabn_conv_wino_scratch(&g, (iabn_conv_pass)p, 1) * 4 <= sb);
         fwd(&g, taken, xb, w, b, NULL, y1, scr, sb);
         bwd_data(&g, taken, dyb, w, dx1, scr, sb);
-        bwd_filter(&g, taken, xb, dyb, dw1, db1, scr, sb);
+        bwd_filter(&g, taken_w, xb, dyb, dw1, db1, scr, sb);
         iabn_set_num_threads(th);
         CHECK_MSG(memcmp(y1, plain, ny * 4) == 0 && memcmp(dx1, dx, nx * 4) == 0 &&
                       memcmp(dw1, dw, nw * 4) == 0 && memcmp(db1, db, (size_t)co * 4) == 0,
@@ -278,6 +281,7 @@ static void test_against_reference(void)
     wino_case(1, 8, 15, 17, 16, 1);  /* odd sizes: partial tiles on both edges */
     wino_case(3, 24, 14, 15, 8, 1);  /* 3 x 7 x 8 tiles */
     wino_case(1, 64, 28, 28, 32, 1); /* 196 tiles in one block */
+    wino_case(2, 64, 14, 14, 64, 1); /* the rule takes its weight pass only */
     wino_case(1, 8, 5, 3, 8, 1);     /* a map smaller than the rule takes: 3 x 2 tiles */
     wino_case(3, 512, 14, 14, 8, 1); /* fwd and bwd-filter: 147 tiles in blocks of 128 */
     wino_case(3, 8, 14, 14, 512, 1); /* bwd-data: the same (512 channels of dy) */
@@ -301,6 +305,11 @@ static void test_declined(void)
     d = g;
     d.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(!iabn_conv_wino_takes(&d, IABN_CONV_FWD));
+    /* 64 to 127 channels: the weight pass only */
+    iabn_conv_geom n64 = wgeom(2, 64, 14, 14, 120, 1);
+    CHECK(!iabn_conv_wino_takes(&n64, IABN_CONV_FWD) &&
+          !iabn_conv_wino_takes(&n64, IABN_CONV_BWD_DATA) &&
+          iabn_conv_wino_takes(&n64, IABN_CONV_BWD_FILTER));
     static const int cases[][9] = {
         /* c_in, h, w, c_out, k, stride, pad, dil, groups */
         {128, 14, 14, 128, 3, 2, 1, 1, 1}, {128, 14, 14, 128, 3, 1, 0, 1, 1},
@@ -308,7 +317,7 @@ static void test_declined(void)
         {132, 14, 14, 128, 3, 1, 1, 1, 1}, {128, 14, 14, 140, 3, 1, 1, 1, 1},
         {128, 14, 14, 128, 5, 1, 2, 1, 1}, {128, 14, 14, 128, 1, 1, 0, 1, 1},
         {128, 14, 13, 128, 3, 1, 1, 1, 1}, /* 182 outputs: under 14x14 */
-        {120, 14, 14, 128, 3, 1, 1, 1, 1}, {128, 14, 14, 64, 3, 1, 1, 1, 1}, /* narrow */
+        {56, 14, 14, 128, 3, 1, 1, 1, 1}, {128, 14, 14, 56, 3, 1, 1, 1, 1}, /* narrow */
         {128, 28, 28, 128, 3, 1, 1, 2, 1}, /* dilated, padding not the dilation */
         {128, 26, 28, 128, 3, 1, 2, 2, 1}, /* phases of 13x14 points */
     };

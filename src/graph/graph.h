@@ -371,7 +371,8 @@ int iabn_graph_fusion(const iabn_graph *g);
  * geometry's (cpu/conv.h), so that the CPU runs dense 3x3 stride-1 convs
  * on maps of 14x14 and more with Winograd kernels: oneDNN's F(4x4, 3x3) on
  * AVX-512 CPUs (1.2x-2.6x faster), iabn's F(2x2, 3x3) on nChw8c elsewhere
- * (1.2x-2x, 128 channels or more), with a larger scratch (docs/CPU.md).
+ * (1.2x-2x, 128 channels or more; the weight pass from 64), with a larger
+ * scratch (docs/CPU.md).
  * Which nodes get the flag, per mode: off none; on every one; auto those
  * whose larger scratch fits under the most bytes live at any step of the
  * plan without any (its lower bound), with the arena at most 0.25% larger

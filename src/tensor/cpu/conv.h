@@ -73,7 +73,8 @@ typedef struct iabn_conv_geom {
      * passes: oneDNN's F(4x4, 3x3) on CPUs with its Winograd kernels
      * (AVX-512; dense 3x3, stride 1, channels in multiples of 16), else
      * cpu/conv_wino.c's F(2x2, 3x3) on nChw8c operands (dense 3x3, stride 1,
-     * padding equal to the dilation, 128 channels or more); it rounds differently from the
+     * padding equal to the dilation, 128 channels or more, 64 for the weight
+     * pass); it rounds differently from the
      * direct convolution (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
      * such a choice ignore it (cuDNN ranks its algorithms itself). */
     int winograd;

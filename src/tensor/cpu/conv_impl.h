@@ -179,7 +179,8 @@ IABN_BLOCKED_DECL(_8c)
  * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding
  * equal to the dilation (each of the dil x dil phases a conv of its own), x
  * and y both nChw8c (channels a multiple of 8), with the
- * geometry's winograd flag, 128 channels or more in and out, on maps (a
+ * geometry's winograd flag, 128 channels or more in and out (64 for the
+ * weight pass), on maps (a
  * phase's grid) of 14x14 and more (where they win).  _takes: whether the graph's conv takes
  * them for g and the pass; the kernels themselves run any channels in
  * multiples of 8 and any map.  _scratch: floats for `threads`.  fwd: y = conv(x) + bias (NULL: none) +

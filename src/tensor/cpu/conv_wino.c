@@ -40,12 +40,14 @@
 #define MR 4    /* rows (tiles) of a GEMM tile */
 #define NPMAX 3 /* column panels of a GEMM tile */
 #define NXI 16  /* points of a transformed 4x4 tile */
-/* Where they win (docs/CPU.md): 128 channels or more in and out (64 ran the
- * forward and data passes at 0.85x-0.96x oneDNN's direct kernels: the
- * transforms cost as much as the shorter GEMMs save) and maps of 14x14 or
+/* Where they win (docs/CPU.md): 128 channels or more in and out for the
+ * forward and data passes (64 ran them at 0.85x-0.96x oneDNN's direct
+ * kernels: the transforms cost as much as the shorter GEMMs save), 64 for
+ * the weight pass (1.17x-1.20x the native one there), and maps of 14x14 or
  * more (on 7x7, 512 -> 512 ran 0.95x-1.02x forward and data; wider ones
  * gained 1.2x-1.6x there, for 38-140 MiB of scratch against 2-4). */
 #define MIN_CHANNELS 128
+#define MIN_CHANNELS_WEIGHTS 64
 /* fwd / bwd-data: input blocks of a chunk of the reduction, whose column
  * panels (KC_BLOCKS x 8 x 24 floats, 12 KiB) stay in the L1 cache. */
 #ifndef KC_BLOCKS
@@ -178,13 +180,13 @@ static wconv pass_conv(const iabn_conv_geom *g, iabn_conv_pass pass)
 
 int iabn_conv_wino_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
-    (void)pass; /* all three */
     /* a phase's grid (dilated: one of dil x dil) of 14x14 points or more */
     long ph = (g->h_out + g->dil - 1) / g->dil, pw = (g->w_out + g->dil - 1) / g->dil;
+    int cmin = pass == IABN_CONV_BWD_FILTER ? MIN_CHANNELS_WEIGHTS : MIN_CHANNELS;
     return g->winograd && g->groups == 1 && g->kh == 3 && g->kw == 3 && g->stride == 1 &&
            g->dil >= 1 && g->pad == g->dil && g->x_layout == IABN_LAYOUT_NCHW8C &&
            g->y_layout == IABN_LAYOUT_NCHW8C && g->c_in % LANES == 0 &&
-           g->c_out % LANES == 0 && g->c_in >= MIN_CHANNELS && g->c_out >= MIN_CHANNELS &&
+           g->c_out % LANES == 0 && g->c_in >= cmin && g->c_out >= cmin &&
            ph * pw >= 14 * 14;
 }
 
