@@ -6,7 +6,10 @@
  * against a double-precision reference of PyTorch's conv2d; the 16-lane
  * builds (portable and, where the CPU has it, AVX-512) and the 8-lane one
  * (AVX2 in release builds, else portable) bit for bit, since each output
- * sums the same products in the same order whatever the lanes; the same
+ * sums the same products in the same order whatever the lanes (except the
+ * 8-lane forward and data passes with 4 per group, 3x3 stride 1, which
+ * rotate the input: cpu/conv_blocked_rot.c, checked against the reference
+ * alone); the same
  * bits with 1 and 2 threads, dw and dbias accumulating, and nothing written
  * past a buffer.  Through the entry points (cpu/conv.h), in both blocked
  * layouts: the path the graph gets for blocked operands, NCHW operands
@@ -207,18 +210,22 @@ static void check_build(const iabn_conv_geom *g, const build *k, const float *x,
     free(xb); free(dyb); free(t); free(radw);
 }
 
-/* The same values in NCHW order (y, dx, dw, db) from two lane counts. */
+/* The same values in NCHW order (y, dx, dw, db) from two lane counts; y
+ * and dx only where both sum in the same order (not the 8-lane input-side
+ * rotation of cpu/conv_blocked_rot.c). */
 static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_conv_geom *g)
 {
+    int rot_f = iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
+    int rot_d = iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
     size_t nx = (size_t)g->n * g->c_in * g->h_in * g->w_in;
     size_t ny = (size_t)g->n * g->c_out * g->h_out * g->w_out;
     float *ta = calloc(nx > ny ? nx : ny, 4), *tb = calloc(nx > ny ? nx : ny, 4);
     t_nchw_blk(g->n, g->c_out, g->h_out * g->w_out, la, a->y, ta, 1);
     t_nchw_blk(g->n, g->c_out, g->h_out * g->w_out, lb, b->y, tb, 1);
-    int ok = !memcmp(ta, tb, ny * 4);
+    int ok = rot_f || !memcmp(ta, tb, ny * 4);
     t_nchw_blk(g->n, g->c_in, g->h_in * g->w_in, la, a->dx, ta, 1);
     t_nchw_blk(g->n, g->c_in, g->h_in * g->w_in, lb, b->dx, tb, 1);
-    ok = ok && !memcmp(ta, tb, nx * 4);
+    ok = ok && (rot_d || !memcmp(ta, tb, nx * 4));
     size_t nw = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw;
     ok = ok && !memcmp(a->dw, b->dw, nw * 4) && !memcmp(a->db, b->db, (size_t)g->c_out * 4);
     free(ta); free(tb);
@@ -256,6 +263,11 @@ static void one_case(const geo *q)
     outs p16 = {0}, p8 = {0};
     if (t16) check_build(&g, &portable16, x, w, bias, dy, dw0, db0, ref, desc, &p16);
     if (t8) check_build(&g, &lanes8, x, w, bias, dy, dw0, db0, ref, desc, &p8);
+    int rot = cpg == 4 && q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 && q->dil == 1;
+    CHECK_MSG(iabn_conv_blocked_rot_takes(&g, IABN_CONV_FWD) == rot &&
+                  iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA) == rot &&
+                  !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER),
+              "input-side rotation: %s", desc);
     if (t16 && t8) CHECK_MSG(same_across(&p16, 16, &p8, 8, &g), "8 and 16 lanes differ: %s", desc);
 #if IABN_HAVE_DIRECT_AVX512
     if (t16 && iabn_conv_direct_avx512()) {
@@ -293,6 +305,12 @@ static void test_kernels(void)
         {1, 24, 7, 9, 12, 3, 3, 1, 1, 1, 1},    /* channels 8 lanes only take */
         {1, 40, 9, 8, 10, 3, 3, 2, 1, 1, 0},    /* the same, 4 per group, strided */
         {1, 8, 13, 17, 2, 3, 3, 1, 2, 2, 1},    /* one 8-lane block, dilated */
+        /* 8 lanes, 4 per group, 3x3 stride 1 padding 1: the input-side
+         * rotation (tiles of up to 12, row bands, maps down to 1x1) */
+        {1, 24, 5, 13, 6, 3, 3, 1, 1, 1, 1},
+        {1, 32, 3, 25, 8, 3, 3, 1, 1, 1, 1},
+        {1, 8, 14, 2, 2, 3, 3, 1, 1, 1, 0},
+        {2, 16, 1, 1, 4, 3, 3, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one_case(&cases[i]);
 }

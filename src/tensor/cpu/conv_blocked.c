@@ -555,16 +555,26 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
 #define ISA(name) name##_portable
 #endif
 
+/* 8 lanes: 4 per group with 3x3 taps rotate the input instead
+ * (cpu/conv_blocked_rot.c: 1.4x-2.3x faster with AVX2's 16 registers). */
+#define ROT(pass) (BLK == 8 && iabn_conv_blocked_rot_takes(g, pass))
+
 void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,
                                 const float *w, const float *bias, float *y, float *scratch)
 {
-    run_pass(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+    if (ROT(IABN_CONV_FWD))
+        iabn_conv_blocked_rot(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+    else
+        run_pass(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
 }
 
 void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const float *dy,
                                      const float *w, float *dx, float *scratch)
 {
-    run_pass(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+    if (ROT(IABN_CONV_BWD_DATA))
+        iabn_conv_blocked_rot(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+    else
+        run_pass(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
 }
 
 /* ---- bwd-filter ----------------------------------------------------------- */
@@ -722,6 +732,7 @@ size_t ISA(iabn_conv_blocked_scratch)(const iabn_conv_geom *g, iabn_conv_pass pa
 {
     bplan b;
     if (threads < 1) threads = 1;
+    if (ROT(pass)) return iabn_conv_blocked_rot_scratch(g, threads);
     bplan_make(g, pass, &b);
     if (pass == IABN_CONV_BWD_FILTER)
         return (ring_floats(&b) + iabn_conv_round16((size_t)b.cpg * b.wo * BLK) +

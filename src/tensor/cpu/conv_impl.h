@@ -175,6 +175,16 @@ IABN_BLOCKED_DECL(_avx512)
 IABN_BLOCKED_DECL(_8c)
 #undef IABN_BLOCKED_DECL
 
+/* The 8-lane build's forward and data passes of 3x3 convs with 4 channels
+ * per group, stride 1, padding 1 (cpu/conv_blocked_rot.c, the rotation on
+ * the input side): _takes: whether they run g's pass (the *_8c entry points
+ * send them there); _scratch: floats for `threads`. */
+int iabn_conv_blocked_rot_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+size_t iabn_conv_blocked_rot_scratch(const iabn_conv_geom *g, int threads);
+void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                           const float *src, const float *w, const float *bias, float *dst,
+                           float *scratch);
+
 /* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as
  * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding
  * equal to the dilation (each of the dil x dil phases a conv of its own), x
