@@ -263,7 +263,8 @@ static void one_case(const geo *q)
     outs p16 = {0}, p8 = {0};
     if (t16) check_build(&g, &portable16, x, w, bias, dy, dw0, db0, ref, desc, &p16);
     if (t8) check_build(&g, &lanes8, x, w, bias, dy, dw0, db0, ref, desc, &p8);
-    int rot = cpg == 4 && q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 && q->dil == 1;
+    int rot = (cpg == 2 || cpg == 4) && q->kh == 3 && q->kw == 3 && q->stride == 1 &&
+              q->pad == 1 && q->dil == 1;
     CHECK_MSG(iabn_conv_blocked_rot_takes(&g, IABN_CONV_FWD) == rot &&
                   iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA) == rot &&
                   !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER),

@@ -555,8 +555,8 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
 #define ISA(name) name##_portable
 #endif
 
-/* 8 lanes: 4 per group with 3x3 taps rotate the input instead
- * (cpu/conv_blocked_rot.c: 1.4x-2.3x faster with AVX2's 16 registers). */
+/* 8 lanes: 2 and 4 per group with 3x3 taps rotate the input instead
+ * (cpu/conv_blocked_rot.c: 1.1x-2.3x faster with AVX2's 16 registers). */
 #define ROT(pass) (BLK == 8 && iabn_conv_blocked_rot_takes(g, pass))
 
 void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,

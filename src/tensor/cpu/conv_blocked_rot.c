@@ -1,22 +1,24 @@
-/* cpu/conv_blocked_rot.c: grouped 3x3 convs with 4 channels per group,
- * stride 1, padding 1, on nChw8c: the forward and data passes of the 8-lane
- * blocked kernels (cpu/conv_blocked.c) with the rotation on the input side.
+/* cpu/conv_blocked_rot.c: grouped 3x3 convs with 2 or 4 channels per
+ * group (cpg), stride 1, padding 1, on nChw8c: the forward and data passes
+ * of the 8-lane blocked kernels (cpu/conv_blocked.c) with the rotation on
+ * the input side.
  *
- * With rot_j the rotation by j within each group of 4 lanes (lane m takes
- * lane base(m) + (m + j) % 4), an output pixel is
- *     y = sum over taps t and j < 4 of V[t][j] * rot_j(x(at tap t)),
- *     V[t][j][m] = w[oc = m][ic = (m + j) % 4][t]   (lane by lane).
- * Each source row is rotated once into 4 planes of a ring of 3 rows, with a
- * zero column at each end (3 permutes per source pixel).  A tile of up to
- * 12 outputs of a row keeps one accumulator per output and, per (row tap,
- * j), the three column taps' weights: each rotated source pixel is loaded
- * once and feeds the three outputs whose taps read it.  That is about 1.5
- * instructions per FMA, where the output-side rotation of conv_blocked.c
- * spends about 2.5 on 4 per group with AVX2's 16 registers (tiles of 2
- * pixels, 4 weights and 8 accumulators; docs/CPU.md "AVX2 CPUs").
+ * With rot_j the rotation by j within each group of cpg lanes (lane m takes
+ * lane base(m) + (m + j) % cpg), an output pixel is
+ *     y = sum over taps t and j < cpg of V[t][j] * rot_j(x(at tap t)),
+ *     V[t][j][m] = w[oc = m][ic = (m + j) % cpg][t]   (lane by lane).
+ * Each source row is rotated once into cpg planes of a ring of 3 rows, with
+ * a zero column at each end (cpg - 1 permutes per source pixel).  A tile of
+ * up to 12 outputs of a row keeps one accumulator per output and, per (row
+ * tap, j), the three column taps' weights: each rotated source pixel is
+ * loaded once and feeds the three outputs whose taps read it.  That is
+ * about 1.5 instructions per FMA, where the output-side rotation of
+ * conv_blocked.c spends about 2.5 on 4 per group with AVX2's 16 registers
+ * (tiles of 2 pixels, 4 weights and 8 accumulators; docs/CPU.md "AVX2
+ * CPUs").
  * The data pass is the same kernel on dy with the kernel turned by 180
  * degrees and the group's channels swapped: V[t][j][m] = w[oc = (m + j) %
- * 4][ic = m][8 - t].
+ * cpg][ic = m][8 - t].
  *
  * Each output sums its products in a fixed order (row tap, j, column tap),
  * whatever the build (AVX2 or portable, cpu/simd.h) and the threads; the
@@ -28,7 +30,7 @@
 #include <string.h>
 
 #define BLK 8
-#define CPG 4
+#define CPG_MAX 4
 #define PW 12 /* outputs per tile: 12 accumulators, 3 weights, a source vector */
 
 #define SIMD_LANES BLK
@@ -38,39 +40,45 @@
 
 int iabn_conv_blocked_rot_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
+    int cpg = g->groups > 0 ? g->c_in / g->groups : 0;
     return pass != IABN_CONV_BWD_FILTER && g->groups > 1 && g->c_in == g->c_out &&
-           g->c_in % BLK == 0 && g->c_in / g->groups == CPG && g->kh == 3 && g->kw == 3 &&
+           g->c_in % BLK == 0 && (cpg == 2 || cpg == 4) && g->kh == 3 && g->kw == 3 &&
            g->stride == 1 && g->pad == 1 && g->dil == 1;
 }
 
-/* One thread's ring: 3 rows x CPG rotations x (w + 2) pixels. */
-static size_t ring_floats(int w) { return iabn_conv_round16((size_t)3 * CPG * (w + 2) * BLK); }
+/* One thread's ring: 3 rows x cpg rotations x (w + 2) pixels. */
+static size_t ring_floats(int w, int cpg)
+{
+    return iabn_conv_round16((size_t)3 * cpg * (w + 2) * BLK);
+}
 
 size_t iabn_conv_blocked_rot_scratch(const iabn_conv_geom *g, int threads)
 {
+    int cpg = g->c_in / g->groups;
     if (threads < 1) threads = 1;
-    return iabn_conv_round16((size_t)g->c_in * CPG * 9) + ring_floats(g->w_in) * (size_t)threads;
+    return iabn_conv_round16((size_t)g->c_in * cpg * 9) +
+           ring_floats(g->w_in, cpg) * (size_t)threads;
 }
 
-/* Source row `row` (w pixels) into a ring slot: CPG planes of w + 2 pixels
+/* Source row `row` (w pixels) into a ring slot: cpg planes of w + 2 pixels
  * (plane j rotated by j), a zero pixel at each end. */
-static void rotate_row(const float *row, int w, const vidx *rot, float *slot)
+static void rotate_row(const float *row, int w, int cpg, const vidx *rot, float *slot)
 {
     size_t js = (size_t)(w + 2) * BLK;
-    for (int j = 0; j < CPG; j++) {
+    for (int j = 0; j < cpg; j++) {
         vst(slot + j * js, vzero());
         vst(slot + j * js + (size_t)(w + 1) * BLK, vzero());
     }
     for (int c = 0; c < w; c++) {
         vf x = vld(row + (size_t)c * BLK);
         vst(slot + (size_t)(c + 1) * BLK, x);
-        for (int j = 1; j < CPG; j++) vst(slot + j * js + (size_t)(c + 1) * BLK, vperm(rot[j], x));
+        for (int j = 1; j < cpg; j++) vst(slot + j * js + (size_t)(c + 1) * BLK, vperm(rot[j], x));
     }
 }
 
 /* Outputs q0 .. q0 + P - 1 of a row: rows[r] the ring slot of row tap r
  * (NULL: in the padding), V the block's weights [t][j][8]. */
-ALWAYS_INLINE void tile(const float *const *rows, size_t js, int q0, const float *V,
+ALWAYS_INLINE void tile(const float *const *rows, size_t js, int cpg, int q0, const float *V,
                         const float *bias, float *out, const int P)
 {
     vf acc[PW];
@@ -79,11 +87,11 @@ ALWAYS_INLINE void tile(const float *const *rows, size_t js, int q0, const float
     for (int q = 0; q < P; q++) acc[q] = b0;
     for (int r = 0; r < 3; r++) {
         if (!rows[r]) continue;
-        for (int j = 0; j < CPG; j++) {
+        for (int j = 0; j < cpg; j++) {
             /* padded column c + 1 holds source column c: R[k] is column q0 - 1 + k */
             const float *R = rows[r] + j * js + (size_t)q0 * BLK;
-            const float *wt = V + ((size_t)r * 3 * CPG + j) * BLK;
-            vf w0 = vld(wt), w1 = vld(wt + CPG * BLK), w2 = vld(wt + 2 * CPG * BLK);
+            const float *wt = V + ((size_t)r * 3 * cpg + j) * BLK;
+            vf w0 = vld(wt), w1 = vld(wt + cpg * BLK), w2 = vld(wt + 2 * cpg * BLK);
             UNROLL(14)
             for (int k = 0; k < P + 2; k++) {
                 vf x = vld(R + (size_t)k * BLK);
@@ -99,40 +107,54 @@ ALWAYS_INLINE void tile(const float *const *rows, size_t js, int q0, const float
 }
 
 /* A row's wo outputs in as few tiles of at most PW as possible, as even as
- * they go, each inlined with its width fixed where the build is native. */
-static void row_tiles(const float *const *rows, size_t js, int wo, const float *V,
-                      const float *bias, float *out)
+ * they go, each inlined with its width (and cpg) fixed where the build is
+ * native (cpg as a variable cost 2-7% on 4 per group). */
+ALWAYS_INLINE void row_tiles(const float *const *rows, size_t js, const int cpg, int wo,
+                             const float *V, const float *bias, float *out)
 {
     int n = (wo + PW - 1) / PW, small = wo / n, big = wo % n;
     for (int k = 0, q = 0, P; k < n; k++, q += P) {
         P = small + (k < big);
         float *o = out + (size_t)q * BLK;
 #if SIMD_NATIVE
-#define C(W) case W: tile(rows, js, q, V, bias, o, W); break;
+#define C(W) case W: tile(rows, js, cpg, q, V, bias, o, W); break;
         switch (P) {
         C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12)
         default: break;
         }
 #undef C
 #else
-        tile(rows, js, q, V, bias, o, P);
+        tile(rows, js, cpg, q, V, bias, o, P);
 #endif
     }
+}
+
+static void run_row(const float *const *rows, size_t js, int cpg, int wo, const float *V,
+                    const float *bias, float *out)
+{
+#if SIMD_NATIVE
+    if (cpg == 2)
+        row_tiles(rows, js, 2, wo, V, bias, out);
+    else
+        row_tiles(rows, js, 4, wo, V, bias, out);
+#else
+    row_tiles(rows, js, cpg, wo, V, bias, out);
+#endif
 }
 
 /* The weights of every block as [block][t][j][8] (see the top). */
 static void pack(const iabn_conv_geom *g, int bwd, const float *w, float *V)
 {
-    int nb = g->c_in / BLK;
+    int nb = g->c_in / BLK, cpg = g->c_in / g->groups;
     for (int b = 0; b < nb; b++)
         for (int t = 0; t < 9; t++)
-            for (int j = 0; j < CPG; j++)
+            for (int j = 0; j < cpg; j++)
                 for (int m = 0; m < BLK; m++) {
-                    int base = b * BLK + (m & ~(CPG - 1)), mine = m & (CPG - 1);
-                    int other = (mine + j) & (CPG - 1);
+                    int base = b * BLK + (m & ~(cpg - 1)), mine = m & (cpg - 1);
+                    int other = (mine + j) & (cpg - 1);
                     int oc = base + (bwd ? other : mine), ic = bwd ? mine : other;
-                    V[(((size_t)b * 9 + t) * CPG + j) * BLK + m] =
-                        w[((size_t)oc * CPG + ic) * 9 + (bwd ? 8 - t : t)];
+                    V[(((size_t)b * 9 + t) * cpg + j) * BLK + m] =
+                        w[((size_t)oc * cpg + ic) * 9 + (bwd ? 8 - t : t)];
                 }
 }
 
@@ -141,9 +163,10 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
                            float *scratch)
 {
     int nb = g->c_in / BLK, H = g->h_in, W = g->w_in; /* the same size in and out */
-    float *V = scratch, *rings = scratch + iabn_conv_round16((size_t)g->c_in * CPG * 9);
+    int cpg = g->c_in / g->groups;
+    float *V = scratch, *rings = scratch + iabn_conv_round16((size_t)g->c_in * cpg * 9);
     pack(g, pass == IABN_CONV_BWD_DATA, w, V);
-    size_t js = (size_t)(W + 2) * BLK, slot = CPG * js, plane = (size_t)H * W * BLK;
+    size_t js = (size_t)(W + 2) * BLK, slot = cpg * js, plane = (size_t)H * W * BLK;
     /* row bands, so that a small batch still gives every thread work */
     long planes = (long)g->n * nb, want = 4L * threads;
     int bands = planes >= want ? 1 : (int)((want + planes - 1) / planes);
@@ -151,11 +174,11 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
     long items = planes * bands;
 #pragma omp parallel num_threads(threads)
     {
-        float *ring = rings + ring_floats(W) * (size_t)iabn_conv_tid();
-        vidx rot[CPG];
-        for (int j = 0; j < CPG; j++) {
+        float *ring = rings + ring_floats(W, cpg) * (size_t)iabn_conv_tid();
+        vidx rot[CPG_MAX];
+        for (int j = 0; j < cpg; j++) {
             int lanes[BLK];
-            for (int l = 0; l < BLK; l++) lanes[l] = (l & ~(CPG - 1)) | ((l + j) & (CPG - 1));
+            for (int l = 0; l < BLK; l++) lanes[l] = (l & ~(cpg - 1)) | ((l + j) & (cpg - 1));
             rot[j] = vidx_make(lanes);
         }
 #pragma omp for schedule(static)
@@ -164,7 +187,7 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
             int band = (int)(it % bands), b = (int)(pl % nb);
             int i0 = (int)((long)H * band / bands), i1 = (int)((long)H * (band + 1) / bands);
             const float *s = src + (size_t)pl * plane;
-            const float *Vb = V + (size_t)b * 9 * CPG * BLK;
+            const float *Vb = V + (size_t)b * 9 * cpg * BLK;
             const float *bb = bias ? bias + b * BLK : NULL;
             int tag[3] = {-1, -1, -1};
             for (int i = i0; i < i1; i++) {
@@ -175,12 +198,12 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
                     if (sr < 0 || sr >= H) continue;
                     float *sl = ring + (size_t)(sr % 3) * slot;
                     if (tag[sr % 3] != sr) {
-                        rotate_row(s + (size_t)sr * W * BLK, W, rot, sl);
+                        rotate_row(s + (size_t)sr * W * BLK, W, cpg, rot, sl);
                         tag[sr % 3] = sr;
                     }
                     rows[r] = sl;
                 }
-                row_tiles(rows, js, W, Vb, bb, dst + (size_t)pl * plane + (size_t)i * W * BLK);
+                run_row(rows, js, cpg, W, Vb, bb, dst + (size_t)pl * plane + (size_t)i * W * BLK);
             }
         }
     }

@@ -175,8 +175,8 @@ IABN_BLOCKED_DECL(_avx512)
 IABN_BLOCKED_DECL(_8c)
 #undef IABN_BLOCKED_DECL
 
-/* The 8-lane build's forward and data passes of 3x3 convs with 4 channels
- * per group, stride 1, padding 1 (cpu/conv_blocked_rot.c, the rotation on
+/* The 8-lane build's forward and data passes of 3x3 convs with 2 or 4
+ * channels per group, stride 1, padding 1 (cpu/conv_blocked_rot.c, the rotation on
  * the input side): _takes: whether they run g's pass (the *_8c entry points
  * send them there); _scratch: floats for `threads`. */
 int iabn_conv_blocked_rot_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
