@@ -122,19 +122,6 @@ static int phase_cols(const bplan *b, int ph, int *coff, int *ctap, int *cmin, i
     return nc;
 }
 
-/* A row's nq outputs in as few tiles of at most pw as possible, as even as
- * they go (56 by 6: six of 6, then four of 5), none computing an output
- * twice: returns their number; the first *big are *small + 1 wide, the
- * others *small.  (Once per row: the divisions cost as much as a tile's
- * bookkeeping.) */
-static int tile_split(int nq, int pw, int *small, int *big)
-{
-    int n = (nq + pw - 1) / pw;
-    *small = nq / n;
-    *big = nq % n;
-    return n;
-}
-
 static int tile_width(int cpg);
 
 /* Row tap r of output row i: its source row, or -1. */
@@ -361,7 +348,7 @@ ALWAYS_INLINE void row_tiles(const row_job *j, const int CPG, const int PW)
         float *out = j->out + (size_t)q * j->os * BLK;
 #define T(W) tile(base, off, wt, j->nt, j->xs, j->sp->rot, j->bias, out, j->os, j->stream, CPG, W)
 #if SPECIALISED
-        /* widths above PW never come (tile_split), and their cases compile to nothing */
+        /* widths above PW never come (iabn_conv_tile_split), and their cases compile to nothing */
 #define C(W) case W: if (W <= PW) T(W); break;
         switch (P) {
         C(1) C(2) C(3) C(4) C(5) C(6) C(7) C(8) C(9) C(10) C(11) C(12)
@@ -483,7 +470,7 @@ static void run_rows(const bplan *b, source *sp, const float *wblk, const float 
             row_job j = {b, sp, soff, wt, nt, xs, bias, orow + (size_t)ph * BLK, b->nph, stream,
                          lo, 0, 0, 0, cmin, cmax, pf0, pf1};
             if (hi >= lo) {
-                j.ntile = tile_split(hi - lo + 1, pw, &j.small, &j.big);
+                j.ntile = iabn_conv_tile_split(hi - lo + 1, pw, &j.small, &j.big);
                 run_row(&j);
             }
             /* the ends: one output each, over the taps inside the row */
@@ -512,9 +499,7 @@ static void run_rows(const bplan *b, source *sp, const float *wblk, const float 
  * thread work. */
 static int row_bands(const bplan *b, int n, int threads)
 {
-    long items = (long)n * b->nb, want = 4L * threads;
-    int k = items >= want ? 1 : (int)((want + items - 1) / items);
-    return k < b->ho ? k : b->ho;
+    return iabn_conv_row_bands((long)n * b->nb, b->ho, threads);
 }
 
 static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,

@@ -112,7 +112,7 @@ ALWAYS_INLINE void tile(const float *const *rows, size_t js, int cpg, int q0, co
 ALWAYS_INLINE void row_tiles(const float *const *rows, size_t js, const int cpg, int wo,
                              const float *V, const float *bias, float *out)
 {
-    int n = (wo + PW - 1) / PW, small = wo / n, big = wo % n;
+    int small, big, n = iabn_conv_tile_split(wo, PW, &small, &big);
     for (int k = 0, q = 0, P; k < n; k++, q += P) {
         P = small + (k < big);
         float *o = out + (size_t)q * BLK;
@@ -167,10 +167,8 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
     float *V = scratch, *rings = scratch + iabn_conv_round16((size_t)g->c_in * cpg * 9);
     pack(g, pass == IABN_CONV_BWD_DATA, w, V);
     size_t js = (size_t)(W + 2) * BLK, slot = cpg * js, plane = (size_t)H * W * BLK;
-    /* row bands, so that a small batch still gives every thread work */
-    long planes = (long)g->n * nb, want = 4L * threads;
-    int bands = planes >= want ? 1 : (int)((want + planes - 1) / planes);
-    bands = bands < H ? bands : H;
+    long planes = (long)g->n * nb;
+    int bands = iabn_conv_row_bands(planes, H, threads);
     long items = planes * bands;
 #pragma omp parallel num_threads(threads)
     {

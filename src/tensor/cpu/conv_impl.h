@@ -241,6 +241,29 @@ void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
 /* Rounds a float count up to whole 64-byte lines. */
 static inline size_t iabn_conv_round16(size_t f) { return (f + 15) & ~(size_t)15; }
 
+/* The blocked kernels' work split (cpu/conv_blocked.c, conv_blocked_rot.c).
+ * Row bands per (image, channel block) plane, so that a small batch still
+ * gives every thread work: at most `rows`. */
+static inline int iabn_conv_row_bands(long planes, int rows, int threads)
+{
+    long want = 4L * threads;
+    int k = planes >= want ? 1 : (int)((want + planes - 1) / planes);
+    return k < rows ? k : rows;
+}
+
+/* A row's nq outputs in as few tiles of at most pw as possible, as even as
+ * they go (56 by 6: six of 6, then four of 5), none computing an output
+ * twice: returns their number; the first *big are *small + 1 wide, the
+ * others *small.  (Once per row: the divisions cost as much as a tile's
+ * bookkeeping.) */
+static inline int iabn_conv_tile_split(int nq, int pw, int *small, int *big)
+{
+    int n = (nq + pw - 1) / pw;
+    *small = nq / n;
+    *big = nq % n;
+    return n;
+}
+
 #ifdef _OPENMP
 #include <omp.h>
 static inline int iabn_conv_tid(void) { return omp_get_thread_num(); }
