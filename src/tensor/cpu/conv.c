@@ -192,6 +192,7 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     int blocked = L != IABN_LAYOUT_NCHW;
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
     if (blocked && blocked_fast(g, L)) return IABN_CONV_PATH_BLOCKED;
+    if (iabn_conv_1x1_takes(g, pass)) return IABN_CONV_PATH_1X1;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
@@ -201,7 +202,8 @@ int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
     iabn_conv_path p = choose_path(g, pass);
-    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED || p == IABN_CONV_PATH_WINO;
+    return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED || p == IABN_CONV_PATH_WINO ||
+           p == IABN_CONV_PATH_1X1;
 }
 
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
@@ -234,6 +236,8 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     /* Winograd F(2x2, 3x3) where the flag asks (nChw8c) needs both sides
      * blocked */
     if (iabn_conv_wino_takes(&b, pass)) return 1;
+    /* the 1x1 weight pass on nChw8c (cpu/conv_1x1.c) */
+    if (iabn_conv_1x1_takes(&b, pass)) return 1;
     if (!iabn_conv_use_dnnl(&b, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % iabn_layout_block(L)) return 0;
     /* A weight pass the native kernels run reads NCHW, blocked operands
@@ -315,6 +319,12 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->path = path;
         p->threads = threads < 1 ? 1 : threads;
         p->total = iabn_conv_wino_scratch(g, pass, p->threads);
+        return;
+    }
+    if (path == IABN_CONV_PATH_1X1) { /* no scratch */
+        memset(p, 0, sizeof *p);
+        p->path = path;
+        p->threads = threads < 1 ? 1 : threads;
         return;
     }
     if (path == IABN_CONV_PATH_BLOCKED) {
@@ -513,6 +523,10 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
 {
     if (p->path == IABN_CONV_PATH_BLOCKED)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
+    if (p->path == IABN_CONV_PATH_1X1) {
+        iabn_conv_1x1_bwd_filter(g, p->threads, a, b, out, dbias);
+        return 0;
+    }
     if (p->path == IABN_CONV_PATH_WINO) {
         if (scratch_bytes < p->total * sizeof(float) || !scratch)
             return too_little_scratch(p, g, pass, scratch_bytes, e);
@@ -616,7 +630,8 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
         } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
             return native_weights_blocked(c, &p, g, a, b, out, dbias, scratch, scratch_bytes, e);
         }
-    } else if (path == IABN_CONV_PATH_BLOCKED || path == IABN_CONV_PATH_WINO) {
+    } else if (path == IABN_CONV_PATH_BLOCKED || path == IABN_CONV_PATH_WINO ||
+               path == IABN_CONV_PATH_1X1) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
         return iabn_err_set(e, IABN_EINVAL,

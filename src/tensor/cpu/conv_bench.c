@@ -164,6 +164,7 @@ static const char *path_label(const iabn_conv_plan *p)
     case IABN_CONV_PATH_DIRECT: return "direct";
     case IABN_CONV_PATH_TAPS: return "taps";
     case IABN_CONV_PATH_DNNL: return "onednn";
+    case IABN_CONV_PATH_1X1: return "1x1";
     default: return p->no_col ? "gemm" : p->flip ? "im2col-flip" : "im2col";
     }
 }
@@ -404,6 +405,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->pass = pass_names[pass];
         r->native_path = path_label(&nat[pass]);
         r->path = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED ? "blocked"
+                  : has_blk && blk[pass].path == IABN_CONV_PATH_1X1  ? "1x1"
                   : chose_dnnl                                       ? "onednn"
                                                                      : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";

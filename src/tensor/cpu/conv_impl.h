@@ -35,11 +35,13 @@ typedef enum iabn_conv_path {
     IABN_CONV_PATH_DIRECT = 2, /* hand-written grouped kernels                  */
     IABN_CONV_PATH_DNNL = 3,   /* oneDNN primitives, blocked layouts, reorders  */
     IABN_CONV_PATH_BLOCKED = 4, /* hand-written grouped kernels on nChw16c      */
-    IABN_CONV_PATH_WINO = 5     /* hand-written Winograd F(2x2, 3x3) on nChw8c  */
+    IABN_CONV_PATH_WINO = 5,    /* hand-written Winograd F(2x2, 3x3) on nChw8c  */
+    IABN_CONV_PATH_1X1 = 6      /* hand-written 1x1 weight pass on nChw8c        */
 } iabn_conv_path;
-#define IABN_CONV_NPATHS 6
+#define IABN_CONV_NPATHS 7
 
-/* Scratch layout, in floats, each part rounded to 64 bytes:
+/* Scratch layout, in floats, each part rounded to 64 bytes (the 1x1 path
+ * needs none):
  *   im2col: [wbuf][col x ncol][part x threads]
  *   taps:   [wbuf][dwbuf][col][col2]
  *   direct: its own layout, `total` floats;
@@ -140,6 +142,17 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
                                const float *w, float *dx, float *scratch);
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                  const float *dy, float *dw, float *scratch);
+
+/* The weight pass of 1x1 convs on nChw8c (cpu/conv_1x1.c): groups 1,
+ * stride 1, no padding, channels multiples of 8, x and dy both nChw8c.
+ * _geometry: whether the kernel takes g; _takes: whether the conv path
+ * runs it for g's pass (the weight pass, where the build is AVX2: release
+ * builds); the kernel itself runs in every build (the portable one gives
+ * the same bits).  dw += and dbias += (dbias may be NULL); no scratch. */
+int iabn_conv_1x1_geometry(const iabn_conv_geom *g);
+int iabn_conv_1x1_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+void iabn_conv_1x1_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                              const float *dy, float *dw, float *dbias);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
  * power-of-two channels per group in and out (up to the block), channels a
