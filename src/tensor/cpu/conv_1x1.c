@@ -92,22 +92,19 @@ ALWAYS_INLINE void tile(int nb, const dims *d, const float *x, const float *dy, 
             VKEEP(x0);
             if (nb > 1) { x1 = vld(xp + xbs); VKEEP(x1); }
             if (nb > 2) { x2 = vld(xp + 2 * xbs); VKEEP(x2); }
-            vf b = vbcast(dp);
-            a00 = vfma(x0, b, a00);
-            if (nb > 1) a10 = vfma(x1, b, a10);
-            if (nb > 2) a20 = vfma(x2, b, a20);
-            b = vbcast(dp + 1);
-            a01 = vfma(x0, b, a01);
-            if (nb > 1) a11 = vfma(x1, b, a11);
-            if (nb > 2) a21 = vfma(x2, b, a21);
-            b = vbcast(dp + 2);
-            a02 = vfma(x0, b, a02);
-            if (nb > 1) a12 = vfma(x1, b, a12);
-            if (nb > 2) a22 = vfma(x2, b, a22);
-            b = vbcast(dp + 3);
-            a03 = vfma(x0, b, a03);
-            if (nb > 1) a13 = vfma(x1, b, a13);
-            if (nb > 2) a23 = vfma(x2, b, a23);
+            /* output channel j (a broadcast of dy) against the nb input blocks */
+#define COL(j, r0, r1, r2)                                                                 \
+    {                                                                                      \
+        vf b = vbcast(dp + (j));                                                           \
+        r0 = vfma(x0, b, r0);                                                              \
+        if (nb > 1) r1 = vfma(x1, b, r1);                                                  \
+        if (nb > 2) r2 = vfma(x2, b, r2);                                                  \
+    }
+            COL(0, a00, a10, a20)
+            COL(1, a01, a11, a21)
+            COL(2, a02, a12, a22)
+            COL(3, a03, a13, a23)
+#undef COL
         }
         k += len;
     }
