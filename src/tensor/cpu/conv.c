@@ -321,10 +321,11 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->total = iabn_conv_wino_scratch(g, pass, p->threads);
         return;
     }
-    if (path == IABN_CONV_PATH_1X1) { /* no scratch */
+    if (path == IABN_CONV_PATH_1X1) {
         memset(p, 0, sizeof *p);
         p->path = path;
         p->threads = threads < 1 ? 1 : threads;
+        p->total = iabn_conv_1x1_scratch(g);
         return;
     }
     if (path == IABN_CONV_PATH_BLOCKED) {
@@ -524,7 +525,9 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
     if (p->path == IABN_CONV_PATH_BLOCKED)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
     if (p->path == IABN_CONV_PATH_1X1) {
-        iabn_conv_1x1_bwd_filter(g, p->threads, a, b, out, dbias);
+        if (scratch_bytes < p->total * sizeof(float) || (p->total && !scratch))
+            return too_little_scratch(p, g, pass, scratch_bytes, e);
+        iabn_conv_1x1_bwd_filter(g, p->threads, a, b, out, dbias, scratch);
         return 0;
     }
     if (p->path == IABN_CONV_PATH_WINO) {

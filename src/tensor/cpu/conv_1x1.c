@@ -1,6 +1,7 @@
-/* cpu/conv_1x1.c: the weight pass of 1x1 convolutions (groups 1, stride 1,
- * no padding) on nChw8c activations, the hand-written kernel that replaces
- * oneDNN's there on AVX2 CPUs.
+/* cpu/conv_1x1.c: the weight pass of 1x1 convolutions (groups 1, no
+ * padding) on nChw8c activations, the hand-written kernel that replaces
+ * oneDNN's there on AVX2 CPUs.  A strided conv first gathers the pixels it
+ * reads into its scratch, and runs as a stride-1 one on them.
  *
  * The pass is a GEMM over the output pixels k = (image, pixel):
  *     dw[co][ci] += sum_k dy[k][co] * x[k][ci].
@@ -49,7 +50,7 @@
 
 int ENTRY(iabn_conv_1x1_geometry)(const iabn_conv_geom *g)
 {
-    return g->groups == 1 && g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0 &&
+    return g->groups == 1 && g->kh == 1 && g->kw == 1 && g->pad == 0 &&
            g->c_in % BLK == 0 && g->c_out % BLK == 0 && g->x_layout == IABN_LAYOUT_NCHW8C &&
            g->y_layout == IABN_LAYOUT_NCHW8C;
 }
@@ -166,11 +167,37 @@ static void bias_rows(const dims *d, int n, const float *dy, float *dbias, int o
     }
 }
 
+size_t ENTRY(iabn_conv_1x1_scratch)(const iabn_conv_geom *g)
+{
+    return g->stride == 1 ? 0
+                          : iabn_conv_round16((size_t)g->n * g->c_in * g->h_out * g->w_out);
+}
+
+/* x at the pixels a strided conv reads, packed as a stride-1 conv's input
+ * (nChw8c, h_out x w_out): a row of ResNeXt's downsampling 1x1 convs is
+ * copied in well under a tenth of the kernel's time, and the kernel then
+ * reads consecutive pixels (reading every other one directly ran 0.8x-0.95x
+ * oneDNN; docs/CPU.md). */
+static void gather(const iabn_conv_geom *g, const float *x, float *xc)
+{
+    long planes = (long)g->n * (g->c_in / BLK);
+    size_t hwi = (size_t)g->h_in * g->w_in, hwo = (size_t)g->h_out * g->w_out;
+#pragma omp for schedule(static)
+    for (long pl = 0; pl < planes; pl++)
+        for (int oh = 0; oh < g->h_out; oh++) {
+            const float *src = x + (size_t)pl * hwi * BLK + (size_t)oh * g->stride * g->w_in * BLK;
+            float *dst = xc + (size_t)pl * hwo * BLK + (size_t)oh * g->w_out * BLK;
+            for (int ow = 0; ow < g->w_out; ow++)
+                vst(dst + (size_t)ow * BLK, vld(src + (size_t)ow * g->stride * BLK));
+        }
+}
+
 void ENTRY(iabn_conv_1x1_bwd_filter)(const iabn_conv_geom *g, int threads, const float *x,
-                                     const float *dy, float *dw, float *dbias)
+                                     const float *dy, float *dw, float *dbias, float *scratch)
 {
     dims d = {g->h_out * g->w_out, g->c_in / BLK, g->c_out / BLK, (size_t)g->c_in};
     int K = g->n * d.hw;
+    const float *xs = g->stride == 1 ? x : scratch; /* what the tiles read */
     if (threads < 1) threads = 1;
 #pragma omp parallel num_threads(threads)
     {
@@ -179,9 +206,10 @@ void ENTRY(iabn_conv_1x1_bwd_filter)(const iabn_conv_geom *g, int threads, const
         t = omp_get_thread_num();
         T = omp_get_num_threads();
 #endif
+        if (g->stride != 1) gather(g, x, scratch); /* its loop ends in a barrier */
         /* whole blocks of output channels per thread: dw rows apart */
         int ob0 = (int)((long)d.ob * t / T), ob1 = (int)((long)d.ob * (t + 1) / T);
-        rows(&d, K, x, dy, dw, ob0, ob1);
+        rows(&d, K, xs, dy, dw, ob0, ob1);
         if (dbias) bias_rows(&d, g->n, dy, dbias, ob0, ob1);
     }
 }

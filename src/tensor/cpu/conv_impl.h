@@ -40,11 +40,11 @@ typedef enum iabn_conv_path {
 } iabn_conv_path;
 #define IABN_CONV_NPATHS 7
 
-/* Scratch layout, in floats, each part rounded to 64 bytes (the 1x1 path
- * needs none):
+/* Scratch layout, in floats, each part rounded to 64 bytes:
  *   im2col: [wbuf][col x ncol][part x threads]
  *   taps:   [wbuf][dwbuf][col][col2]
  *   direct: its own layout, `total` floats;
+ *   1x1:    x gathered at a strided conv's pixels (none with stride 1);
  *   blocked: [the kernels' own layout, col floats][x copy][y copy], the
  *           copies (nChw16c) only for operands the geometry has in NCHW;
  *   dnnl:   cpu/conv_dnnl.c's layout, `total` floats (the larger of the
@@ -143,16 +143,19 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                  const float *dy, float *dw, float *scratch);
 
-/* The weight pass of 1x1 convs on nChw8c (cpu/conv_1x1.c): groups 1,
- * stride 1, no padding, channels multiples of 8, x and dy both nChw8c.
+/* The weight pass of 1x1 convs on nChw8c (cpu/conv_1x1.c): groups 1, no
+ * padding, any stride, channels multiples of 8, x and dy both nChw8c.
  * _geometry: whether the kernel takes g; _takes: whether the conv path
  * runs it for g's pass (the weight pass, where the build is AVX2: release
  * builds); the kernel itself runs in every build (the portable one gives
- * the same bits).  dw += and dbias += (dbias may be NULL); no scratch. */
+ * the same bits).  dw += and dbias += (dbias may be NULL).  _scratch:
+ * floats of scratch (a strided conv's gathered x; none with stride 1),
+ * whatever the threads. */
 int iabn_conv_1x1_geometry(const iabn_conv_geom *g);
 int iabn_conv_1x1_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+size_t iabn_conv_1x1_scratch(const iabn_conv_geom *g);
 void iabn_conv_1x1_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
-                              const float *dy, float *dw, float *dbias);
+                              const float *dy, float *dw, float *dbias, float *scratch);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
  * power-of-two channels per group in and out (up to the block), channels a
