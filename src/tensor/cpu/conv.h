@@ -7,7 +7,7 @@
  *   - oneDNN (cpu/conv_dnnl.c, in builds that found it) for dense convs
  *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
  *     reorders from and to the NCHW tensors, all three passes;
- *   - a hand-written weight pass for 1x1 convs (stride 1) on nChw8c
+ *   - a hand-written weight pass for 1x1 convs (any stride) on nChw8c
  *     operands (cpu/conv_1x1.c) in AVX2 builds;
  *   - Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c) for dense 3x3
  *     convs with the winograd flag on CPUs without AVX-512, all three
