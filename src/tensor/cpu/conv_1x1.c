@@ -61,7 +61,7 @@ int ENTRY(iabn_conv_1x1_takes)(const iabn_conv_geom *g, iabn_conv_pass pass)
 }
 
 typedef struct dims {
-    int hw;     /* pixels per image (in and out: stride 1)   */
+    int hw;     /* output pixels per image (x's: strided convs read the gathered copy) */
     int cb, ob; /* blocks of 8 input / output channels        */
     size_t ldw; /* c_in: dw's row                             */
 } dims;
@@ -174,10 +174,9 @@ size_t ENTRY(iabn_conv_1x1_scratch)(const iabn_conv_geom *g)
 }
 
 /* x at the pixels a strided conv reads, packed as a stride-1 conv's input
- * (nChw8c, h_out x w_out): a row of ResNeXt's downsampling 1x1 convs is
- * copied in well under a tenth of the kernel's time, and the kernel then
- * reads consecutive pixels (reading every other one directly ran 0.8x-0.95x
- * oneDNN; docs/CPU.md). */
+ * (nChw8c, h_out x w_out), so that the tiles read consecutive pixels: with
+ * the copy, ResNeXt's downsampling 1x1 convs ran 1.05x-1.65x oneDNN, and
+ * reading every other pixel in the tiles 0.8x-0.95x (docs/CPU.md). */
 static void gather(const iabn_conv_geom *g, const float *x, float *xc)
 {
     long planes = (long)g->n * (g->c_in / BLK);
