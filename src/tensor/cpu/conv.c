@@ -471,6 +471,22 @@ void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
     }
 }
 
+void iabn_conv_bias_grad_8c(int n, int c, size_t hw, const float *dy, float *dbias, int ob0,
+                            int ob1)
+{
+    for (int ob = ob0; ob < ob1; ob++) {
+        double s[8] = {0};
+        for (int i = 0; i < n; i++) {
+            const float *p = dy + ((size_t)i * (c / 8) + ob) * hw * 8;
+            float part[8] = {0};
+            for (size_t j = 0; j < hw; j++)
+                for (int l = 0; l < 8; l++) part[l] += p[j * 8 + l];
+            for (int l = 0; l < 8; l++) s[l] += part[l];
+        }
+        for (int l = 0; l < 8; l++) dbias[ob * 8 + l] += (float)s[l];
+    }
+}
+
 static int too_little_scratch(const iabn_conv_plan *p, const iabn_conv_geom *g,
                               iabn_conv_pass pass, size_t scratch_bytes, iabn_err *e)
 {

@@ -150,23 +150,6 @@ static void rows(const dims *d, int K, const float *x, const float *dy, float *d
     }
 }
 
-/* dbias[co] += the sum of dy over images and pixels: per image in float,
- * the images in double (iabn_conv_bias_grad's order on NCHW). */
-static void bias_rows(const dims *d, int n, const float *dy, float *dbias, int ob0, int ob1)
-{
-    for (int ob = ob0; ob < ob1; ob++) {
-        double s[BLK] = {0};
-        for (int i = 0; i < n; i++) {
-            const float *p = dy + ((size_t)i * d->ob + ob) * d->hw * BLK;
-            float part[BLK] = {0};
-            for (int j = 0; j < d->hw; j++)
-                for (int l = 0; l < BLK; l++) part[l] += p[(size_t)j * BLK + l];
-            for (int l = 0; l < BLK; l++) s[l] += part[l];
-        }
-        for (int l = 0; l < BLK; l++) dbias[ob * BLK + l] += (float)s[l];
-    }
-}
-
 size_t ENTRY(iabn_conv_1x1_scratch)(const iabn_conv_geom *g)
 {
     return g->stride == 1 ? 0
@@ -209,6 +192,6 @@ void ENTRY(iabn_conv_1x1_bwd_filter)(const iabn_conv_geom *g, int threads, const
         /* whole blocks of output channels per thread: dw rows apart */
         int ob0 = (int)((long)d.ob * t / T), ob1 = (int)((long)d.ob * (t + 1) / T);
         rows(&d, K, xs, dy, dw, ob0, ob1);
-        if (dbias) bias_rows(&d, g->n, dy, dbias, ob0, ob1);
+        if (dbias) iabn_conv_bias_grad_8c(g->n, g->c_out, (size_t)d.hw, dy, dbias, ob0, ob1);
     }
 }

@@ -75,7 +75,6 @@
 #define SPECIALISED SIMD_NATIVE
 
 /* The lane a rotation by j within groups of cpg lanes reads for lane l. */
-static inline int rot_lane(int l, int j, int cpg) { return (l & ~(cpg - 1)) | ((l + j) & (cpg - 1)); }
 
 /* One pass as the kernels run it: outputs (ho x wo) from a source (hs x ws)
  * (x for fwd and bwd-filter, dy for bwd-data). */
@@ -188,7 +187,7 @@ static void source_init(source *r, const bplan *b)
     r->b = b;
     for (int j = 0; j < b->cpg; j++) {
         int lanes[BLK];
-        for (int l = 0; l < BLK; l++) lanes[l] = rot_lane(l, j, b->cpg);
+        for (int l = 0; l < BLK; l++) lanes[l] = iabn_conv_rot_lane(l, j, b->cpg);
         r->rot[j] = vidx_make(lanes);
     }
 }
@@ -405,7 +404,7 @@ static void pack_weights(const iabn_conv_geom *g, int bwd, const float *w, float
     int off[BLK * BLK];
     for (int j = 0; j < cpg; j++)
         for (int m = 0; m < BLK; m++) {
-            int back = rot_lane(m, cpg - j, cpg);
+            int back = iabn_conv_rot_lane(m, cpg - j, cpg);
             int oc = bwd ? m : back, ic = (bwd ? back : m) % cpg;
             off[j * BLK + m] = (oc * cpg + ic) * T;
         }
@@ -702,7 +701,7 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < cpg; j++)
                     for (int m = 0; m < BLK; m++) {
-                        int oc = bk * BLK + rot_lane(m, cpg - j, cpg), ic = m % cpg;
+                        int oc = bk * BLK + iabn_conv_rot_lane(m, cpg - j, cpg), ic = m % cpg;
                         dw[((size_t)oc * cpg + ic) * T + t] += dwb[((size_t)t * cpg + j) * BLK + m];
                     }
             if (dbias)

@@ -150,9 +150,8 @@ static void pack(const iabn_conv_geom *g, int bwd, const float *w, float *V)
         for (int t = 0; t < 9; t++)
             for (int j = 0; j < cpg; j++)
                 for (int m = 0; m < BLK; m++) {
-                    int base = b * BLK + (m & ~(cpg - 1)), mine = m & (cpg - 1);
-                    int other = (mine + j) & (cpg - 1);
-                    int oc = base + (bwd ? other : mine), ic = bwd ? mine : other;
+                    int r = iabn_conv_rot_lane(m, j, cpg); /* input lane m reads lane r */
+                    int oc = b * BLK + (bwd ? r : m), ic = (bwd ? m : r) & (cpg - 1);
                     V[(((size_t)b * 9 + t) * cpg + j) * BLK + m] =
                         w[((size_t)oc * cpg + ic) * 9 + (bwd ? 8 - t : t)];
                 }
@@ -176,7 +175,7 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
         vidx rot[CPG_MAX];
         for (int j = 0; j < cpg; j++) {
             int lanes[BLK];
-            for (int l = 0; l < BLK; l++) lanes[l] = (l & ~(cpg - 1)) | ((l + j) & (cpg - 1));
+            for (int l = 0; l < BLK; l++) lanes[l] = iabn_conv_rot_lane(l, j, cpg);
             rot[j] = vidx_make(lanes);
         }
 #pragma omp for schedule(static)

@@ -253,6 +253,18 @@ void iabn_conv_taps_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, c
 
 /* dbias[c] += sum over n, hw of dy[n, c, hw] (shared by every path). */
 void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias);
+/* The same on nChw8c dy (c channels), for the channel blocks [ob0, ob1),
+ * in the caller's thread: per image in float, the images in double. */
+void iabn_conv_bias_grad_8c(int n, int c, size_t hw, const float *dy, float *dbias, int ob0,
+                            int ob1);
+
+/* Lane l of a vector rotated by j within each group of cpg lanes (a power
+ * of two): it takes lane base(l) + (l + j) % cpg (the blocked grouped
+ * kernels' rotations, cpu/conv_blocked.c and conv_blocked_rot.c). */
+static inline int iabn_conv_rot_lane(int l, int j, int cpg)
+{
+    return (l & ~(cpg - 1)) | ((l + j) & (cpg - 1));
+}
 
 /* Rounds a float count up to whole 64-byte lines. */
 static inline size_t iabn_conv_round16(size_t f) { return (f + 15) & ~(size_t)15; }

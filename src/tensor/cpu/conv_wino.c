@@ -470,18 +470,7 @@ void iabn_conv_wino_bwd_filter(const iabn_conv_geom *g, int threads, const float
     }
     transform_dw(&q, m, dw, threads);
     if (!dbias) return;
-    int nbo = q.co / LANES;
-    size_t plane = (size_t)q.h * q.w;
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int ob = 0; ob < nbo; ob++) {
-        double sum[LANES] = {0};
-        for (int n = 0; n < q.n; n++) {
-            const float *d = dy + ((size_t)n * nbo + ob) * plane * LANES;
-            float part[LANES] = {0};
-            for (size_t p = 0; p < plane; p++)
-                for (int l = 0; l < LANES; l++) part[l] += d[p * LANES + l];
-            for (int l = 0; l < LANES; l++) sum[l] += part[l];
-        }
-        for (int l = 0; l < LANES; l++) dbias[ob * LANES + l] += (float)sum[l];
-    }
+    for (int ob = 0; ob < q.co / LANES; ob++)
+        iabn_conv_bias_grad_8c(q.n, q.co, (size_t)q.h * q.w, dy, dbias, ob, ob + 1);
 }
