@@ -269,8 +269,13 @@ static int plan_clone(const iabn_graph *g, const cand *cs, int nc, int paper, ia
     for (int i = 0; i < nc; i++) (*gc)->t[cs[i].t].policy = cs[i].chosen;
     if (paper) iabn_graph_offload_conv_inputs(*gc);
     /* the live bytes the greedy works on, without Winograd's larger scratch:
-     * auto fits those under the final plan's own lower bound (winograd.c) */
-    if ((*gc)->winograd == IABN_WINOGRAD_AUTO) (*gc)->winograd = IABN_WINOGRAD_OFF;
+     * auto fits those under the final plan's own lower bound (winograd.c).
+     * The paper's policy is taken only where its plan fits: that plan is
+     * the one the step runs, Winograd mode and all (--offload's).  Planned
+     * without Winograd, VGG19's weight passes copied their operands to NCHW
+     * in 53 MiB of scratch where Winograd takes 24, and the policy was
+     * refused at the very memory --offload reports for it. */
+    if (!paper && (*gc)->winograd == IABN_WINOGRAD_AUTO) (*gc)->winograd = IABN_WINOGRAD_OFF;
     iabn_plan_opts o;
     iabn_plan_opts_default(&o);
     o.mode = IABN_PLAN_FULL;
