@@ -116,17 +116,23 @@ static void test_choice(void)
         CHECK_MSG((s.mem.layouts.blocked > 0) == blocked_cpu(), "%s: %d blocked",
                   iabn_bn_mode_name(m), s.mem.layouts.blocked);
         check_invariants(s.graph, iabn_bn_mode_name((iabn_bn_mode)m));
-        size_t scratch = s.mem.scratch_max, arena = s.mem.arena;
+        size_t scratch = s.mem.scratch_max, arena = s.mem.arena, lower = s.mem.lower_bound;
         iabn_session_free(&s);
         c.layout_mode = IABN_LAYOUT_MODE_NCHW;
         CHECK_MSG(iabn_session_build(&c, &s, &e) == 0, "%s", e.msg);
         CHECK(s.mem.layouts.blocked == 0 && s.mem.layouts.blocked_bytes == 0);
         /* Blocked operands save oneDNN's copies.  Without AVX-512 the native
          * weight passes of dense convs copy theirs to NCHW in their scratch
-         * (cpu/conv.c native_weights): the largest scratch may grow there,
-         * and the arena by no more than it (on this net at 32x32 it does;
-         * on ResNeXt-101 and WideResNet-38 at 224 the arena falls) */
+         * (cpu/conv.c native_weights): scratch may grow there, and the
+         * arena by no more than the largest scratch or the lower bound (the
+         * live bytes of a step, which only scratch moves: layouts change no
+         * tensor's size) grew.  On this net at 32x32 it does: with the stem
+         * conv writing nChw8c, the next conv's weight pass copies x too, and
+         * checkpoint_opt's arena and lower bound each grew by 512 KiB; on
+         * ResNeXt-101 and WideResNet-38 at 224 the arena falls */
         size_t grew = scratch > s.mem.scratch_max ? scratch - s.mem.scratch_max : 0;
+        if (lower > s.mem.lower_bound && lower - s.mem.lower_bound > grew)
+            grew = lower - s.mem.lower_bound;
         CHECK_MSG(arena <= s.mem.arena + grew, "%s: arena %zu with layouts, %zu without",
                   iabn_bn_mode_name(m), arena, s.mem.arena);
         if (t_cpu_avx512_core())
@@ -345,7 +351,14 @@ static void test_parity(void)
              * checked against PyTorch in tests/fixtures/parity.py:
              * wider_resnet38_a2 at 64x64 runs 33 passes on it) */
             CHECK_MSG((wa > 0) == (wino && wino_cpu()), "%s: %d passes on Winograd", what, wa);
-            CHECK_MSG(fabsf(la - lb) <= 1e-5f * fabsf(lb) + 1e-6f, "%s, %s: loss %.9g, nchw %.9g",
+            /* With the layouts, the stem conv runs oneDNN's kernel (y
+             * blocked) where NCHW runs im2col: the two differ in rounding
+             * from the first layer on, and this net is that sensitive:
+             * scaling each input by 1 +- 6e-8 alone moved the NCHW run's loss
+             * by 7.6e-6 of it (ReLU; 1.4e-6 leaky).  The layouts measured
+             * 1.26e-5 (ReLU) and 4.4e-6 (leaky); a wrong kernel moves it by
+             * far more than the bound */
+            CHECK_MSG(fabsf(la - lb) <= 4e-5f * fabsf(lb) + 1e-6f, "%s, %s: loss %.9g, nchw %.9g",
                       iabn_bn_mode_name(m), what, la, lb);
             CHECK(na == nb);
             double worst = 0.0;
@@ -366,8 +379,9 @@ static void test_parity(void)
             }
             /* auto alone measured up to 4.9e-5, with Winograd 1.5e-4 (the
              * BN parameters' gradients, sums that cancel, amplify the convs'
-             * rounding): each within about 2x-3x of what it showed */
-            CHECK_MSG(worst < (wino ? 5e-4 : 1e-4), "%s, %s: gradient %d differs by %.3g (relative L2)",
+             * rounding); with the stem on oneDNN (above) both 9.6e-5: each
+             * within about 3x of what it showed */
+            CHECK_MSG(worst < (wino ? 5e-4 : 3e-4), "%s, %s: gradient %d differs by %.3g (relative L2)",
                       iabn_bn_mode_name(m), what, wi, worst);
         }
         for (int i = 0; i < nb; i++) free(gb[i]);

@@ -87,6 +87,19 @@ int iabn_conv_dnnl_plain(const iabn_conv_geom *g)
            g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW;
 }
 
+/* A stem conv writing a blocked y: fewer input channels than a block (an
+ * image's 3), which no blocked layout holds, so x stays NCHW.  oneDNN's
+ * "flat" kernels read such an x as it is and write y blocked, with no copies
+ * (its forward, and with 3 channels its weight pass; docs/CPU.md "The
+ * stem"): the conv's y and the BN after it stay blocked, and the next
+ * conv reads them without reordering. */
+static int stem_blocked(const iabn_conv_geom *g)
+{
+    return g->groups == 1 && g->kh * g->kw > 1 && g->dil == 1 && g->x_layout == IABN_LAYOUT_NCHW &&
+           g->y_layout != IABN_LAYOUT_NCHW && g->c_in < iabn_layout_block(g->y_layout) &&
+           g->c_out >= 16 && g->c_out % iabn_layout_block(g->y_layout) == 0;
+}
+
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (!iabn_conv_have_dnnl()) return 0;
@@ -132,7 +145,7 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
      * computes them: those stay on the per-tap path when most taps read
      * padding (docs/CPU.md: on ASPP d=12 the per-tap path ties or wins
      * there, and oneDNN's weight pass is 1.5x faster). */
-    if (g->c_in < 16 || g->c_out < 16) return 0;
+    if ((g->c_in < 16 || g->c_out < 16) && !stem_blocked(g)) return 0;
     /* oneDNN reorders the whole batch's input and output into blocked
      * copies in the node scratch; the native paths need a column buffer per
      * image at most.  Above IABN_DNNL_COPY_MAX those copies would raise the
@@ -238,6 +251,13 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     if (iabn_conv_wino_takes(&b, pass)) return 1;
     /* the 1x1 weight pass on nChw8c (cpu/conv_1x1.c) */
     if (iabn_conv_1x1_takes(&b, pass)) return 1;
+    /* a stem: x NCHW, y as oneDNN's flat kernel writes it */
+    iabn_conv_geom s = p;
+    s.y_layout = L;
+    if (stem_blocked(&s)) {
+        if (!y_side) return 0;
+        return iabn_conv_use_dnnl(&s, pass) ? iabn_conv_dnnl_blocked(&s, 1, L) : -1;
+    }
     if (!iabn_conv_use_dnnl(&b, pass)) return -1;
     if ((y_side ? p.c_out : p.c_in) % iabn_layout_block(L)) return 0;
     /* A weight pass the native kernels run reads NCHW, blocked operands
@@ -299,7 +319,7 @@ static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int thre
                           iabn_conv_plan *n)
 {
     if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 ||
-        iabn_conv_direct_avx512())
+        iabn_conv_direct_avx512() || stem_blocked(g))
         return 0;
     iabn_conv_geom p = *g;
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
