@@ -410,10 +410,19 @@ static void test_conv_bench(void)
      * characters once the cases outgrew it) */
     CHECK(iabn_convbench_run("nope", 1, 235.0, 1, rows, 8, &n, &e) == IABN_EINVAL &&
           strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3") &&
-          strstr(e.msg, "dense3x3_7"));
+          strstr(e.msg, "dense3x3_7") && strstr(e.msg, "stem3x3"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[11] && !names[12]); /* twelve cases */
+    CHECK(names[0] && names[12] && !names[13]); /* thirteen cases */
+    /* the stem: its forward and weight pass where the graph runs them (y
+     * blocked: oneDNN's flat kernels), labelled by the run the row's
+     * GFLOP/s come from (it said the native path's name before) */
+    CHECK_OK(iabn_convbench_run("stem3x3", 1, 235.0, 1, rows, 8, &n, &e));
+    CHECK(n == 3);
+    for (int i = 0; i < n && i < 3; i += 2)
+        CHECK_MSG(rows[i].blocked ? !strcmp(rows[i].path, "onednn") && rows[i].onednn
+                                  : !strcmp(rows[i].path, rows[i].native_path),
+                  "stem pass %d: path %s, blocked %d", i, rows[i].path, rows[i].blocked);
     /* a 7x7 map: no target, and --winograd's rule leaves it direct */
     CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);

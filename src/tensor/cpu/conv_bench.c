@@ -47,6 +47,9 @@ static const bench_case cases[] = {
     {"dense3x3_112", "3x3 64->64 112x112 b4", 4, 64, 112, 112, 64, 3, 1, 1, 1, 1, {0, 0, 0}},
     {"dense3x3_28", "3x3 512->512 28x28 b4", 4, 512, 28, 28, 512, 3, 1, 1, 1, 1, {0, 0, 0}},
     {"dense3x3_7", "3x3 512->512 7x7 b4", 4, 512, 7, 7, 512, 3, 1, 1, 1, 1, {0, 0, 0}},
+    /* ResNeXt's stem: x NCHW, y blocked where oneDNN's flat kernels take it
+     * (docs/CPU.md "The stem"); its data pass never runs in a step */
+    {"stem3x3", "3x3 3->64 s2 224x224 b4", 4, 3, 224, 224, 64, 3, 2, 1, 1, 1, {0, 0, 0}},
 };
 
 static const char *const pass_names[3] = {"fwd", "bwd-data", "bwd-weights"};
@@ -404,9 +407,11 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         r->desc = bc->desc;
         r->pass = pass_names[pass];
         r->native_path = path_label(&nat[pass]);
+        /* the path of the run the row's GFLOP/s come from */
+        int dnnl_row = has_blk ? blk[pass].path == IABN_CONV_PATH_DNNL : chose_dnnl;
         r->path = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED ? "blocked"
                   : has_blk && blk[pass].path == IABN_CONV_PATH_1X1  ? "1x1"
-                  : chose_dnnl                                       ? "onednn"
+                  : dnnl_row                                         ? "onednn"
                                                                      : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";
         r->onednn = has_dn;
