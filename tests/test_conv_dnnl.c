@@ -544,6 +544,58 @@ static void stem_case(int n, int ci, int h, int co, int k, int stride)
     free(rw); free(x); free(w); free(dy); free(dyb); free(yb); free(y); free(dw);
 }
 
+/* The data pass of a 1x1 conv, which with 784 output pixels or more runs
+ * as oneDNN's forward of the transposed conv on AVX2 (conv_dnnl_plan.c
+ * transposed_fwd), and with fewer as its data pass: against a double
+ * reference, in NCHW and the CPU's blocked layout, dx overwritten (a NaN
+ * left in it fails). */
+static void data_1x1_case(int n, int ci, int co, int h, iabn_layout L)
+{
+    iabn_conv_geom g;
+    CHECK(iabn_conv_geom_init(&g, n, ci, h, h, co, 1, 1, 1, 0, 1, 1) == 0);
+    g.x_layout = g.y_layout = L;
+    if (!iabn_conv_use_dnnl(&g, IABN_CONV_BWD_DATA)) return;
+    int hw = h * h, B = iabn_layout_block(L);
+    size_t nx = (size_t)n * ci * hw, ny = (size_t)n * co * hw, nw = (size_t)co * ci;
+    float *w = malloc(nw * 4), *dy = malloc(ny * 4), *dyl = malloc(ny * 4);
+    float *dxl = malloc(nx * 4), *dx = malloc(nx * 4);
+    t_fill(w, nw, 31); t_fill(dy, ny, 32);
+    if (L == IABN_LAYOUT_NCHW) memcpy(dyl, dy, ny * 4);
+    else t_nchw_blk(n, co, hw, B, dy, dyl, 0);
+    for (size_t i = 0; i < nx; i++) dxl[i] = NAN;
+    size_t sb = iabn_conv_scratch_bytes(&g, IABN_CONV_BWD_DATA, 2);
+    void *sc = malloc(sb ? sb : 1);
+    iabn_err e = {0};
+    CHECK_OK(iabn_conv_bwd_data(cache, &g, dyl, w, dxl, sc, sb, &e));
+    if (L == IABN_LAYOUT_NCHW) memcpy(dx, dxl, nx * 4);
+    else t_nchw_blk(n, ci, hw, B, dxl, dx, 1);
+    double err = 0, big = 0;
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < ci; c++)
+            for (int p = 0; p < hw; p++) {
+                double s = 0;
+                for (int o = 0; o < co; o++)
+                    s += (double)w[(size_t)o * ci + c] * dy[((size_t)i * co + o) * hw + p];
+                double v = dx[((size_t)i * ci + c) * hw + p];
+                err = isnan(v) ? INFINITY : fmax(err, fabs(v - s));
+                big = fmax(big, fabs(s));
+            }
+    CHECK_MSG(err <= 1e-5 * big, "1x1 data %dx%d@%d -> %d, %s: off by %.3g of %.3g", n, ci, h, co,
+              iabn_layout_name(L), err, big);
+    free(sc); free(w); free(dy); free(dyl); free(dxl); free(dx);
+}
+
+static void test_data_1x1(void)
+{
+    static const iabn_layout LS[] = {IABN_LAYOUT_NCHW, IABN_LAYOUT_NCHW8C, IABN_LAYOUT_NCHW16C};
+    for (int l = 0; l < 3; l++) {
+        if (LS[l] != IABN_LAYOUT_NCHW && LS[l] != CPU_BLOCKED) continue;
+        data_1x1_case(4, 64, 48, 14, LS[l]); /* 784 pixels: the forward */
+        data_1x1_case(1, 32, 64, 28, LS[l]); /* 784 (on NCHW: oneDNN's GEMM) */
+        data_1x1_case(4, 48, 32, 7, LS[l]);  /* 196: the data pass */
+    }
+}
+
 static void test_stem(void)
 {
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL)
@@ -802,6 +854,7 @@ int main(void)
     RUN(test_parity);
     RUN(test_blocked);
     RUN(test_stem);
+    RUN(test_data_1x1);
     RUN(test_blocked_map);
     RUN(test_impl);
     RUN(test_device);

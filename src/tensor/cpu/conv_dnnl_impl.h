@@ -38,6 +38,10 @@ typedef struct iabn_dnnl_plan {
                                 * merged OIHW weights (or their gradient)
                                 * then open the aligned scratch             */
     int pass, threads;
+    int tfwd;                  /* the data pass of a 1x1 conv run as the
+                                * forward of pg, g transposed (c_in and
+                                * c_out, x and y swapped): dx = W^T dy
+                                * (conv_dnnl_plan.c, transposed_fwd)        */
     int wino;                  /* runs oneDNN's Winograd kernels            */
     int sum_post;              /* an accumulating forward (g.accumulate)
                                 * whose primitive writes y as the caller

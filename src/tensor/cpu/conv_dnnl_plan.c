@@ -222,6 +222,11 @@ static int add_io(dnnl_engine_t eng, iabn_dnnl_plan *p, int arg, dnnl_query_t q,
     if (want->ndims == 1) {
         dnnl_dims_t bd = {g->c_out};
         DN(dnnl_memory_desc_init_by_tag(&io->user_md, 1, bd, dnnl_f32, dnnl_x));
+    } else if (p->tfwd && arg == DNNL_ARG_WEIGHTS) {
+        /* the caller's OIHW weights of g, read as pg's (O = g's c_in) */
+        dnnl_dims_t d = {g->c_out, g->c_in, 1, 1};
+        DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, dnnl_iohw));
+        plain = 0;
     } else if (arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS) {
         int rc = weight_md(g, 0, &io->user_md, e);
         if (rc) return rc;
@@ -239,7 +244,7 @@ static int add_io(dnnl_engine_t eng, iabn_dnnl_plan *p, int arg, dnnl_query_t q,
     /* the layout map (cpu/blocked_map.h): the addition of an accumulating
      * output wherever it can express the layout, the copy of the weights
      * going in where it moves 16 x 16 blocks (a 1x1 conv's) */
-    if ((accumulate && plain) || (!out && arg == DNNL_ARG_WEIGHTS)) {
+    if ((accumulate && plain) || (!out && arg == DNNL_ARG_WEIGHTS && plain)) {
         int m = iabn_blocked_map_from_dnnl(&io->map, &io->prim_md);
         if (m < 0) return iabn_err_set(e, IABN_ENOMEM, "out of memory for a weight layout map");
         if (m == 0 && (out || io->map.tile16 || io->map.rows16)) return 0;
@@ -280,7 +285,8 @@ static int prim_desc(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int wino, d
 {
     const iabn_conv_geom *g = &p->pg;
     dnnl_convolution_desc_t cd;
-    int rc = conv_desc(g, p->pass, bias, wino, &cd, e);
+    int pass = p->tfwd ? IABN_CONV_FWD : p->pass;
+    int rc = conv_desc(g, pass, bias, wino, &cd, e);
     if (rc) return rc;
     dnnl_memory_desc_t r_md;
     if (p->binary) DN(act_md(g, 0, &r_md));
@@ -289,7 +295,7 @@ static int prim_desc(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int wino, d
         return rc;
     dnnl_primitive_desc_t hint = NULL;
     *s = dnnl_success;
-    if (p->pass != IABN_CONV_FWD) {
+    if (pass != IABN_CONV_FWD) {
         /* the backward passes need the forward's descriptor as a hint */
         dnnl_convolution_desc_t fd;
         rc = conv_desc(g, IABN_CONV_FWD, 0, wino, &fd, e);
@@ -383,12 +389,39 @@ static int try_binary(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, iabn_err *
     return rc;
 }
 
+/* Whether the data pass of g runs as the forward of g transposed.  The
+ * data pass of a 1x1 conv (stride 1, no padding) is dx = W^T dy: the
+ * forward of a conv from c_out to c_in whose weights are W's transpose,
+ * which oneDNN's reorder reads from the caller's OIHW (as IOHW).  On AVX2
+ * (jit_1x1:avx2, nChw8c) that ran ResNeXt's 1x1 data passes at 14x14 and
+ * more 1.04x-1.07x faster on average, at 7x7 (batch 4) 0.82x-0.91x: the
+ * transposing reorder of the weights costs about as much as the straight
+ * one on 196 output pixels (docs/CPU.md "AVX2 CPUs").  Hence at least 784
+ * pixels in the batch (4 x 14 x 14).  Unmeasured with AVX-512, where the
+ * data pass stays; not for the NCHW GEMM convs (iabn_conv_dnnl_plain). */
+#define TFWD_MIN_PIXELS 784
+static int transposed_fwd(const iabn_conv_geom *g, int pass)
+{
+    return pass == IABN_CONV_BWD_DATA && g->groups == 1 && g->kh == 1 && g->kw == 1 &&
+           g->stride == 1 && g->pad == 0 && g->dil == 1 && !iabn_conv_dnnl_plain(g) &&
+           (long)g->n * g->h_out * g->w_out >= TFWD_MIN_PIXELS &&
+           iabn_conv_blocked_layout() == IABN_LAYOUT_NCHW8C;
+}
+
 /* Builds the descriptors (and, with `prims`, the primitives) of a plan. */
 int iabn_dnnl_plan_build(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int prims, iabn_err *e)
 {
     p->merge = merge_factor(&p->g);
     p->pg = p->g;
     p->pg.groups /= p->merge;
+    p->tfwd = transposed_fwd(&p->g, p->pass);
+    if (p->tfwd) {
+        iabn_conv_geom *t = &p->pg;
+        t->c_in = p->g.c_out;
+        t->c_out = p->g.c_in;
+        t->x_layout = p->g.y_layout;
+        t->y_layout = p->g.x_layout;
+    }
     const iabn_conv_geom *g = &p->pg;
     int acc = p->pass == IABN_CONV_FWD ? p->g.accumulate : 0;
     p->sum_post = p->binary = 0;
@@ -411,15 +444,15 @@ int iabn_dnnl_plan_build(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int pri
         off = iabn_dnnl_align64(merged_weight_count(&p->pg) * sizeof(float));
     const dnnl_memory_desc_t *spm = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
     pad = spm ? dnnl_memory_desc_get_size(spm) : 0;
-    switch (p->pass) {
-    case IABN_CONV_FWD:
+    switch (p->tfwd ? IABN_CONV_FWD : p->pass) {
+    case IABN_CONV_FWD: /* or the transposed data pass: dy, w, dx */
         rc = add_io(eng, p, DNNL_ARG_SRC, dnnl_query_src_md, 0, 0, 0, &off, &pad, e);
         if (!rc) rc = add_io(eng, p, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, 0, 0, &off, &pad, e);
         if (!rc && bias)
             rc = add_io(eng, p, DNNL_ARG_BIAS, dnnl_query_weights_md, 1, 0, 0, &off, &pad, e);
         if (!rc)
             rc = add_io(eng, p, DNNL_ARG_DST, dnnl_query_dst_md, 0, 1,
-                        p->g.accumulate && !p->sum_post && !p->binary, &off, &pad, e);
+                        acc && !p->sum_post && !p->binary, &off, &pad, e);
         break;
     case IABN_CONV_BWD_DATA:
         rc = add_io(eng, p, DNNL_ARG_DIFF_DST, dnnl_query_diff_dst_md, 0, 0, 0, &off, &pad, e);
