@@ -20,6 +20,7 @@
 #include "tensor/tensor.h"
 #include "tensor/cpu/blocked_map.h"
 #include "tensor/cpu/conv_impl.h"
+#include "test_dnnl.h"
 #include "test_util.h"
 
 #if IABN_HAVE_DNNL
@@ -719,13 +720,8 @@ static void test_accumulate(void)
 
 int main(void)
 {
-    if (!iabn_conv_have_dnnl()) {
-        printf("SKIP: this build has no oneDNN\n");
-        return 77;
-    }
-    iabn_set_num_threads(2);
-    iabn_err e = {0};
-    CHECK_OK(iabn_conv_cache_new(&cache, &e));
+    int skip = t_dnnl_start(&cache);
+    if (skip) return skip;
     RUN(test_parity);
     RUN(test_blocked);
     RUN(test_blocked_map);

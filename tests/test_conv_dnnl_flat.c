@@ -7,6 +7,7 @@
  * votes. */
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/tensor.h"
+#include "test_dnnl.h"
 #include "test_util.h"
 
 static iabn_conv_cache *cache;
@@ -139,13 +140,8 @@ static void test_stem(void)
 
 int main(void)
 {
-    if (!iabn_conv_have_dnnl()) {
-        printf("SKIP: this build has no oneDNN\n");
-        return 77;
-    }
-    iabn_set_num_threads(2);
-    iabn_err e = {0};
-    CHECK_OK(iabn_conv_cache_new(&cache, &e));
+    int skip = t_dnnl_start(&cache);
+    if (skip) return skip;
     RUN(test_stem);
     RUN(test_data_1x1);
     iabn_conv_cache_free(cache);

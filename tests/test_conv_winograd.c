@@ -12,6 +12,7 @@
 #include "iabn_config.h"
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/tensor.h"
+#include "test_dnnl.h"
 #include "test_util.h"
 
 /* Winograd rounds differently from the direct convolution (it sums
@@ -191,11 +192,8 @@ static void test_declined(void)
 
 int main(void)
 {
-    if (!iabn_conv_have_dnnl()) {
-        printf("SKIP: this build has no oneDNN\n");
-        return 77;
-    }
-    iabn_set_num_threads(2);
+    int skip = t_dnnl_start(NULL);
+    if (skip) return skip;
     RUN(test_winograd);
     RUN(test_declined);
     return TEST_END();

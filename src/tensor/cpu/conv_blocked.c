@@ -74,8 +74,6 @@
  * instrumented or not. */
 #define SPECIALISED SIMD_NATIVE
 
-/* The lane a rotation by j within groups of cpg lanes reads for lane l. */
-
 /* One pass as the kernels run it: outputs (ho x wo) from a source (hs x ws)
  * (x for fwd and bwd-filter, dy for bwd-data). */
 typedef struct bplan {

@@ -205,6 +205,10 @@ void iabn_dnnl_merge_weights(const iabn_dnnl_plan *p, float *w, float *mw, int b
         }
 }
 
+/* The pass p's primitive runs: its own, or the forward for a transposed
+ * data pass (transposed_fwd below). */
+static int prim_pass(const iabn_dnnl_plan *p) { return p->tfwd ? IABN_CONV_FWD : p->pass; }
+
 /* Adds operand `arg` with the caller's layout; a reorder and a scratch copy
  * when the primitive wants another layout, or when an output accumulates. */
 static int add_io(dnnl_engine_t eng, iabn_dnnl_plan *p, int arg, dnnl_query_t q, int qi, int out,
@@ -226,7 +230,7 @@ static int add_io(dnnl_engine_t eng, iabn_dnnl_plan *p, int arg, dnnl_query_t q,
         /* the caller's OIHW weights of g, read as pg's (O = g's c_in) */
         dnnl_dims_t d = {g->c_out, g->c_in, 1, 1};
         DN(dnnl_memory_desc_init_by_tag(&io->user_md, 4, d, dnnl_f32, dnnl_iohw));
-        plain = 0;
+        plain = 0; /* not in pg's dims order: oneDNN's reorder, not the map */
     } else if (arg == DNNL_ARG_WEIGHTS || arg == DNNL_ARG_DIFF_WEIGHTS) {
         int rc = weight_md(g, 0, &io->user_md, e);
         if (rc) return rc;
@@ -285,7 +289,7 @@ static int prim_desc(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int wino, d
 {
     const iabn_conv_geom *g = &p->pg;
     dnnl_convolution_desc_t cd;
-    int pass = p->tfwd ? IABN_CONV_FWD : p->pass;
+    int pass = prim_pass(p);
     int rc = conv_desc(g, pass, bias, wino, &cd, e);
     if (rc) return rc;
     dnnl_memory_desc_t r_md;
@@ -444,7 +448,7 @@ int iabn_dnnl_plan_build(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int pri
         off = iabn_dnnl_align64(merged_weight_count(&p->pg) * sizeof(float));
     const dnnl_memory_desc_t *spm = dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
     pad = spm ? dnnl_memory_desc_get_size(spm) : 0;
-    switch (p->tfwd ? IABN_CONV_FWD : p->pass) {
+    switch (prim_pass(p)) {
     case IABN_CONV_FWD: /* or the transposed data pass: dy, w, dx */
         rc = add_io(eng, p, DNNL_ARG_SRC, dnnl_query_src_md, 0, 0, 0, &off, &pad, e);
         if (!rc) rc = add_io(eng, p, DNNL_ARG_WEIGHTS, dnnl_query_weights_md, 0, 0, 0, &off, &pad, e);
