@@ -313,7 +313,8 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
         return;
     }
     for (int p = 0; p < 3; p++) CHECK(iabn_conv_layouts_ok(&gb, (iabn_conv_pass)p));
-    /* the 1x1 weight pass on nChw8c runs cpu/conv_1x1.c (its own sums;
+    /* the 1x1 weight pass on nChw8c (AVX2) and on nChw16c up to 14x14
+     * (AVX-512) runs cpu/conv_1x1.c (its own sums;
      * test_conv_1x1 checks it against a double-precision reference) */
     if (iabn_conv_1x1_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
     int hwi = g.h_in * g.w_in, hwo = g.h_out * g.w_out;
@@ -394,11 +395,14 @@ static void test_blocked(void)
         blocked_case(L, 2, 128, 14, 128, 3, 1, 8, 1, 7); /* grouped, 16 per group */
         /* 8 per group: oneDNN, merged pairs with AVX-512, unmerged with AVX2 */
         blocked_case(L, 2, 128, 14, 128, 3, 1, 16, 1, 7);
-        /* and on 28x28: with AVX-512 the direct kernels on NCHW, the
-         * blocked ones on nChw16c (summing in another order), none on
-         * nChw8c; with AVX2 the direct kernels on NCHW, oneDNN on blocked */
-        blocked_case(L, 2, 128, 28, 128, 3, 1, 16, 0,
-                     lanes16() && L == IABN_LAYOUT_NCHW8C ? -1 : 0);
+        /* and on 28x28: the direct kernels on NCHW; on blocked operands
+         * with AVX-512 the blocked kernels (nChw16c, and the 8-lane build
+         * on nChw8c: one group per block), with AVX2 oneDNN; all summing
+         * in another order */
+        blocked_case(L, 2, 128, 28, 128, 3, 1, 16, 0, 0);
+        /* 12 per group on 28x28: no kernel takes blocked operands (the
+         * layout pass leaves such convs NCHW) */
+        blocked_case(L, 2, 192, 28, 192, 3, 1, 16, 0, -1);
         /* dense 3x3, stride 2 (AVX2: the NCHW weight pass natively) */
         blocked_case(L, 2, 32, 9, 48, 3, 2, 1, 1, lanes16() ? 7 : 3);
         /* 1x1 on 28x28: a GEMM on NCHW operands, the blocked 1x1 kernel (no
