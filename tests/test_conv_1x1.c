@@ -1,46 +1,68 @@
-/* test_conv_1x1.c: the weight pass of 1x1 convs on nChw8c (cpu/conv_1x1.c).
+/* test_conv_1x1.c: the weight pass of 1x1 convs on nChw8c and nChw16c
+ * (cpu/conv_1x1.c).
  *
  * Geometries with 1 to 7 input blocks (tiles of 3, 2 and 1 blocks), one
  * pixel chunk and several (the chunk boundaries inside an image and
  * between images), strides 1 to 3 (x gathered into the scratch), with and
- * without bias: dw and dbias, which accumulate,
+ * without bias, in both lane counts: dw and dbias, which accumulate,
  * against a double-precision reference; the same bits with 1, 2 and 3
- * threads, in the library's build and a portable one (cpu/simd.h's float
- * structs, built here with AVX2 off), and nothing written past a buffer.
+ * threads, in the library's build (AVX2 for 8 lanes, AVX-512 for 16 where
+ * the CPU has it) and a portable one (cpu/simd.h's float structs, built
+ * here with AVX2 off), and nothing written past a buffer.
  * Through the entry point (cpu/conv.h): the path the graph gets (the AVX2
- * build takes the weight pass of nChw8c operands, nothing else), the same
- * bits as the kernel, scratch only where strided (too little is an error),
- * and the layout votes.
+ * build takes the weight pass of nChw8c operands, the AVX-512 one that of
+ * nChw16c operands on maps up to 14x14, nothing else), the same bits as
+ * the kernel, scratch only where strided (too little is an error), and the
+ * layout votes.
  */
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/tensor.h"
 #include "test_util.h"
 
+#include "iabn_config.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-/* the portable copy (tests/meson.build) */
+/* the portable copies (tests/meson.build), 8 and 16 lanes */
 int iabn_conv_1x1_geometry_portable(const iabn_conv_geom *g);
 void iabn_conv_1x1_bwd_filter_portable(const iabn_conv_geom *g, int threads, const float *x,
                                        const float *dy, float *dw, float *dbias, float *scratch);
+int iabn_conv_1x1_geometry_portable16(const iabn_conv_geom *g);
+size_t iabn_conv_1x1_scratch_portable16(const iabn_conv_geom *g);
+void iabn_conv_1x1_bwd_filter_portable16(const iabn_conv_geom *g, int threads, const float *x,
+                                         const float *dy, float *dw, float *dbias,
+                                         float *scratch);
+
+/* Whether the library runs 16 lanes natively here (its AVX-512 build). */
+static int native16(void)
+{
+#if IABN_HAVE_DIRECT_AVX512
+    return iabn_conv_direct_avx512();
+#else
+    return 0;
+#endif
+}
 
 /* |got - ref| <= TOL * (sum of |products| + |initial value|) */
 #define TOL 2e-6
 
-/* NCHW index of the element at nChw8c offset i */
-static size_t nchw_of(size_t i, int c, int hw)
+/* NCHW index of the element at nChw<b>c offset i */
+static size_t nchw_of(size_t i, int c, int hw, int b)
 {
-    size_t l = i % 8, p = (i / 8) % hw, cb = (i / 8 / hw) % (c / 8), n = i / 8 / hw / (c / 8);
-    return (n * c + cb * 8 + l) * hw + p;
+    size_t l = i % b, p = (i / b) % hw, cb = (i / b / hw) % (c / b), n = i / b / hw / (c / b);
+    return (n * c + cb * b + l) * hw + p;
 }
 
-static void one_case(int n, int ci, int co, int h, int w, int stride, int bias)
+/* blk: 8 (nChw8c) or 16 (nChw16c) */
+static void one_case(int n, int ci, int co, int h, int w, int stride, int bias, int blk)
 {
     iabn_conv_geom g;
     CHECK(iabn_conv_geom_init(&g, n, ci, h, w, co, 1, 1, stride, 0, 1, 1) == 0);
-    g.x_layout = g.y_layout = IABN_LAYOUT_NCHW8C;
-    CHECK(iabn_conv_1x1_geometry(&g) && iabn_conv_1x1_geometry_portable(&g));
+    g.x_layout = g.y_layout = blk == 16 ? IABN_LAYOUT_NCHW16C : IABN_LAYOUT_NCHW8C;
+    if (blk == 16) CHECK(iabn_conv_1x1_geometry_portable16(&g) && !iabn_conv_1x1_geometry(&g));
+    else CHECK(iabn_conv_1x1_geometry(&g) && iabn_conv_1x1_geometry_portable(&g));
     int hw = h * w, hwo = g.h_out * g.w_out;
     size_t nx = (size_t)n * ci * hw, ny = (size_t)n * co * hwo, nw = (size_t)co * ci;
     float *x = malloc(nx * 4), *dy = malloc(ny * 4), *w0 = malloc(nw * 4), *b0 = malloc(co * 4);
@@ -49,8 +71,8 @@ static void one_case(int n, int ci, int co, int h, int w, int stride, int bias)
     /* the reference, from the blocked buffers read as NCHW */
     double *rw = malloc(nw * 8), *ra = malloc(nw * 8), *rb = calloc(co, 8), *rba = calloc(co, 8);
     float *xn = malloc(nx * 4), *dyn = malloc(ny * 4);
-    for (size_t i = 0; i < nx; i++) xn[nchw_of(i, ci, hw)] = x[i];
-    for (size_t i = 0; i < ny; i++) dyn[nchw_of(i, co, hwo)] = dy[i];
+    for (size_t i = 0; i < nx; i++) xn[nchw_of(i, ci, hw, blk)] = x[i];
+    for (size_t i = 0; i < ny; i++) dyn[nchw_of(i, co, hwo, blk)] = dy[i];
     for (int o = 0; o < co; o++) {
         for (int c = 0; c < ci; c++) {
             double s = w0[(size_t)o * ci + c], a = fabs(s);
@@ -72,13 +94,18 @@ static void one_case(int n, int ci, int co, int h, int w, int stride, int bias)
     }
     float *first_w = malloc(nw * 4), *first_b = malloc(co * 4);
     static const int threads[] = {1, 2, 3};
+    /* the library's build (its entry point sends nChw16c to the AVX-512
+     * build), or without one for 16 lanes here the portable copy */
+    int lib = blk == 8 || native16();
     for (int v = 0; v < 4; v++) { /* 1, 2, 3 threads; then the portable build on 2 */
-        size_t ns = iabn_conv_1x1_scratch(&g);
+        size_t ns = lib ? iabn_conv_1x1_scratch(&g) : iabn_conv_1x1_scratch_portable16(&g);
         float *dw = t_alloc_canary(nw), *db = t_alloc_canary(co), *scr = t_alloc_canary(ns);
         memcpy(dw, w0, nw * 4);
         memcpy(db, b0, co * 4);
-        if (v < 3) iabn_conv_1x1_bwd_filter(&g, threads[v], x, dy, dw, bias ? db : NULL, scr);
-        else iabn_conv_1x1_bwd_filter_portable(&g, 2, x, dy, dw, bias ? db : NULL, scr);
+        float *b = bias ? db : NULL;
+        if (v < 3 && lib) iabn_conv_1x1_bwd_filter(&g, threads[v], x, dy, dw, b, scr);
+        else if (blk == 16) iabn_conv_1x1_bwd_filter_portable16(&g, v < 3 ? threads[v] : 2, x, dy, dw, b, scr);
+        else iabn_conv_1x1_bwd_filter_portable(&g, 2, x, dy, dw, b, scr);
         CHECK(t_canary_ok(dw, nw) && t_canary_ok(db, co) && t_canary_ok(scr, ns));
         free(scr);
         double worst = 0;
@@ -133,16 +160,19 @@ static void one_case(int n, int ci, int co, int h, int w, int stride, int bias)
 
 static void test_kernel(void)
 {
-    one_case(2, 24, 16, 5, 5, 1, 1);   /* 3 input blocks: one tile wide; one chunk */
-    one_case(1, 8, 8, 3, 3, 1, 0);     /* 1 block */
-    one_case(2, 40, 24, 7, 3, 1, 1);   /* 5 blocks: tiles of 3 and 2 */
-    one_case(3, 56, 8, 15, 15, 1, 0);  /* 7 blocks (3, 3, 1); 675 pixels: chunks of 400, 275 */
-    one_case(5, 16, 32, 16, 15, 1, 1); /* 1200 pixels: three chunks, across images */
-    one_case(4, 64, 40, 14, 14, 1, 0); /* ResNeXt's 14x14 maps: 784 pixels (400, 384) */
-    /* strided: x gathered at every other pixel of every other row, odd maps */
-    one_case(3, 40, 16, 15, 13, 2, 1); /* 8x7 outputs */
-    one_case(9, 24, 8, 18, 18, 2, 0);  /* 729 pixels: two chunks */
-    one_case(2, 16, 8, 7, 9, 3, 1);    /* stride 3 */
+    for (int blk = 8; blk <= 16; blk += 8) {
+        int b = blk / 8; /* channels in blocks: the same tilings in both */
+        one_case(2, 24 * b, 16 * b, 5, 5, 1, 1, blk);   /* 3 input blocks: one tile wide; one chunk */
+        one_case(1, 8 * b, 8 * b, 3, 3, 1, 0, blk);     /* 1 block */
+        one_case(2, 40 * b, 24 * b, 7, 3, 1, 1, blk);   /* 5 blocks: tiles of 3 and 2 */
+        one_case(3, 56 * b, 8 * b, 15, 15, 1, 0, blk);  /* 7 blocks (3, 3, 1); 675 pixels: chunks of 400, 275 */
+        one_case(5, 16 * b, 32 * b, 16, 15, 1, 1, blk); /* 1200 pixels: three chunks, across images */
+        one_case(4, 64 * b, 40 * b, 14, 14, 1, 0, blk); /* ResNeXt's 14x14 maps: 784 pixels (400, 384) */
+        /* strided: x gathered at every other pixel of every other row, odd maps */
+        one_case(3, 40 * b, 16 * b, 15, 13, 2, 1, blk); /* 8x7 outputs */
+        one_case(9, 24 * b, 8 * b, 18, 18, 2, 0, blk);  /* 729 pixels: two chunks */
+        one_case(2, 16 * b, 8 * b, 7, 9, 3, 1, blk);    /* stride 3 */
+    }
 }
 
 /* Which geometries and passes the path takes, and the votes that keep the
@@ -171,6 +201,19 @@ static void test_path(void)
     CHECK(iabn_conv_geom_init(&s, 4, 64, 14, 14, 32, 3, 3, 1, 1, 1, 1) == 0); /* 3x3 */
     s.x_layout = s.y_layout = IABN_LAYOUT_NCHW8C;
     CHECK(!iabn_conv_1x1_geometry(&s));
+    /* nChw16c: the AVX-512 build's weight pass, on output maps up to 14x14 */
+    CHECK(iabn_conv_geom_init(&s, 4, 64, 14, 14, 32, 1, 1, 1, 0, 1, 1) == 0);
+    s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
+    CHECK(iabn_conv_1x1_takes(&s, IABN_CONV_BWD_FILTER) == native16());
+    CHECK(!iabn_conv_1x1_takes(&s, IABN_CONV_FWD) && !iabn_conv_1x1_takes(&s, IABN_CONV_BWD_DATA));
+    CHECK(iabn_conv_geom_init(&s, 4, 64, 28, 28, 32, 1, 1, 2, 0, 1, 1) == 0); /* to 14x14 */
+    s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
+    CHECK(iabn_conv_1x1_takes(&s, IABN_CONV_BWD_FILTER) == native16());
+    CHECK(iabn_conv_geom_init(&s, 4, 64, 28, 28, 32, 1, 1, 1, 0, 1, 1) == 0); /* 28x28 */
+    s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
+    CHECK(!iabn_conv_1x1_takes(&s, IABN_CONV_BWD_FILTER));
+    s.c_in = 56; /* not a multiple of 16 */
+    CHECK(!iabn_conv_1x1_takes(&s, IABN_CONV_BWD_FILTER) && !iabn_conv_1x1_geometry_portable16(&s));
     /* where the build is AVX2 and the CPU's blocked layout nChw8c, the
      * weight pass votes for it on both sides */
     if (iabn_conv_blocked_layout() == IABN_LAYOUT_NCHW8C && iabn_conv_blocked_native_8c()) {

@@ -491,19 +491,19 @@ void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias)
     }
 }
 
-void iabn_conv_bias_grad_8c(int n, int c, size_t hw, const float *dy, float *dbias, int ob0,
-                            int ob1)
+void iabn_conv_bias_grad_blocked(int n, int c, size_t hw, int blk, const float *dy,
+                                 float *dbias, int ob0, int ob1)
 {
     for (int ob = ob0; ob < ob1; ob++) {
-        double s[8] = {0};
+        double s[16] = {0};
         for (int i = 0; i < n; i++) {
-            const float *p = dy + ((size_t)i * (c / 8) + ob) * hw * 8;
-            float part[8] = {0};
+            const float *p = dy + ((size_t)i * (c / blk) + ob) * hw * blk;
+            float part[16] = {0};
             for (size_t j = 0; j < hw; j++)
-                for (int l = 0; l < 8; l++) part[l] += p[j * 8 + l];
-            for (int l = 0; l < 8; l++) s[l] += part[l];
+                for (int l = 0; l < blk; l++) part[l] += p[j * blk + l];
+            for (int l = 0; l < blk; l++) s[l] += part[l];
         }
-        for (int l = 0; l < 8; l++) dbias[ob * 8 + l] += (float)s[l];
+        for (int l = 0; l < blk; l++) dbias[ob * blk + l] += (float)s[l];
     }
 }
 

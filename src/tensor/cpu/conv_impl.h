@@ -143,19 +143,27 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                  const float *dy, float *dw, float *scratch);
 
-/* The weight pass of 1x1 convs on nChw8c (cpu/conv_1x1.c): groups 1, no
- * padding, any stride, channels multiples of 8, x and dy both nChw8c.
- * _geometry: whether the kernel takes g; _takes: whether the conv path
- * runs it for g's pass (the weight pass, where the build is AVX2: release
- * builds); the kernel itself runs in every build (the portable one gives
- * the same bits).  dw += and dbias += (dbias may be NULL).  _scratch:
- * floats of scratch (a strided conv's gathered x; none with stride 1),
- * whatever the threads. */
+/* The weight pass of 1x1 convs on blocked activations (cpu/conv_1x1.c):
+ * groups 1, no padding, any stride, x and dy both nChw8c (the library's
+ * build, AVX2 in release builds) or both nChw16c (its AVX-512 build, entry
+ * points ending in _avx512), channels multiples of the block.
+ * _geometry: whether a build's kernel takes g; _takes: whether the conv
+ * path runs it for g's pass (the weight pass; nChw8c where the library's
+ * build is AVX2, nChw16c on output maps up to 14x14 where the CPU has
+ * AVX-512); the kernels run in every build (a portable one gives the same
+ * bits).  dw += and dbias += (dbias may be NULL).  _scratch: floats of
+ * scratch (a strided conv's gathered x; none with stride 1), whatever the
+ * threads.  The unsuffixed _scratch and _bwd_filter send what _takes gives
+ * the AVX-512 build there. */
 int iabn_conv_1x1_geometry(const iabn_conv_geom *g);
 int iabn_conv_1x1_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
 size_t iabn_conv_1x1_scratch(const iabn_conv_geom *g);
 void iabn_conv_1x1_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                               const float *dy, float *dw, float *dbias, float *scratch);
+int iabn_conv_1x1_geometry_avx512(const iabn_conv_geom *g);
+size_t iabn_conv_1x1_scratch_avx512(const iabn_conv_geom *g);
+void iabn_conv_1x1_bwd_filter_avx512(const iabn_conv_geom *g, int threads, const float *x,
+                                     const float *dy, float *dw, float *dbias, float *scratch);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
  * power-of-two channels per group in and out (up to the block), channels a
@@ -253,10 +261,11 @@ void iabn_conv_taps_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, c
 
 /* dbias[c] += sum over n, hw of dy[n, c, hw] (shared by every path). */
 void iabn_conv_bias_grad(int n, int c, size_t hw, const float *dy, float *dbias);
-/* The same on nChw8c dy (c channels), for the channel blocks [ob0, ob1),
- * in the caller's thread: per image in float, the images in double. */
-void iabn_conv_bias_grad_8c(int n, int c, size_t hw, const float *dy, float *dbias, int ob0,
-                            int ob1);
+/* The same on blocked dy (nChw8c or nChw16c: blk 8 or 16; c channels), for
+ * the channel blocks [ob0, ob1), in the caller's thread: per image in
+ * float, the images in double. */
+void iabn_conv_bias_grad_blocked(int n, int c, size_t hw, int blk, const float *dy,
+                                 float *dbias, int ob0, int ob1);
 
 /* Lane l of a vector rotated by j within each group of cpg lanes (a power
  * of two): it takes lane base(l) + (l + j) % cpg (the blocked grouped

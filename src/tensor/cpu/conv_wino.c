@@ -472,5 +472,5 @@ void iabn_conv_wino_bwd_filter(const iabn_conv_geom *g, int threads, const float
     if (!dbias) return;
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int ob = 0; ob < q.co / LANES; ob++)
-        iabn_conv_bias_grad_8c(q.n, q.co, (size_t)q.h * q.w, dy, dbias, ob, ob + 1);
+        iabn_conv_bias_grad_blocked(q.n, q.co, (size_t)q.h * q.w, 8, dy, dbias, ob, ob + 1);
 }
