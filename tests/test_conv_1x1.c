@@ -19,8 +19,6 @@
 #include "tensor/tensor.h"
 #include "test_util.h"
 
-#include "iabn_config.h"
-
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -36,14 +34,7 @@ void iabn_conv_1x1_bwd_filter_portable16(const iabn_conv_geom *g, int threads, c
                                          float *scratch);
 
 /* Whether the library runs 16 lanes natively here (its AVX-512 build). */
-static int native16(void)
-{
-#if IABN_HAVE_DIRECT_AVX512
-    return iabn_conv_direct_avx512();
-#else
-    return 0;
-#endif
-}
+static int native16(void) { return iabn_conv_direct_avx512(); }
 
 /* |got - ref| <= TOL * (sum of |products| + |initial value|) */
 #define TOL 2e-6

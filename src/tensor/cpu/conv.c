@@ -100,18 +100,11 @@ static int stem_blocked(const iabn_conv_geom *g)
            g->c_out >= 16 && g->c_out % iabn_layout_block(g->y_layout) == 0;
 }
 
-/* Whether oneDNN runs its AVX-512 kernels (avx512_core) on this CPU.  The
- * rule's boundaries between oneDNN and the native kernels follow oneDNN's
- * kernels, so they ask the CPU, not whether this build has its own AVX-512
- * kernels (iabn_conv_direct_avx512(): release builds only; a sanitizer
- * build on an AVX-512 CPU once took the AVX2 boundaries here while oneDNN
- * ran its AVX-512 kernels). */
-static int dnnl_avx512(void)
-{
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
+/* The rule's boundaries between oneDNN and the native kernels follow
+ * oneDNN's kernels, so they ask the CPU (iabn_cpu_avx512), not whether this
+ * build has its own AVX-512 kernels (iabn_conv_direct_avx512: release
+ * builds only; a sanitizer build on an AVX-512 CPU once took the AVX2
+ * boundaries here while oneDNN ran its AVX-512 kernels). */
 int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (!iabn_conv_have_dnnl()) return 0;
@@ -136,8 +129,8 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
         long hw = (long)g->h_out * g->w_out;
         int blocked = g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW;
         if (cpg < 8) return 0;
-        if (cpg < 16 && dnnl_avx512() && (g->dil != 1 || hw > 14 * 14)) return 0;
-        if (cpg < 16 && !dnnl_avx512() &&
+        if (cpg < 16 && iabn_cpu_avx512() && (g->dil != 1 || hw > 14 * 14)) return 0;
+        if (cpg < 16 && !iabn_cpu_avx512() &&
             (cpg != 8 || g->dil != 1 || (!blocked && hw > 14 * 14)))
             return 0;
         /* Without AVX-512 oneDNN runs the forward and weight passes of
@@ -145,7 +138,7 @@ int iabn_conv_use_dnnl(const iabn_conv_geom *g, iabn_conv_pass pass)
          * direct kernels ran DeepLabV3-ResNeXt-101's (16 per group,
          * dilation 4, 32x32) 3.5x and 3.9x faster.  Its data pass is a JIT
          * kernel (jit:avx2) and stays. */
-        if (g->dil != 1 && pass != IABN_CONV_BWD_DATA && !dnnl_avx512()) return 0;
+        if (g->dil != 1 && pass != IABN_CONV_BWD_DATA && !iabn_cpu_avx512()) return 0;
     }
 #if defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL
     return 1;
@@ -331,7 +324,7 @@ static int native_weights(const iabn_conv_geom *g, iabn_conv_pass pass, int thre
                           iabn_conv_plan *n)
 {
     if (pass != IABN_CONV_BWD_FILTER || g->groups != 1 || g->kh * g->kw == 1 ||
-        dnnl_avx512() || stem_blocked(g))
+        iabn_cpu_avx512() || stem_blocked(g))
         return 0;
     iabn_conv_geom p = *g;
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;

@@ -728,14 +728,15 @@ size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, in
     return wsz + item_floats(&d) * (size_t)threads;
 }
 
-int iabn_conv_direct_avx512(void)
+int iabn_cpu_avx512(void)
 {
-#if IABN_HAVE_DIRECT_AVX512
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-#else
-    return 0;
-#endif
+}
+
+int iabn_conv_direct_avx512(void)
+{
+    return IABN_HAVE_DIRECT_AVX512 && iabn_cpu_avx512();
 }
 
 void iabn_conv_direct_fwd(const iabn_conv_geom *g, int threads, const float *x,

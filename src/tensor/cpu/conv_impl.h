@@ -128,6 +128,9 @@ int iabn_conv_dnnl_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
  * suffixed entry points run one build (_avx512 only where the CPU has it). */
 size_t iabn_conv_direct_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 int iabn_conv_direct_avx512(void);
+/* Whether the CPU has AVX-512 F, VL, BW and DQ (oneDNN's avx512_core),
+ * whatever this build holds: what oneDNN's kernels run on. */
+int iabn_cpu_avx512(void);
 void iabn_conv_direct_fwd_avx2(const iabn_conv_geom *g, int threads, const float *x,
                                const float *w, const float *bias, float *y, float *scratch);
 void iabn_conv_direct_bwd_data_avx2(const iabn_conv_geom *g, int threads, const float *dy,
