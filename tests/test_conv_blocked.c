@@ -8,8 +8,10 @@
  * (AVX2 in release builds, else portable) bit for bit, since each output
  * sums the same products in the same order whatever the lanes (except the
  * 8-lane forward and data passes with 4 per group, 3x3 stride 1, which
- * rotate the input: cpu/conv_blocked_rot.c, checked against the reference
- * alone); the same
+ * rotate the input: cpu/conv_blocked_rot.c, and the three 16-lane passes
+ * with 8 per group, 3x3 stride 1, on maps up to 14 wide, which run along
+ * the rows: cpu/conv_rows.c; those checked against the reference alone, and
+ * the two 16-lane builds with each other); the same
  * bits with 1 and 2 threads, dw and dbias accumulating, and nothing written
  * past a buffer.  Through the entry points (cpu/conv.h), in both blocked
  * layouts: the path the graph gets for blocked operands, NCHW operands
@@ -210,13 +212,15 @@ static void check_build(const iabn_conv_geom *g, const build *k, const float *x,
     free(xb); free(dyb); free(t); free(radw);
 }
 
-/* The same values in NCHW order (y, dx, dw, db) from two lane counts; y
- * and dx only where both sum in the same order (not the 8-lane input-side
- * rotation of cpu/conv_blocked_rot.c). */
+/* The same values in NCHW order (y, dx, dw, db) from two lane counts; y,
+ * dx and dw only where both sum in the same order (not the 8-lane
+ * input-side rotation of cpu/conv_blocked_rot.c, nor the 16-lane rows of
+ * cpu/conv_rows.c). */
 static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_conv_geom *g)
 {
-    int rot_f = iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
-    int rot_d = iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
+    int rows = iabn_conv_rows_takes(g);
+    int rot_f = rows || iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
+    int rot_d = rows || iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
     size_t nx = (size_t)g->n * g->c_in * g->h_in * g->w_in;
     size_t ny = (size_t)g->n * g->c_out * g->h_out * g->w_out;
     float *ta = calloc(nx > ny ? nx : ny, 4), *tb = calloc(nx > ny ? nx : ny, 4);
@@ -227,7 +231,8 @@ static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_
     t_nchw_blk(g->n, g->c_in, g->h_in * g->w_in, lb, b->dx, tb, 1);
     ok = ok && (rot_d || !memcmp(ta, tb, nx * 4));
     size_t nw = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw;
-    ok = ok && !memcmp(a->dw, b->dw, nw * 4) && !memcmp(a->db, b->db, (size_t)g->c_out * 4);
+    ok = ok && (rows || !memcmp(a->dw, b->dw, nw * 4)) &&
+         !memcmp(a->db, b->db, (size_t)g->c_out * 4);
     free(ta); free(tb);
     return ok;
 }
@@ -269,6 +274,9 @@ static void one_case(const geo *q)
                   iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA) == rot &&
                   !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER),
               "input-side rotation: %s", desc);
+    int rows = cpg == 8 && q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 &&
+               q->dil == 1 && q->w <= 14;
+    CHECK_MSG(iabn_conv_rows_takes(&g) == rows, "along the rows: %s", desc);
     if (t16 && t8) CHECK_MSG(same_across(&p16, 16, &p8, 8, &g), "8 and 16 lanes differ: %s", desc);
 #if IABN_HAVE_DIRECT_AVX512
     if (t16 && iabn_conv_direct_avx512()) {
@@ -312,6 +320,14 @@ static void test_kernels(void)
         {1, 32, 3, 25, 8, 3, 3, 1, 1, 1, 1},
         {1, 8, 14, 2, 2, 3, 3, 1, 1, 1, 0},
         {2, 16, 1, 1, 4, 3, 3, 1, 1, 1, 1},
+        /* 16 lanes, 8 per group, 3x3 stride 1 padding 1, up to 14 wide:
+         * along the rows (tiles of 3, 2 and 1 rows, maps down to 1x1) */
+        {2, 32, 14, 14, 4, 3, 3, 1, 1, 1, 1},
+        {1, 48, 7, 13, 6, 3, 3, 1, 1, 1, 0},
+        {2, 16, 4, 14, 2, 3, 3, 1, 1, 1, 0},
+        {1, 16, 1, 1, 2, 3, 3, 1, 1, 1, 1},
+        {1, 32, 10, 2, 4, 3, 3, 1, 1, 1, 1},
+        {1, 16, 5, 15, 2, 3, 3, 1, 1, 1, 0}, /* 15 wide: the rotation kernels */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one_case(&cases[i]);
 }

@@ -183,17 +183,19 @@ static iabn_layout blocked_operands(const iabn_conv_geom *g)
 /* Whether g's activations had better be laid out as L for the blocked
  * direct kernels (cpu/conv_blocked.c).  nChw16c on a CPU with AVX-512:
  * grouped convs with up to 4 channels per group, and 8 on maps larger than
- * 14x14 (smaller ones run faster on oneDNN, pairs of groups merged).
- * nChw8c where the 8-lane build is AVX2: up to 4 per group (8 per group
- * is one block there, and oneDNN's kernels run it faster).  Elsewhere they
- * run portable builds, for tests only.  docs/CPU.md has the figures. */
+ * 14x14 or at most 14 wide where the kernels along the rows take them
+ * (cpu/conv_rows.c; oneDNN, pairs of groups merged, runs the others
+ * faster).  nChw8c where the 8-lane build is AVX2: up to 4 per group (8 per
+ * group is one block there, and oneDNN's kernels run it faster).  Elsewhere
+ * they run portable builds, for tests only.  docs/CPU.md has the figures. */
 static int blocked_fast(const iabn_conv_geom *g, iabn_layout L)
 {
     int cpg = g->c_in / g->groups;
     if (!iabn_conv_blocked_takes(g, L)) return 0;
     if (L == IABN_LAYOUT_NCHW8C) return iabn_conv_blocked_native_8c() && cpg <= 4;
     return iabn_conv_direct_avx512() &&
-           (cpg <= 4 || (cpg == 8 && (long)g->h_out * g->w_out > 14 * 14));
+           (cpg <= 4 || (cpg == 8 && ((long)g->h_out * g->w_out > 14 * 14 ||
+                                      iabn_conv_rows_takes(g))));
 }
 
 /* The paths whose forward adds into y (g->accumulate): oneDNN's sum or

@@ -212,6 +212,29 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
                            const float *src, const float *w, const float *bias, float *dst,
                            float *scratch);
 
+/* The 16-lane build's three passes of 3x3 convs with 8 channels per group,
+ * stride 1, padding 1, on maps at most IABN_CONV_ROWS_MAX_W wide
+ * (cpu/conv_rows.c, vectors along the rows): _takes: whether they run g
+ * (the 16-lane entry points send it there); _scratch: floats for
+ * `threads`.  The unsuffixed entry points run the AVX-512 build where
+ * iabn_conv_direct_avx512() says so, else the portable one (same bits).
+ * bwd-filter accumulates into dw and, when dbias is not NULL, dy's sums
+ * into dbias. */
+#define IABN_CONV_ROWS_MAX_W 14
+int iabn_conv_rows_takes(const iabn_conv_geom *g);
+size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
+#define IABN_ROWS_DECL(sfx)                                                                     \
+    void iabn_conv_rows##sfx(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,       \
+                             const float *src, const float *w, const float *bias, float *dst, \
+                             float *scratch);                                                 \
+    void iabn_conv_rows_bwd_filter##sfx(const iabn_conv_geom *g, int threads, const float *x, \
+                                        const float *dy, float *dw, float *dbias,             \
+                                        float *scratch);
+IABN_ROWS_DECL()
+IABN_ROWS_DECL(_portable)
+IABN_ROWS_DECL(_avx512)
+#undef IABN_ROWS_DECL
+
 /* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as
  * F(3x3, 2x2)): the three passes of a dense 3x3 conv, stride 1, padding
  * equal to the dilation (each of the dil x dil phases a conv of its own), x
