@@ -8,10 +8,11 @@
  * (AVX2 in release builds, else portable) bit for bit, since each output
  * sums the same products in the same order whatever the lanes (except the
  * 8-lane forward and data passes with 4 per group, 3x3 stride 1, which
- * rotate the input: cpu/conv_blocked_rot.c, and the three 16-lane passes
- * with 8 per group, 3x3 stride 1, on maps up to 14 wide, which run along
- * the rows: cpu/conv_rows.c; those checked against the reference alone, and
- * the two 16-lane builds with each other); the same
+ * rotate the input: cpu/conv_blocked_rot.c, checked against the reference
+ * alone; with 8 per group, 3x3 stride 1, on maps up to 14 wide, the
+ * forward and data passes of every build and the 16-lane weight pass run
+ * along the rows, cpu/conv_rows.c, whose sums run in an order of their
+ * own, the same in all three builds); the same
  * bits with 1 and 2 threads, dw and dbias accumulating, and nothing written
  * past a buffer.  Through the entry points (cpu/conv.h), in both blocked
  * layouts: the path the graph gets for blocked operands, NCHW operands
@@ -214,13 +215,14 @@ static void check_build(const iabn_conv_geom *g, const build *k, const float *x,
 
 /* The same values in NCHW order (y, dx, dw, db) from two lane counts; y,
  * dx and dw only where both sum in the same order (not the 8-lane
- * input-side rotation of cpu/conv_blocked_rot.c, nor the 16-lane rows of
- * cpu/conv_rows.c). */
+ * input-side rotation of cpu/conv_blocked_rot.c; the rows of
+ * cpu/conv_rows.c run in both forward and data passes, in the 16-lane
+ * weight pass only). */
 static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_conv_geom *g)
 {
     int rows = iabn_conv_rows_takes(g);
-    int rot_f = rows || iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
-    int rot_d = rows || iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
+    int rot_f = iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
+    int rot_d = iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
     size_t nx = (size_t)g->n * g->c_in * g->h_in * g->w_in;
     size_t ny = (size_t)g->n * g->c_out * g->h_out * g->w_out;
     float *ta = calloc(nx > ny ? nx : ny, 4), *tb = calloc(nx > ny ? nx : ny, 4);
@@ -320,14 +322,17 @@ static void test_kernels(void)
         {1, 32, 3, 25, 8, 3, 3, 1, 1, 1, 1},
         {1, 8, 14, 2, 2, 3, 3, 1, 1, 1, 0},
         {2, 16, 1, 1, 4, 3, 3, 1, 1, 1, 1},
-        /* 16 lanes, 8 per group, 3x3 stride 1 padding 1, up to 14 wide:
-         * along the rows (tiles of 3, 2 and 1 rows, maps down to 1x1) */
+        /* 8 per group, 3x3 stride 1 padding 1, up to 14 wide: along the
+         * rows (tiles of 3, 2 and 1 rows, one and two 8-lane vectors of a
+         * row, maps down to 1x1) */
         {2, 32, 14, 14, 4, 3, 3, 1, 1, 1, 1},
         {1, 48, 7, 13, 6, 3, 3, 1, 1, 1, 0},
         {2, 16, 4, 14, 2, 3, 3, 1, 1, 1, 0},
         {1, 16, 1, 1, 2, 3, 3, 1, 1, 1, 1},
         {1, 32, 10, 2, 4, 3, 3, 1, 1, 1, 1},
         {1, 16, 5, 15, 2, 3, 3, 1, 1, 1, 0}, /* 15 wide: the rotation kernels */
+        {1, 24, 6, 8, 3, 3, 3, 1, 1, 1, 1},  /* 8 lanes only: 3 blocks */
+        {2, 16, 3, 9, 2, 3, 3, 1, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one_case(&cases[i]);
 }

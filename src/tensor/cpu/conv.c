@@ -188,11 +188,13 @@ static iabn_layout blocked_operands(const iabn_conv_geom *g)
  * faster).  nChw8c where the 8-lane build is AVX2: up to 4 per group (8 per
  * group is one block there, and oneDNN's kernels run it faster).  Elsewhere
  * they run portable builds, for tests only.  docs/CPU.md has the figures. */
-static int blocked_fast(const iabn_conv_geom *g, iabn_layout L)
+static int blocked_fast(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_layout L)
 {
     int cpg = g->c_in / g->groups;
     if (!iabn_conv_blocked_takes(g, L)) return 0;
-    if (L == IABN_LAYOUT_NCHW8C) return iabn_conv_blocked_native_8c() && cpg <= 4;
+    if (L == IABN_LAYOUT_NCHW8C)
+        return iabn_conv_blocked_native_8c() &&
+               (cpg <= 4 || (iabn_conv_rows_takes(g) && pass != IABN_CONV_BWD_FILTER));
     return iabn_conv_direct_avx512() &&
            (cpg <= 4 || (cpg == 8 && ((long)g->h_out * g->w_out > 14 * 14 ||
                                       iabn_conv_rows_takes(g))));
@@ -211,7 +213,7 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     iabn_layout L = blocked_operands(g);
     int blocked = L != IABN_LAYOUT_NCHW;
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
-    if (blocked && blocked_fast(g, L)) return IABN_CONV_PATH_BLOCKED;
+    if (blocked && blocked_fast(g, pass, L)) return IABN_CONV_PATH_BLOCKED;
     if (iabn_conv_1x1_takes(g, pass)) return IABN_CONV_PATH_1X1;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
@@ -245,7 +247,7 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     iabn_conv_geom p = *g;
     iabn_layout L = iabn_conv_blocked_layout();
     p.x_layout = p.y_layout = IABN_LAYOUT_NCHW;
-    if (blocked_fast(&p, L)) return 1;
+    if (blocked_fast(&p, pass, L)) return 1;
     /* oneDNN with both sides blocked: its copy cap counts only NCHW
      * operands, so this holds wherever oneDNN takes any mix, and also for a
      * conv too large for the cap on NCHW (the native kernels run it there).

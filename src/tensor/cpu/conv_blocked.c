@@ -540,19 +540,18 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
 /* 8 lanes: 2 and 4 per group with 3x3 taps rotate the input instead
  * (cpu/conv_blocked_rot.c: 1.1x-2.3x faster with AVX2's 16 registers). */
 #define ROT(pass) (BLK == 8 && iabn_conv_blocked_rot_takes(g, pass))
-/* 16 lanes: 8 per group, 3x3 stride 1, on maps up to 14 wide run along
- * the rows (cpu/conv_rows.c), each build its own. */
-#define ROWS() (BLK == 16 && iabn_conv_rows_takes(g))
+/* 8 per group, 3x3 stride 1, on maps up to 14 wide run along the rows
+ * (cpu/conv_rows.c), each build its own; with 8 lanes the forward and data
+ * passes only (its weight pass lost to oneDNN's in a step: docs/CPU.md). */
+#define ROWS(pass) (iabn_conv_rows_takes(g) && (BLK == 16 || (pass) != IABN_CONV_BWD_FILTER))
 
 void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,
                                 const float *w, const float *bias, float *y, float *scratch)
 {
     if (ROT(IABN_CONV_FWD))
         iabn_conv_blocked_rot(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
-#if BLK == 16
-    else if (ROWS())
+    else if (ROWS(IABN_CONV_FWD))
         ISA(iabn_conv_rows)(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
-#endif
     else
         run_pass(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
 }
@@ -562,10 +561,8 @@ void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const
 {
     if (ROT(IABN_CONV_BWD_DATA))
         iabn_conv_blocked_rot(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
-#if BLK == 16
-    else if (ROWS())
+    else if (ROWS(IABN_CONV_BWD_DATA))
         ISA(iabn_conv_rows)(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
-#endif
     else
         run_pass(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
 }
@@ -657,7 +654,7 @@ void ISA(iabn_conv_blocked_bwd_filter)(const iabn_conv_geom *g, int threads, con
                                        float *scratch)
 {
 #if BLK == 16
-    if (ROWS()) {
+    if (ROWS(IABN_CONV_BWD_FILTER)) {
         ISA(iabn_conv_rows_bwd_filter)(g, threads, x, dy, dw, dbias, scratch);
         return;
     }
@@ -732,7 +729,9 @@ size_t ISA(iabn_conv_blocked_scratch)(const iabn_conv_geom *g, iabn_conv_pass pa
     bplan b;
     if (threads < 1) threads = 1;
     if (ROT(pass)) return iabn_conv_blocked_rot_scratch(g, threads);
-    if (ROWS()) return iabn_conv_rows_scratch(g, pass, threads);
+    if (ROWS(pass))
+        return BLK == 8 ? iabn_conv_rows_scratch_8c(g, pass, threads)
+                        : iabn_conv_rows_scratch(g, pass, threads);
     bplan_make(g, pass, &b);
     if (pass == IABN_CONV_BWD_FILTER)
         return (ring_floats(&b) + iabn_conv_round16((size_t)b.cpg * b.wo * BLK) +

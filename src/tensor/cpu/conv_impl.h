@@ -212,11 +212,11 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
                            const float *src, const float *w, const float *bias, float *dst,
                            float *scratch);
 
-/* The 16-lane build's three passes of 3x3 convs with 8 channels per group,
- * stride 1, padding 1, on maps at most IABN_CONV_ROWS_MAX_W wide
- * (cpu/conv_rows.c, vectors along the rows): _takes: whether they run g
- * (the 16-lane entry points send it there); _scratch: floats for
- * `threads`.  The unsuffixed entry points run the AVX-512 build where
+/* The three passes of 3x3 convs with 8 channels per group, stride 1,
+ * padding 1, on maps at most IABN_CONV_ROWS_MAX_W wide (cpu/conv_rows.c,
+ * vectors along the rows), 16 lanes; with 8 lanes (nChw8c) the forward and
+ * data passes: _takes: whether they run g (the blocked entry points send
+ * it there); _scratch: floats for `threads`.  The unsuffixed entry points run the AVX-512 build where
  * iabn_conv_direct_avx512() says so, else the portable one (same bits).
  * bwd-filter accumulates into dw and, when dbias is not NULL, dy's sums
  * into dbias. */
@@ -233,6 +233,12 @@ size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int 
 IABN_ROWS_DECL()
 IABN_ROWS_DECL(_portable)
 IABN_ROWS_DECL(_avx512)
+/* the 8-lane build on nChw8c (AVX2 in release builds, else portable):
+ * the forward and data passes */
+void iabn_conv_rows_8c(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
+                       const float *src, const float *w, const float *bias, float *dst,
+                       float *scratch);
+size_t iabn_conv_rows_scratch_8c(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 #undef IABN_ROWS_DECL
 
 /* Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c; the weight pass as

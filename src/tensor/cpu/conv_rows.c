@@ -1,7 +1,8 @@
 /* cpu/conv_rows.c: grouped 3x3 convs with 8 channels per group, stride 1,
- * padding 1, on nChw16c maps at most 14 pixels wide (ResNeXt-101's mod4):
- * the three passes of the 16-lane blocked kernels (cpu/conv_blocked.c),
- * with the vectors along the rows.
+ * padding 1, on maps at most 14 pixels wide (ResNeXt-101's mod4), with the
+ * vectors along the rows: the three passes of the 16-lane blocked kernels
+ * (cpu/conv_blocked.c) on nChw16c, the forward and data passes of the
+ * 8-lane ones on nChw8c.
  *
  * In nChw16c a vector is one pixel of 16 channels, two groups of 8.  The
  * rotation kernels of conv_blocked.c pay cpg weight vectors per tap and
@@ -14,14 +15,20 @@
  * outputs is then one vector, and a tap is a shifted load of it.  The FMAs
  * waste the 16 - w lanes past the row's end (2 of 16 at 14x14) instead of
  * half of them; the transposes cost about a fifth of the time at 14x14.
- *   fwd:        tiles of 8 output channels x 3 rows (24 accumulators): per
+ * With 8 lanes (nChw8c: a block is one group) the planes are the same, a
+ * plane row is two vectors, and each row is transposed as two squares of
+ * 8 x 8.
+ *   fwd:        tiles of 8 output channels x 3 rows (24 accumulators; with
+ *               8 lanes 4 x 2 per row vector, AVX2 has 16 registers): per
  *               (input channel, tap) 3 loads, 8 broadcast weights and 24
  *               FMAs.  The sums go to a staging buffer ([channel][row][16
  *               lanes]) and each row is transposed back into y.
  *   bwd-data:   the same kernel on dy with the kernel turned by 180 degrees
  *               and each group's channels swapped: V[k][t][o] = w[oc =
  *               k][ic = o][8 - t].
- *   bwd-filter: x and dy transposed the same way (dy at lane w, read
+ *   bwd-filter (16 lanes; with 8 the blocked kernels' own, which oneDNN
+ *               beats in a step, runs only where oneDNN does not):
+ *               x and dy transposed the same way (dy at lane w, read
  *               aligned); per (input channel, row tap) 8 output channels x
  *               3 column taps of vector sums over the rows, the shifted x
  *               rows built from aligned ones (valignd).  Kept per block over
@@ -34,11 +41,12 @@
  * Each output sums its products in a fixed order (fwd and bwd-data: input
  * channel, then tap, from the bias or zero; bwd-filter: images, rows, then
  * lanes in order) whatever the build (AVX-512 or portable, cpu/simd.h) and
- * the threads.  Threads: fwd and bwd-data over (image, channel block),
- * bwd-filter over channel blocks, each owning its slice of dw.  Builds
- * twice: portable (*_portable, the main library) and with
- * IABN_DIRECT_AVX512 (*_avx512); conv_blocked.c's 16-lane entry points call
- * the build of their own.
+ * the threads, and with 8 or 16 lanes.  Threads: fwd and bwd-data over
+ * (image, channel block), bwd-filter over channel blocks, each owning its
+ * slice of dw.  Builds three times: 16 lanes portable (*_portable, the
+ * main library) and with IABN_DIRECT_AVX512 (*_avx512), and 8 lanes
+ * (IABN_BLOCKED_LANES=8, *_8c: AVX2 in release builds, else portable);
+ * conv_blocked.c's entry points call the build of their own.
  */
 #include "tensor/cpu/conv_impl.h"
 
@@ -46,47 +54,62 @@
 
 #include <string.h>
 
-#define BLK 16
+#ifndef IABN_BLOCKED_LANES
+#define IABN_BLOCKED_LANES 16
+#endif
+#define BLK IABN_BLOCKED_LANES
 #define CPG 8
-#define RT 3 /* output rows per tile: 8 x 3 accumulators */
+#define GPB (BLK / CPG) /* groups per channel block */
+#define RW 16           /* floats per plane row: up to 14 columns and their padding */
+#define NH (RW / BLK)   /* vectors per plane row */
+#define RT (BLK == 16 ? 3 : 2) /* output rows per tile */
+/* output channels per tile: 8 x 3 accumulators with AVX-512's 32
+ * registers, 4 x 2 per row vector with AVX2's 16 (4 x 3 spilled) */
+#define OT (BLK == 16 ? 8 : 4)
 /* the weight pass's vector sums per block: [group][k][kh][o][kw] */
-#define WSUMS (2 * CPG * 3 * CPG * 3)
+#define WSUMS (GPB * CPG * 3 * CPG * 3)
 
 #define SIMD_LANES BLK
 #include "tensor/cpu/simd.h"
+#include "tensor/cpu/transpose8.h"
 
-#ifdef IABN_DIRECT_AVX512
+#if BLK == 8
+#define ISA(name) name##_8c
+#define ONCE(name) name##_8c /* the functions each lane count has once */
+#elif defined(IABN_DIRECT_AVX512)
 #define ISA(name) name##_avx512
 #else
 #define ISA(name) name##_portable
+#define ONCE(name) name
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-#if !defined(IABN_DIRECT_AVX512) /* once */
+#if BLK == 16 && !defined(IABN_DIRECT_AVX512) /* once */
 int iabn_conv_rows_takes(const iabn_conv_geom *g)
 {
-    return g->groups > 1 && g->c_in == g->c_out && g->c_in == g->groups * CPG &&
-           g->c_in % BLK == 0 && g->kh == 3 && g->kw == 3 && g->stride == 1 && g->pad == 1 &&
-           g->dil == 1 && g->h_in >= 1 && g->w_in >= 1 && g->w_in <= IABN_CONV_ROWS_MAX_W;
+    return g->groups > 1 && g->c_in == g->c_out && g->c_in == g->groups * CPG && g->kh == 3 &&
+           g->kw == 3 && g->stride == 1 && g->pad == 1 && g->dil == 1 && g->h_in >= 1 &&
+           g->w_in >= 1 && g->w_in <= IABN_CONV_ROWS_MAX_W;
 }
 #endif
 
 /* A plane: H + 2 rows of 16 floats, then 16 floats that the last row's
  * shifted loads read past its end (zero). */
-static size_t plane_floats(int h) { return (size_t)(h + 3) * BLK; }
+static size_t plane_floats(int h) { return (size_t)(h + 3) * RW; }
 
-/* One thread's floats: fwd and bwd-data 16 source planes and the staging
- * buffer; bwd-filter the planes of x and dy and the block's vector sums. */
+/* One thread's floats: fwd and bwd-data a block's source planes and the
+ * staging buffer; bwd-filter the planes of x and dy and the block's vector
+ * sums. */
 static size_t thread_floats(int h, iabn_conv_pass pass)
 {
     size_t planes = iabn_conv_round16(BLK * plane_floats(h));
-    if (pass == IABN_CONV_BWD_FILTER) return 2 * planes + (size_t)WSUMS * BLK;
-    return planes + iabn_conv_round16((size_t)BLK * h * BLK);
+    if (pass == IABN_CONV_BWD_FILTER) return 2 * planes + (size_t)WSUMS * RW;
+    return planes + iabn_conv_round16((size_t)BLK * h * RW);
 }
 
 #if !defined(IABN_DIRECT_AVX512)
-size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
+size_t ONCE(iabn_conv_rows_scratch)(const iabn_conv_geom *g, iabn_conv_pass pass, int threads)
 {
     if (threads < 1) threads = 1;
     size_t wp = pass == IABN_CONV_BWD_FILTER ? 0 : iabn_conv_round16((size_t)g->c_in * CPG * 9);
@@ -94,7 +117,7 @@ size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int 
 }
 #endif
 
-#if SIMD_NATIVE
+#if SIMD_NATIVE && BLK == 16
 /* r[i] lane j becomes r[j] lane i (16 x 16, in registers). */
 ALWAYS_INLINE void transpose16(vf r[16])
 {
@@ -130,11 +153,37 @@ ALWAYS_INLINE void transpose16(vf r[16])
 static void pack_block(const float *src, int h, int w, int col, float *pk)
 {
     size_t ps = plane_floats(h);
-#if SIMD_NATIVE
+#if SIMD_NATIVE && BLK == 8
+    /* each row as two squares of 8 pixels x 8 channels, the second from a
+     * copy padded with zero pixels (its stores reach the next row's left
+     * padding, as with 16 lanes); vector stores of zeros, not memset (its
+     * start-up was half of this function's time) */
+    for (int c = 0; c < BLK; c++) {
+        float *p = pk + c * ps, *q = p + (size_t)(h + 1) * RW;
+        for (int j = 0; j < 2 * RW; j += BLK) {
+            vst(p + j, vzero()); /* row 0, row 1's left padding */
+            vst(q + j, vzero());
+        }
+    }
+    vf sq[2][8]; /* the squares read from copies: their pixels past w zero */
+    for (int j = 0; j < 8; j++) sq[0][j] = sq[1][j] = vzero();
+    for (int i = 0; i < h; i++) {
+        const float *row = src + (size_t)i * w * BLK;
+        float *d = pk + (size_t)(i + 1) * RW + col;
+        if (w >= 8)
+            iabn_tr8(row, BLK, d, ps);
+        else {
+            for (int j = 0; j < w; j++) sq[0][j] = vld(row + j * BLK);
+            iabn_tr8((const float *)sq[0], BLK, d, ps);
+        }
+        for (int j = 8; j < w; j++) sq[1][j - 8] = vld(row + j * BLK);
+        iabn_tr8((const float *)sq[1], BLK, d + 8, ps);
+    }
+#elif SIMD_NATIVE
     for (int c = 0; c < BLK; c++) {
         float *p = pk + c * ps;
-        memset(p, 0, (BLK + 1) * sizeof(float)); /* row 0, row 1's left padding */
-        memset(p + (size_t)(h + 1) * BLK, 0, 2 * BLK * sizeof(float));
+        memset(p, 0, (RW + 1) * sizeof(float)); /* row 0, row 1's left padding */
+        memset(p + (size_t)(h + 1) * RW, 0, 2 * RW * sizeof(float));
     }
     for (int i = 0; i < h; i++) {
         vf r[16];
@@ -142,24 +191,41 @@ static void pack_block(const float *src, int h, int w, int col, float *pk)
         transpose16(r);
         /* columns col .. col + 15: the row, zeros past it (and the next
          * row's left padding) */
-        for (int c = 0; c < BLK; c++) vst(pk + c * ps + (size_t)(i + 1) * BLK + col, r[c]);
+        for (int c = 0; c < BLK; c++) vst(pk + c * ps + (size_t)(i + 1) * RW + col, r[c]);
     }
 #else
     memset(pk, 0, BLK * ps * sizeof(float));
     for (int i = 0; i < h; i++)
         for (int j = 0; j < w; j++)
             for (int c = 0; c < BLK; c++)
-                pk[c * ps + (size_t)(i + 1) * BLK + col + j] = src[((size_t)i * w + j) * BLK + c];
+                pk[c * ps + (size_t)(i + 1) * RW + col + j] = src[((size_t)i * w + j) * BLK + c];
 #endif
 }
 
 /* The staging buffer ([channel][row][lane = column]) into one block of y. */
 static void unpack_block(const float *st, int h, int w, float *dst)
 {
-#if SIMD_NATIVE
+#if SIMD_NATIVE && BLK == 8
+    vf sq[8];
+    size_t ss = (size_t)h * RW;
+    for (int i = 0; i < h; i++) {
+        float *row = dst + (size_t)i * w * BLK;
+        const float *s = st + (size_t)i * RW;
+        if (w >= 8)
+            iabn_tr8(s, ss, row, BLK);
+        else {
+            iabn_tr8(s, ss, (float *)sq, BLK);
+            for (int j = 0; j < w; j++) vst(row + j * BLK, sq[j]);
+        }
+        if (w > 8) {
+            iabn_tr8(s + 8, ss, (float *)sq, BLK);
+            for (int j = 8; j < w; j++) vst(row + j * BLK, sq[j - 8]);
+        }
+    }
+#elif SIMD_NATIVE
     for (int i = 0; i < h; i++) {
         vf r[16];
-        for (int c = 0; c < BLK; c++) r[c] = vld(st + ((size_t)c * h + i) * BLK);
+        for (int c = 0; c < BLK; c++) r[c] = vld(st + ((size_t)c * h + i) * RW);
         transpose16(r);
         for (int j = 0; j < w; j++) vst(dst + ((size_t)i * w + j) * BLK, r[j]);
     }
@@ -167,36 +233,41 @@ static void unpack_block(const float *st, int h, int w, float *dst)
     for (int i = 0; i < h; i++)
         for (int j = 0; j < w; j++)
             for (int c = 0; c < BLK; c++)
-                dst[((size_t)i * w + j) * BLK + c] = st[((size_t)c * h + i) * BLK + j];
+                dst[((size_t)i * w + j) * BLK + c] = st[((size_t)c * h + i) * RW + j];
 #endif
 }
 
-/* Rows r0 .. r0 + R - 1 of one group's 8 outputs: pk its 8 source planes,
- * V its weights [k][t][o], st its staging rows. */
+/* Rows r0 .. r0 + R - 1, row vector hv, of one group's outputs o0 .. o0 +
+ * OT - 1: pk its 8 source planes, V its weights [k][t][o], st its staging
+ * rows. */
 ALWAYS_INLINE void tile(const float *pk, size_t ps, const float *V, const float *bias, float *st,
-                        int h, int r0, const int R)
+                        int h, int r0, const int R, int o0, int hv)
 {
-    vf a[CPG][RT];
+    vf a[OT][RT];
+    pk += hv * BLK;
+    st += (size_t)o0 * h * RW + hv * BLK;
+    V += o0;
+    if (bias) bias += o0;
     UNROLL(8)
-    for (int o = 0; o < CPG; o++) {
+    for (int o = 0; o < OT; o++) {
         vf b = bias ? vbcast(bias + o) : vzero();
         UNROLL(3)
         for (int r = 0; r < R; r++) a[o][r] = b;
     }
     for (int k = 0; k < CPG; k++) {
-        const float *P = pk + k * ps + (size_t)r0 * BLK;
+        const float *P = pk + k * ps + (size_t)r0 * RW;
         UNROLL(9)
         for (int t = 0; t < 9; t++) {
-            const float *s = P + (t / 3) * BLK + t % 3;
+            const float *s = P + (t / 3) * RW + t % 3;
             const float *wv = V + ((size_t)k * 9 + t) * CPG;
             vf x[RT];
             UNROLL(3)
             for (int r = 0; r < R; r++) {
-                x[r] = vld(s + (size_t)r * BLK);
+                x[r] = vld(s + (size_t)r * RW);
                 VKEEP(x[r]);
             }
             UNROLL(8)
-            for (int o = 0; o < CPG; o++) {
+            for (int o = 0; o < OT; o++) {
                 vf wb = vbcast(wv + o);
                 UNROLL(3)
                 for (int r = 0; r < R; r++) a[o][r] = vfma(wb, x[r], a[o][r]);
@@ -204,9 +275,9 @@ ALWAYS_INLINE void tile(const float *pk, size_t ps, const float *V, const float 
         }
     }
     UNROLL(8)
-    for (int o = 0; o < CPG; o++)
+    for (int o = 0; o < OT; o++)
         UNROLL(3)
-        for (int r = 0; r < R; r++) vst(st + ((size_t)o * h + r0 + r) * BLK, a[o][r]);
+        for (int r = 0; r < R; r++) vst(st + ((size_t)o * h + r0 + r) * RW, a[o][r]);
 }
 
 /* The next item's lines (source and destination, or x and dy), fetched a
@@ -215,38 +286,43 @@ ALWAYS_INLINE void tile(const float *pk, size_t ps, const float *V, const float 
 typedef struct ahead {
     const float *src, *dst;
     int dst_read; /* the second stream is read (the weight pass's dy) */
-    size_t lines, next, per_tile;
+    size_t lines, next, per_tile; /* in 64-byte lines */
 } ahead;
 
 static void fetch_ahead(ahead *a)
 {
     size_t end = a->next + a->per_tile < a->lines ? a->next + a->per_tile : a->lines;
     for (; a->next < end; a->next++) {
-        __builtin_prefetch(a->src + a->next * BLK, 0, 3);
+        __builtin_prefetch(a->src + a->next * 16, 0, 3);
         if (a->dst_read)
-            __builtin_prefetch(a->dst + a->next * BLK, 0, 3);
+            __builtin_prefetch(a->dst + a->next * 16, 0, 3);
         else
-            __builtin_prefetch(a->dst + a->next * BLK, 1, 3);
+            __builtin_prefetch(a->dst + a->next * 16, 1, 3);
     }
 }
 
+/* One group's outputs, w columns: tiles of rows x OT channels x a row's
+ * vectors as far as they hold outputs. */
 static void run_group(const float *pk, size_t ps, const float *V, const float *bias, float *st,
-                      int h, ahead *a)
+                      int h, int w, ahead *a)
 {
     int small, big, n = iabn_conv_tile_split(h, RT, &small, &big);
     for (int k = 0, r0 = 0, R; k < n; k++, r0 += R) {
         R = small + (k < big);
         fetch_ahead(a);
+        for (int hv = 0; hv * BLK < w; hv++)
+            for (int o0 = 0; o0 < CPG; o0 += OT) {
 #if SIMD_NATIVE
-        if (R == 3)
-            tile(pk, ps, V, bias, st, h, r0, 3);
-        else if (R == 2)
-            tile(pk, ps, V, bias, st, h, r0, 2);
-        else
-            tile(pk, ps, V, bias, st, h, r0, 1);
+                if (RT > 2 && R == 3)
+                    tile(pk, ps, V, bias, st, h, r0, RT, o0, hv);
+                else if (R == 2)
+                    tile(pk, ps, V, bias, st, h, r0, 2, o0, hv);
+                else
+                    tile(pk, ps, V, bias, st, h, r0, 1, o0, hv);
 #else
-        tile(pk, ps, V, bias, st, h, r0, R);
+                tile(pk, ps, V, bias, st, h, r0, R, o0, hv);
 #endif
+            }
     }
 }
 
@@ -282,20 +358,22 @@ void ISA(iabn_conv_rows)(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         for (long it = 0; it < items; it++) {
             int b = (int)(it % nb);
             size_t nx = it + 1 < items ? (size_t)it + 1 : (size_t)it;
-            size_t lines = (size_t)h * wd, tiles = 2 * (size_t)((h + RT - 1) / RT);
+            size_t lines = plane / 16, tiles = GPB * (size_t)((h + RT - 1) / RT);
             ahead a = {src + nx * plane, dst + nx * plane, 0, lines, 0,
                        (lines + tiles - 1) / tiles};
             pack_block(src + (size_t)it * plane, h, wd, 1, pk);
-            for (int gi = 0; gi < BLK / CPG; gi++) {
-                int gr = b * (BLK / CPG) + gi;
+            for (int gi = 0; gi < GPB; gi++) {
+                int gr = b * GPB + gi;
                 run_group(pk + (size_t)gi * CPG * ps, ps, V + (size_t)gr * CPG * 9 * CPG,
-                          bias ? bias + gr * CPG : NULL, st + (size_t)gi * CPG * h * BLK, h, &a);
+                          bias ? bias + gr * CPG : NULL, st + (size_t)gi * CPG * h * RW, h, wd,
+                          &a);
             }
             unpack_block(st, h, wd, dst + (size_t)it * plane);
         }
     }
 }
 
+#if BLK == 16 /* the weight pass: 16 lanes only */
 /* Lanes k .. 15 of a, then lanes 0 .. k - 1 of b. */
 #if SIMD_NATIVE
 #define shift_in(a, b, k)                                                                       \
@@ -345,8 +423,9 @@ ALWAYS_INLINE void wtile(const float *xk, const float *dyg, size_t ps, int h, in
  * added to dw. */
 static void wsums_to_dw(const float *S, int b, float *dw)
 {
+    float tot[WSUMS];
     for (int q = 0; q < WSUMS; q += 16) {
-        float sum[16];
+        float *sum = tot + q;
 #if SIMD_NATIVE
         vf r[16];
         for (int i = 0; i < 16; i++) r[i] = vld(S + (size_t)(q + i) * BLK);
@@ -356,19 +435,23 @@ static void wsums_to_dw(const float *S, int b, float *dw)
         vst(sum, acc);
 #else
         for (int i = 0; i < 16; i++) {
-            const float *v = S + (size_t)(q + i) * BLK;
+            const float *v = S + (size_t)(q + i) * RW;
             float acc = v[0];
-            for (int j = 1; j < 16; j++) acc += v[j];
+            for (int j = 1; j < RW; j++) acc += v[j];
             sum[i] = acc;
         }
 #endif
-        for (int i = 0; i < 16; i++) {
-            int m = q + i, kw = m % 3, o = m / 3 % CPG, kh = m / (3 * CPG) % 3;
-            int k = m / (9 * CPG) % CPG, gi = m / (9 * CPG * CPG);
-            int oc = b * BLK + gi * CPG + o;
-            dw[((size_t)oc * CPG + k) * 9 + kh * 3 + kw] += sum[i];
-        }
     }
+    const float *t = tot; /* [group][k][kh][o][kw] */
+    for (int gi = 0; gi < GPB; gi++)
+        for (int k = 0; k < CPG; k++)
+            for (int kh = 0; kh < 3; kh++)
+                for (int o = 0; o < CPG; o++, t += 3) {
+                    float *d = dw + ((size_t)(b * BLK + gi * CPG + o) * CPG + k) * 9 + kh * 3;
+                    d[0] += t[0];
+                    d[1] += t[1];
+                    d[2] += t[2];
+                }
 }
 
 void ISA(iabn_conv_rows_bwd_filter)(const iabn_conv_geom *g, int threads, const float *x,
@@ -376,7 +459,7 @@ void ISA(iabn_conv_rows_bwd_filter)(const iabn_conv_geom *g, int threads, const 
 {
     int h = g->h_in, wd = g->w_in, nb = g->c_in / BLK;
     size_t ps = plane_floats(h), plane = (size_t)h * wd * BLK;
-    size_t planes = iabn_conv_round16(BLK * ps), lines = (size_t)h * wd;
+    size_t planes = iabn_conv_round16(BLK * ps), pixels = (size_t)h * wd, lines = plane / 16;
 #pragma omp parallel num_threads(threads)
     {
         float *xp = scratch + thread_floats(h, IABN_CONV_BWD_FILTER) * (size_t)iabn_conv_tid();
@@ -393,22 +476,24 @@ void ISA(iabn_conv_rows_bwd_filter)(const iabn_conv_geom *g, int threads, const 
                 ahead a = {x + nx, dy + nx, 1, lines, 0, (lines + 47) / 48};
                 pack_block(x + off, h, wd, 1, xp);
                 pack_block(dy + off, h, wd, 0, dp);
-                for (int gi = 0; gi < BLK / CPG; gi++)
+                for (int gi = 0; gi < GPB; gi++)
                     for (int k = 0; k < CPG; k++)
                         for (int kh = 0; kh < 3; kh++) {
                             fetch_ahead(&a);
                             wtile(xp + (size_t)(gi * CPG + k) * ps, dp + (size_t)gi * CPG * ps, ps,
-                                  h, kh, S + (size_t)((gi * CPG + k) * 3 + kh) * CPG * 3 * BLK,
+                                  h, kh, S + (size_t)((gi * CPG + k) * 3 + kh) * CPG * 3 * RW,
                                   n == 0);
                         }
             }
             wsums_to_dw(S, b, dw);
-            if (dbias) iabn_conv_bias_grad_blocked(g->n, g->c_out, lines, BLK, dy, dbias, b, b + 1);
+            if (dbias)
+                iabn_conv_bias_grad_blocked(g->n, g->c_out, pixels, BLK, dy, dbias, b, b + 1);
         }
     }
 }
+#endif
 
-#if !defined(IABN_DIRECT_AVX512)
+#if BLK == 16 && !defined(IABN_DIRECT_AVX512)
 void iabn_conv_rows(const iabn_conv_geom *g, iabn_conv_pass pass, int threads, const float *src,
                     const float *w, const float *bias, float *dst, float *scratch)
 {
