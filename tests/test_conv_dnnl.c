@@ -251,6 +251,19 @@ static void test_parity(void)
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD));
     gd.x_layout = gd.y_layout = IABN_LAYOUT_NCHW8C;
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_FWD) == !lanes16());
+    /* mod4 (14x14) on nChw8c where the 8-lane build is AVX2: forward and
+     * data along the rows (cpu/conv_rows.c), the weight pass on oneDNN */
+    CHECK(iabn_conv_geom_init(&gd, 4, 512, 14, 14, 512, 3, 3, 1, 1, 1, 64) == 0);
+    gd.x_layout = gd.y_layout = IABN_LAYOUT_NCHW8C;
+    if (iabn_conv_blocked_native_8c()) {
+        iabn_conv_plan pl;
+        for (int p = 0; p < 3; p++) {
+            iabn_conv_plan_make(&gd, (iabn_conv_pass)p, 2, &pl);
+            CHECK_MSG(pl.path == (p == IABN_CONV_BWD_FILTER ? IABN_CONV_PATH_DNNL
+                                                            : IABN_CONV_PATH_BLOCKED),
+                      "mod4 on nChw8c, pass %d: path %d", p, (int)pl.path);
+        }
+    }
     CHECK(iabn_conv_geom_init(&gd, 4, 512, 28, 28, 512, 3, 3, 1, 1, 1, 32) == 0);
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER));
     /* dense 3x3 (WideResNet's): every pass on oneDNN with AVX-512; with
@@ -317,9 +330,9 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
      * (AVX-512) runs cpu/conv_1x1.c (its own sums;
      * test_conv_1x1 checks it against a double-precision reference) */
     if (iabn_conv_1x1_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
-    /* 8 per group up to 14 wide on nChw16c with AVX-512: the three passes
-     * run along the rows (cpu/conv_rows.c, its own sums; test_conv_blocked
-     * checks them against a double-precision reference) */
+    /* 8 per group up to 14 wide where the blocked path takes a pass: along
+     * the rows (cpu/conv_rows.c, its own sums; test_conv_blocked checks
+     * them against a double-precision reference) */
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan pb;
         iabn_conv_plan_make(&gb, (iabn_conv_pass)p, 2, &pb);
@@ -402,8 +415,9 @@ static void test_blocked(void)
         iabn_layout L = LS[i];
         blocked_case(L, 2, 64, 14, 128, 1, 1, 1, 1, 7);  /* 1x1 on 14x14: blocked primitive */
         blocked_case(L, 2, 128, 14, 128, 3, 1, 8, 1, 7); /* grouped, 16 per group */
-        /* 8 per group: on nChw16c with AVX-512 along the rows (release
-         * builds), else oneDNN, merged pairs with AVX-512, unmerged with AVX2 */
+        /* 8 per group: along the rows in release builds (nChw16c with
+         * AVX-512: three passes; nChw8c with AVX2: forward and data), else
+         * oneDNN, merged pairs with AVX-512, unmerged with AVX2 */
         blocked_case(L, 2, 128, 14, 128, 3, 1, 16, 1, 7);
         /* and on 28x28: the direct kernels on NCHW; on blocked operands
          * with AVX-512 the blocked kernels (nChw16c, and the 8-lane build

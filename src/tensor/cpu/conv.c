@@ -185,9 +185,11 @@ static iabn_layout blocked_operands(const iabn_conv_geom *g)
  * grouped convs with up to 4 channels per group, and 8 on maps larger than
  * 14x14 or at most 14 wide where the kernels along the rows take them
  * (cpu/conv_rows.c; oneDNN, pairs of groups merged, runs the others
- * faster).  nChw8c where the 8-lane build is AVX2: up to 4 per group (8 per
- * group is one block there, and oneDNN's kernels run it faster).  Elsewhere
- * they run portable builds, for tests only.  docs/CPU.md has the figures. */
+ * faster).  nChw8c where the 8-lane build is AVX2: up to 4 per group, and
+ * the forward and data passes of 8 per group where the rows take them (8
+ * per group is one block there; oneDNN's kernels run the rest, and that
+ * weight pass, faster).  Elsewhere they run portable builds, for tests
+ * only.  docs/CPU.md has the figures. */
 static int blocked_fast(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_layout L)
 {
     int cpg = g->c_in / g->groups;
