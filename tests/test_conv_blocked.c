@@ -220,7 +220,7 @@ static void check_build(const iabn_conv_geom *g, const build *k, const float *x,
  * weight pass only). */
 static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_conv_geom *g)
 {
-    int rows = iabn_conv_rows_takes(g);
+    int rows = iabn_conv_rows_takes(g, IABN_CONV_BWD_FILTER, 16);
     int rot_f = iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
     int rot_d = iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
     size_t nx = (size_t)g->n * g->c_in * g->h_in * g->w_in;
@@ -278,7 +278,13 @@ static void one_case(const geo *q)
               "input-side rotation: %s", desc);
     int rows = cpg == 8 && q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 &&
                q->dil == 1 && q->w <= 14;
-    CHECK_MSG(iabn_conv_rows_takes(&g) == rows, "along the rows: %s", desc);
+    for (int p = 0; p < 3; p++) {
+        CHECK_MSG(iabn_conv_rows_takes(&g, (iabn_conv_pass)p, 16) == rows,
+                  "along the rows, 16 lanes: %s", desc);
+        CHECK_MSG(iabn_conv_rows_takes(&g, (iabn_conv_pass)p, 8) ==
+                      (rows && p != IABN_CONV_BWD_FILTER),
+                  "along the rows, 8 lanes: %s", desc);
+    }
     if (t16 && t8) CHECK_MSG(same_across(&p16, 16, &p8, 8, &g), "8 and 16 lanes differ: %s", desc);
 #if IABN_HAVE_DIRECT_AVX512
     if (t16 && iabn_conv_direct_avx512()) {

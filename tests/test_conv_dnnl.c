@@ -336,7 +336,8 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan pb;
         iabn_conv_plan_make(&gb, (iabn_conv_pass)p, 2, &pb);
-        if (pb.path == IABN_CONV_PATH_BLOCKED && iabn_conv_rows_takes(&gb))
+        if (pb.path == IABN_CONV_PATH_BLOCKED &&
+            iabn_conv_rows_takes(&gb, (iabn_conv_pass)p, iabn_layout_block(L)))
             exact &= ~(1 << p);
     }
     int hwi = g.h_in * g.w_in, hwo = g.h_out * g.w_out;

@@ -196,10 +196,10 @@ static int blocked_fast(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_layou
     if (!iabn_conv_blocked_takes(g, L)) return 0;
     if (L == IABN_LAYOUT_NCHW8C)
         return iabn_conv_blocked_native_8c() &&
-               (cpg <= 4 || (iabn_conv_rows_takes(g) && pass != IABN_CONV_BWD_FILTER));
+               (cpg <= 4 || iabn_conv_rows_takes(g, pass, 8));
     return iabn_conv_direct_avx512() &&
            (cpg <= 4 || (cpg == 8 && ((long)g->h_out * g->w_out > 14 * 14 ||
-                                      iabn_conv_rows_takes(g))));
+                                      iabn_conv_rows_takes(g, pass, 16))));
 }
 
 /* The paths whose forward adds into y (g->accumulate): oneDNN's sum or

@@ -541,9 +541,8 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
  * (cpu/conv_blocked_rot.c: 1.1x-2.3x faster with AVX2's 16 registers). */
 #define ROT(pass) (BLK == 8 && iabn_conv_blocked_rot_takes(g, pass))
 /* 8 per group, 3x3 stride 1, on maps up to 14 wide run along the rows
- * (cpu/conv_rows.c), each build its own; with 8 lanes the forward and data
- * passes only (its weight pass lost to oneDNN's in a step: docs/CPU.md). */
-#define ROWS(pass) (iabn_conv_rows_takes(g) && (BLK == 16 || (pass) != IABN_CONV_BWD_FILTER))
+ * (cpu/conv_rows.c), each build its own (with 8 lanes not the weight pass). */
+#define ROWS(pass) iabn_conv_rows_takes(g, pass, BLK)
 
 void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,
                                 const float *w, const float *bias, float *y, float *scratch)

@@ -215,14 +215,14 @@ void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int thr
 /* The three passes of 3x3 convs with 8 channels per group, stride 1,
  * padding 1, on maps at most IABN_CONV_ROWS_MAX_W wide (cpu/conv_rows.c,
  * vectors along the rows), 16 lanes; with 8 lanes (nChw8c) the forward and
- * data passes: _takes: whether they run g (the blocked entry points send
- * it there); _scratch: floats for `threads`.  The unsuffixed entry points
+ * data passes: _takes: whether the build of `lanes` runs g's pass (the
+ * blocked entry points send it there); _scratch: floats for `threads`.  The unsuffixed entry points
  * run the AVX-512 build where iabn_conv_direct_avx512() says so, else the
  * portable one (same bits).
  * bwd-filter accumulates into dw and, when dbias is not NULL, dy's sums
  * into dbias. */
 #define IABN_CONV_ROWS_MAX_W 14
-int iabn_conv_rows_takes(const iabn_conv_geom *g);
+int iabn_conv_rows_takes(const iabn_conv_geom *g, iabn_conv_pass pass, int lanes);
 size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 #define IABN_ROWS_DECL(sfx)                                                                     \
     void iabn_conv_rows##sfx(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,       \

@@ -86,8 +86,11 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 #if BLK == 16 && !defined(IABN_DIRECT_AVX512) /* once */
-int iabn_conv_rows_takes(const iabn_conv_geom *g)
+int iabn_conv_rows_takes(const iabn_conv_geom *g, iabn_conv_pass pass, int lanes)
 {
+    /* 8 lanes: the forward and data passes (the weight pass along the rows
+     * lost to oneDNN's in a step: docs/CPU.md "AVX2 CPUs") */
+    if (lanes == 8 && pass == IABN_CONV_BWD_FILTER) return 0;
     return g->groups > 1 && g->c_in == g->c_out && g->c_in == g->groups * CPG && g->kh == 3 &&
            g->kw == 3 && g->stride == 1 && g->pad == 1 && g->dil == 1 && g->h_in >= 1 &&
            g->w_in >= 1 && g->w_in <= IABN_CONV_ROWS_MAX_W;
@@ -313,7 +316,7 @@ static void run_group(const float *pk, size_t ps, const float *V, const float *b
         for (int hv = 0; hv * BLK < w; hv++)
             for (int o0 = 0; o0 < CPG; o0 += OT) {
 #if SIMD_NATIVE
-                if (RT > 2 && R == 3)
+                if (RT > 2 && R == 3) /* (RT, not 3: no 3-row tile where RT is 2) */
                     tile(pk, ps, V, bias, st, h, r0, RT, o0, hv);
                 else if (R == 2)
                     tile(pk, ps, V, bias, st, h, r0, 2, o0, hv);
