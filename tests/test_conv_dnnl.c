@@ -58,7 +58,7 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
     for (int ti = 0; ti < 2; ti++) {
         iabn_set_num_threads(threads[ti]);
         int th = iabn_num_threads();
-        iabn_conv_plan nat[3], dn[3];
+        iabn_conv_plan nat[3], dn[3], ch[3];
         size_t sb = 0;
         for (int p = 0; p < 3; p++) {
             iabn_conv_plan_make_native(&g, (iabn_conv_pass)p, th, &nat[p]);
@@ -77,6 +77,7 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
             s = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, th);
             iabn_conv_plan chosen;
             iabn_conv_plan_make(&g, (iabn_conv_pass)p, th, &chosen);
+            ch[p] = chosen;
             CHECK(iabn_conv_use_dnnl(&g, (iabn_conv_pass)p) || chosen.path != IABN_CONV_PATH_DNNL);
             if (chosen.path == IABN_CONV_PATH_DNNL)
                 CHECK_MSG(s >= b0 && (p == IABN_CONV_BWD_DATA || s >= b1),
@@ -126,6 +127,16 @@ static void run_case(const tcase *tc, iabn_conv_cache *cache)
         d = t_rel_diff(dw2, dw1, nw);
         CHECK_MSG(d <= TOL, "bwd-filter oneDNN vs native: %.3g, %s", d, desc);
         CHECK_MSG(memcmp(dw2, dw3, nw * 4) == 0, "bwd-filter cached != uncached, %s", desc);
+        if (ch[2].path == IABN_CONV_PATH_WGRAD) {
+            /* the hand-written weight pass through its nChw16c copies */
+            memcpy(dw3, dw0, nw * 4);
+            CHECK_OK(iabn_conv_run_plan(cache, &ch[2], &g, IABN_CONV_BWD_FILTER, x, dy, NULL, dw3,
+                                        NULL, scr, sb, &e));
+            for (size_t i = 0; i < nw; i++) dw3[i] -= dw0[i];
+            d = t_rel_diff(dw3, dw1, nw);
+            CHECK_MSG(d <= TOL, "bwd-filter wgrad vs native: %.3g, %s", d, desc);
+            memcpy(dw3, dw2, nw * 4);
+        }
         if (tc->bias) {
             for (size_t i = 0; i < nb; i++) { db1[i] -= db0[i]; db2[i] -= db0[i]; }
             d = t_rel_diff(db2, db1, nb);
@@ -193,14 +204,17 @@ static void test_parity(void)
         {2, 32, 7, 7, 32, 3, 1, 1, 1, 0, 8},    /* grouped, 4 per group: direct */
         {1, 64, 16, 16, 64, 3, 1, 2, 2, 0, 4},  /* grouped, 16 per group, dilated 2 */
         {2, 64, 7, 7, 96, 1, 1, 0, 1, 1, 1},    /* 1x1, 16-multiples: weights as tiles */
+        {2, 64, 9, 10, 48, 3, 1, 1, 1, 1, 1},   /* dense 3x3, 16-multiples (AVX-512: the
+                                                 * weight pass hand-written, on copies); bias */
+        {1, 64, 9, 9, 32, 3, 1, 12, 12, 0, 1},  /* ASPP-like: taps in the padding */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i], cache);
 #if !(defined(IABN_CONV_DNNL_ALL) && IABN_CONV_DNNL_ALL) /* that build sends all dense there */
     /* which of them the rule sends to oneDNN: 16 channels or more, dilated
      * only with most taps in the map, 8 per group on small maps; with AVX2
      * no dilated grouped forwards (lanes16) */
-    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, lanes16(), 1};
-    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 outputs */
+    int want[] = {1, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 0, lanes16(), 1, 1, 0};
+    int plain[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}; /* 1x1, >= 28x28 */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         iabn_conv_geom g;
         CHECK(iabn_conv_geom_init(&g, cs[i].n, cs[i].c_in, cs[i].h, cs[i].w, cs[i].c_out, cs[i].k,
@@ -227,10 +241,12 @@ static void test_parity(void)
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* ASPP-like: per-tap path */
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_DATA));
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER)); /* oneDNN skips padded taps there */
-    { /* with AVX-512; with AVX2 its GEMM kernel computes them: the per-tap path */
+    { /* with AVX-512 the hand-written weight pass, through the nChw16c
+       * copies oneDNN would make (cpu/conv_wgrad.c); with AVX2 oneDNN's GEMM
+       * kernel computes the padded taps: the per-tap path */
         iabn_conv_plan pt;
         iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pt);
-        CHECK(pt.path == (lanes16() ? IABN_CONV_PATH_DNNL : IABN_CONV_PATH_TAPS));
+        CHECK(pt.path == (lanes16() ? IABN_CONV_PATH_WGRAD : IABN_CONV_PATH_TAPS));
     }
     CHECK(iabn_conv_geom_init(&gd, 1, 64, 9, 9, 64, 3, 3, 1, 1, 1, 16) == 0);
     CHECK(!iabn_conv_use_dnnl(&gd, IABN_CONV_FWD)); /* grouped, 4 per group */
@@ -266,25 +282,30 @@ static void test_parity(void)
     }
     CHECK(iabn_conv_geom_init(&gd, 4, 512, 28, 28, 512, 3, 3, 1, 1, 1, 32) == 0);
     CHECK(iabn_conv_use_dnnl(&gd, IABN_CONV_BWD_FILTER));
-    /* dense 3x3 (WideResNet's): every pass on oneDNN with AVX-512; with
-     * AVX2 the weight pass of NCHW operands runs natively (2.3x faster
-     * here), where its scratch fits oneDNN's copy cap: not at 128 channels
-     * on 112x112 (110 MiB of column buffers on two threads) */
+    /* dense 3x3 (WideResNet's) on NCHW operands: forward and data on
+     * oneDNN; with AVX-512 the weight pass hand-written through nChw16c
+     * copies where oneDNN would make them; with AVX2 it runs natively (2.3x
+     * faster here), where its scratch fits oneDNN's copy cap: not at 128
+     * channels on 112x112 (110 MiB of column buffers on two threads) */
     CHECK(iabn_conv_geom_init(&gd, 4, 256, 56, 56, 256, 3, 3, 1, 1, 1, 1) == 0);
     iabn_conv_plan pl;
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan_make(&gd, (iabn_conv_pass)p, 2, &pl);
-        CHECK_MSG((pl.path == IABN_CONV_PATH_DNNL) == (p < 2 || lanes16()), "pass %d: path %d",
-                  p, (int)pl.path);
+        CHECK_MSG(p < 2           ? pl.path == IABN_CONV_PATH_DNNL
+                  : lanes16() ? pl.path == IABN_CONV_PATH_WGRAD /* through copies */
+                              : pl.path != IABN_CONV_PATH_DNNL,
+                  "pass %d: path %d", p, (int)pl.path);
         CHECK(iabn_conv_scratch_bytes(&gd, (iabn_conv_pass)p, 2) <= IABN_DNNL_COPY_MAX);
     }
-    /* blocked operands: the same choice (AVX2: x and dy copied to NCHW first) */
+    /* blocked operands: with AVX-512 the hand-written weight pass
+     * (cpu/conv_wgrad.c), with AVX2 the native kernels (x and dy copied to
+     * NCHW first) */
     gd.x_layout = gd.y_layout = CPU_BLOCKED;
     iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pl);
-    CHECK((pl.path == IABN_CONV_PATH_DNNL) == lanes16());
+    CHECK(lanes16() ? pl.path == IABN_CONV_PATH_WGRAD : pl.path != IABN_CONV_PATH_DNNL);
     CHECK(iabn_conv_geom_init(&gd, 4, 128, 112, 112, 128, 3, 3, 1, 1, 1, 1) == 0);
     iabn_conv_plan_make(&gd, IABN_CONV_BWD_FILTER, 2, &pl);
-    CHECK(pl.path == IABN_CONV_PATH_DNNL);
+    CHECK(pl.path == (lanes16() ? IABN_CONV_PATH_WGRAD : IABN_CONV_PATH_DNNL));
     /* the whole batch's blocked copies over IABN_DNNL_COPY_MAX: native (VGG19's
      * first convs at batch 32, 128x128: 256 MiB of copies); at batch 4 oneDNN */
     CHECK(iabn_conv_geom_init(&gd, 32, 64, 128, 128, 64, 3, 3, 1, 1, 1, 1) == 0);
@@ -326,10 +347,11 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
         return;
     }
     for (int p = 0; p < 3; p++) CHECK(iabn_conv_layouts_ok(&gb, (iabn_conv_pass)p));
-    /* the 1x1 weight pass on nChw8c (AVX2) and on nChw16c up to 14x14
-     * (AVX-512) runs cpu/conv_1x1.c (its own sums;
-     * test_conv_1x1 checks it against a double-precision reference) */
-    if (iabn_conv_1x1_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
+    /* the weight pass that cpu/conv_wgrad.c runs (1x1 on nChw8c with AVX2
+     * and on nChw16c up to 14x14, the other dense ones on nChw16c, with
+     * AVX-512: its own sums; test_conv_wgrad checks it against a
+     * double-precision reference) */
+    if (iabn_conv_wgrad_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
     /* 8 per group up to 14 wide where the blocked path takes a pass: along
      * the rows (cpu/conv_rows.c, its own sums; test_conv_blocked checks
      * them against a double-precision reference) */
@@ -356,9 +378,11 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
         size_t s1 = iabn_conv_scratch_bytes(&g, (iabn_conv_pass)p, 2);
         size_t s2 = iabn_conv_scratch_bytes(&gb, (iabn_conv_pass)p, 2);
         /* the primitive's layout saves the copies, where NCHW ran oneDNN too */
-        iabn_conv_plan pn;
+        iabn_conv_plan pn, pb;
         iabn_conv_plan_make(&g, (iabn_conv_pass)p, 2, &pn);
-        if (want_smaller && L == CPU_BLOCKED && pn.path == IABN_CONV_PATH_DNNL)
+        iabn_conv_plan_make(&gb, (iabn_conv_pass)p, 2, &pb);
+        if (want_smaller && L == CPU_BLOCKED && pn.path == IABN_CONV_PATH_DNNL &&
+            pb.path == IABN_CONV_PATH_DNNL)
             CHECK_MSG(s2 < s1, "%s, pass %d: scratch %zu blocked, %zu NCHW", ln, p, s2, s1);
         void *sc1 = malloc(s1 ? s1 : 1), *sc2 = malloc(s2 ? s2 : 1);
         if (p == 0) {

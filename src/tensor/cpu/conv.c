@@ -209,14 +209,34 @@ static int adds_into_y(iabn_conv_path p)
     return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_WINO;
 }
 
+/* The geometry the hand-written weight pass (cpu/conv_wgrad.c) runs for g:
+ * g itself, or with its NCHW operands as the nChw16c copies the scratch
+ * holds (*copied 1).  0 where it does not run g's pass.  The copies: for a
+ * conv with taps whose weight pass oneDNN would run on NCHW operands, it
+ * reorders them into the same copies and keeps blocked weight gradients
+ * and a scratchpad besides; the kernel needs neither (DeepLabV3's ASPP at
+ * 32x32: 1.x faster, docs/CPU.md). */
+static int wgrad_geom(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_conv_geom *b,
+                      int *copied)
+{
+    *b = *g;
+    *copied = 0;
+    if (iabn_conv_wgrad_takes(g, pass)) return 1;
+    if (blocked_operands(g) == IABN_LAYOUT_NCHW8C || g->kh * g->kw == 1) return 0;
+    b->x_layout = b->y_layout = IABN_LAYOUT_NCHW16C;
+    *copied = 1;
+    return iabn_conv_wgrad_takes(b, pass) && iabn_conv_use_dnnl(g, pass);
+}
+
 /* The path of a pass whose activations are laid out as g says. */
 static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     iabn_layout L = blocked_operands(g);
-    int blocked = L != IABN_LAYOUT_NCHW;
+    int blocked = L != IABN_LAYOUT_NCHW, copied;
+    iabn_conv_geom wg;
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
     if (blocked && blocked_fast(g, pass, L)) return IABN_CONV_PATH_BLOCKED;
-    if (iabn_conv_1x1_takes(g, pass)) return IABN_CONV_PATH_1X1;
+    if (wgrad_geom(g, pass, &wg, &copied)) return IABN_CONV_PATH_WGRAD;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
@@ -227,7 +247,7 @@ int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
     if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
     iabn_conv_path p = choose_path(g, pass);
     return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED || p == IABN_CONV_PATH_WINO ||
-           p == IABN_CONV_PATH_1X1;
+           p == IABN_CONV_PATH_WGRAD;
 }
 
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
@@ -260,8 +280,12 @@ int iabn_conv_layout_vote(const iabn_conv_geom *g, iabn_conv_pass pass, int y_si
     /* Winograd F(2x2, 3x3) where the flag asks (nChw8c) needs both sides
      * blocked */
     if (iabn_conv_wino_takes(&b, pass)) return 1;
-    /* the 1x1 weight pass on nChw8c (cpu/conv_1x1.c) */
-    if (iabn_conv_1x1_takes(&b, pass)) return 1;
+    /* the hand-written 1x1 weight pass (cpu/conv_wgrad.c) on nChw8c.  Its
+     * k x k one votes as oneDNN's does below: it runs where the others'
+     * votes keep the operands blocked (a dilated conv whose per-tap GEMMs
+     * read NCHW stays NCHW, its weight pass on oneDNN: voting for blocked
+     * there cost DeepLabV3's ASPP reorders around every pass) */
+    if (b.kh * b.kw == 1 && iabn_conv_wgrad_takes(&b, pass)) return 1;
     /* a stem: x NCHW, y as oneDNN's flat kernel writes it */
     iabn_conv_geom s = p;
     s.y_layout = L;
@@ -352,11 +376,16 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->total = iabn_conv_wino_scratch(g, pass, p->threads);
         return;
     }
-    if (path == IABN_CONV_PATH_1X1) {
+    if (path == IABN_CONV_PATH_WGRAD) {
         memset(p, 0, sizeof *p);
         p->path = path;
         p->threads = threads < 1 ? 1 : threads;
-        p->total = iabn_conv_1x1_scratch(g);
+        iabn_conv_geom b;
+        int copied;
+        size_t xc;
+        wgrad_geom(g, pass, &b, &copied);
+        p->col = iabn_conv_wgrad_scratch(&b, p->threads);
+        p->total = iabn_conv_round16(p->col) + (copied ? copies(g, 1, &xc) : 0);
         return;
     }
     if (path == IABN_CONV_PATH_BLOCKED) {
@@ -571,10 +600,28 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
 {
     if (p->path == IABN_CONV_PATH_BLOCKED)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
-    if (p->path == IABN_CONV_PATH_1X1) {
+    if (p->path == IABN_CONV_PATH_WGRAD) {
         if (scratch_bytes < p->total * sizeof(float) || (p->total && !scratch))
             return too_little_scratch(p, g, pass, scratch_bytes, e);
-        iabn_conv_1x1_bwd_filter(g, p->threads, a, b, out, dbias, scratch);
+        iabn_conv_geom wg;
+        int copied, rc = 0;
+        wgrad_geom(g, pass, &wg, &copied);
+        const float *x = a, *dy = b;
+        if (copied) { /* NCHW operands into their nChw16c copies */
+            size_t xc;
+            copies(g, 1, &xc);
+            float *xcopy = (float *)scratch + iabn_conv_round16(p->col), *ycopy = xcopy + xc;
+            const iabn_layout N = IABN_LAYOUT_NCHW, B = wg.x_layout;
+            if (g->x_layout == N &&
+                (rc = iabn_reorder(g->n, g->c_in, g->h_in * g->w_in, N, B, a, xcopy, e)))
+                return rc;
+            if (g->y_layout == N &&
+                (rc = iabn_reorder(g->n, g->c_out, g->h_out * g->w_out, N, B, b, ycopy, e)))
+                return rc;
+            x = g->x_layout == N ? xcopy : a;
+            dy = g->y_layout == N ? ycopy : b;
+        }
+        iabn_conv_wgrad_bwd_filter(&wg, p->threads, x, dy, out, dbias, scratch);
         return 0;
     }
     if (p->path == IABN_CONV_PATH_WINO) {
@@ -681,7 +728,7 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
             return native_weights_blocked(c, &p, g, a, b, out, dbias, scratch, scratch_bytes, e);
         }
     } else if (path == IABN_CONV_PATH_BLOCKED || path == IABN_CONV_PATH_WINO ||
-               path == IABN_CONV_PATH_1X1) {
+               path == IABN_CONV_PATH_WGRAD) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
         return iabn_err_set(e, IABN_EINVAL,

@@ -7,8 +7,10 @@
  *   - oneDNN (cpu/conv_dnnl.c, in builds that found it) for dense convs
  *     (groups 1, 16+ channels) whose taps mostly read the image: primitives that pick their own blocked layouts, with
  *     reorders from and to the NCHW tensors, all three passes;
- *   - a hand-written weight pass for 1x1 convs (any stride) on nChw8c
- *     operands (cpu/conv_1x1.c) in AVX2 builds;
+ *   - a hand-written weight pass of dense convs on blocked operands
+ *     (cpu/conv_wgrad.c): 1x1 ones on nChw8c (AVX2 builds) and on nChw16c
+ *     up to 14x14 maps, the others (3x3, dilated, strided) on nChw16c
+ *     (AVX-512 CPUs);
  *   - Winograd F(2x2, 3x3) on nChw8c (cpu/conv_wino.c) for dense 3x3
  *     convs with the winograd flag on CPUs without AVX-512, all three
  *     passes;

@@ -167,7 +167,7 @@ static const char *path_label(const iabn_conv_plan *p)
     case IABN_CONV_PATH_DIRECT: return "direct";
     case IABN_CONV_PATH_TAPS: return "taps";
     case IABN_CONV_PATH_DNNL: return "onednn";
-    case IABN_CONV_PATH_1X1: return "1x1";
+    case IABN_CONV_PATH_WGRAD: return "wgrad";
     default: return p->no_col ? "gemm" : p->flip ? "im2col-flip" : "im2col";
     }
 }
@@ -410,7 +410,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         /* the path of the run the row's GFLOP/s come from */
         int dnnl_row = has_blk ? blk[pass].path == IABN_CONV_PATH_DNNL : chose_dnnl;
         r->path = has_blk && blk[pass].path == IABN_CONV_PATH_BLOCKED ? "blocked"
-                  : has_blk && blk[pass].path == IABN_CONV_PATH_1X1  ? "1x1"
+                  : has_blk && blk[pass].path == IABN_CONV_PATH_WGRAD  ? "wgrad"
                   : dnnl_row                                         ? "onednn"
                                                                      : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";

@@ -36,7 +36,7 @@ typedef enum iabn_conv_path {
     IABN_CONV_PATH_DNNL = 3,   /* oneDNN primitives, blocked layouts, reorders  */
     IABN_CONV_PATH_BLOCKED = 4, /* hand-written grouped kernels on nChw16c      */
     IABN_CONV_PATH_WINO = 5,    /* hand-written Winograd F(2x2, 3x3) on nChw8c  */
-    IABN_CONV_PATH_1X1 = 6      /* hand-written 1x1 weight pass on nChw8c        */
+    IABN_CONV_PATH_WGRAD = 6    /* hand-written weight pass of dense convs      */
 } iabn_conv_path;
 #define IABN_CONV_NPATHS 7
 
@@ -44,7 +44,8 @@ typedef enum iabn_conv_path {
  *   im2col: [wbuf][col x ncol][part x threads]
  *   taps:   [wbuf][dwbuf][col][col2]
  *   direct: its own layout, `total` floats;
- *   1x1:    x gathered at a strided conv's pixels (none with stride 1);
+ *   wgrad:  1x1: x gathered at a strided conv's pixels (none with stride
+ *           1); k x k: each thread's sums of a group of output channels;
  *   blocked: [the kernels' own layout, col floats][x copy][y copy], the
  *           copies (nChw16c) only for operands the geometry has in NCHW;
  *   dnnl:   cpu/conv_dnnl.c's layout, `total` floats (the larger of the
@@ -146,27 +147,31 @@ void iabn_conv_direct_bwd_data(const iabn_conv_geom *g, int threads, const float
 void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
                                  const float *dy, float *dw, float *scratch);
 
-/* The weight pass of 1x1 convs on blocked activations (cpu/conv_1x1.c):
- * groups 1, no padding, any stride, x and dy both nChw8c (the library's
- * build, AVX2 in release builds) or both nChw16c (its AVX-512 build, entry
- * points ending in _avx512), channels multiples of the block.
+/* The weight pass of dense convs on blocked activations (cpu/conv_wgrad.c):
+ * groups 1, any kernel of at most 16 taps, stride, padding and dilation, x
+ * and dy both nChw8c (the library's build, AVX2 in release builds) or both
+ * nChw16c (its AVX-512 build, entry points ending in _avx512), channels
+ * multiples of the block.
  * _geometry: whether a build's kernel takes g; _takes: whether the conv
- * path runs it for g's pass (the weight pass; nChw8c where the library's
- * build is AVX2, nChw16c on output maps up to 14x14 where the CPU has
- * AVX-512); the kernels run in every build (a portable one gives the same
- * bits).  dw += and dbias += (dbias may be NULL).  _scratch: floats of
- * scratch (a strided conv's gathered x; none with stride 1), whatever the
- * threads.  The unsuffixed _scratch and _bwd_filter send what _takes gives
- * the AVX-512 build there. */
-int iabn_conv_1x1_geometry(const iabn_conv_geom *g);
-int iabn_conv_1x1_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
-size_t iabn_conv_1x1_scratch(const iabn_conv_geom *g);
-void iabn_conv_1x1_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
-                              const float *dy, float *dw, float *dbias, float *scratch);
-int iabn_conv_1x1_geometry_avx512(const iabn_conv_geom *g);
-size_t iabn_conv_1x1_scratch_avx512(const iabn_conv_geom *g);
-void iabn_conv_1x1_bwd_filter_avx512(const iabn_conv_geom *g, int threads, const float *x,
-                                     const float *dy, float *dw, float *dbias, float *scratch);
+ * path runs it for g's pass (the weight pass: of 1x1 convs, no padding, on
+ * nChw8c where the library's build is AVX2 and on nChw16c up to 14x14 maps
+ * where the CPU has AVX-512; of the others on nChw16c where the CPU has
+ * AVX-512, unless oneDNN's Winograd runs the pass); the kernels run in
+ * every build (a portable one gives the same bits).  dw += and dbias +=
+ * (dbias may be NULL).  _scratch: floats of scratch for `threads` threads
+ * (1x1: a strided conv's gathered x, none with stride 1; k x k: each
+ * thread's sums).  The unsuffixed _scratch and _bwd_filter send what _takes
+ * gives the AVX-512 build there. */
+int iabn_conv_wgrad_geometry(const iabn_conv_geom *g);
+int iabn_conv_wgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+size_t iabn_conv_wgrad_scratch(const iabn_conv_geom *g, int threads);
+void iabn_conv_wgrad_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
+                                const float *dy, float *dw, float *dbias, float *scratch);
+int iabn_conv_wgrad_geometry_avx512(const iabn_conv_geom *g);
+size_t iabn_conv_wgrad_scratch_avx512(const iabn_conv_geom *g, int threads);
+void iabn_conv_wgrad_bwd_filter_avx512(const iabn_conv_geom *g, int threads, const float *x,
+                                       const float *dy, float *dw, float *dbias,
+                                       float *scratch);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
  * power-of-two channels per group in and out (up to the block), channels a

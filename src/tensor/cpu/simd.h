@@ -10,7 +10,7 @@
  *
  *   vzero, vld, vst (unaligned), vbcast (one float to every lane), vfma
  *   (a * b + c, fused), vadd, vsub, vmul; vidx_make / vperm: lane l of the
- *   result takes lane idx[l]; vst_nt: a streaming store where p is aligned
+ *   result takes lane idx[l]; vgather(p, idx): lane l takes p[idx[l]]; vst_nt: a streaming store where p is aligned
  *   to the vector (outputs larger than the cache would only evict the inputs
  *   still to be read), vfence after a run of them; VKEEP(v): keeps a loaded
  *   vector in its register (without it GCC folds the load into each FMA
@@ -43,6 +43,7 @@ static inline vf vsub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf vmul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vidx vidx_make(const int *lanes) { return _mm512_loadu_si512(lanes); }
 static inline vf vperm(vidx i, vf a) { return _mm512_permutexvar_ps(i, a); }
+static inline vf vgather(const float *p, vidx i) { return _mm512_i32gather_ps(i, p, 4); }
 static inline void vst_nt(float *p, vf a)
 {
     if (((uintptr_t)p & 63) == 0)
@@ -70,6 +71,7 @@ static inline vidx vidx_make(const int *lanes)
     return _mm256_loadu_si256((const __m256i *)(const void *)lanes);
 }
 static inline vf vperm(vidx i, vf a) { return _mm256_permutevar8x32_ps(a, i); }
+static inline vf vgather(const float *p, vidx i) { return _mm256_i32gather_ps(p, i, 4); }
 static inline void vst_nt(float *p, vf a)
 {
     if (((uintptr_t)p & 31) == 0)
@@ -117,6 +119,12 @@ static inline vf vperm(vidx i, vf a)
 {
     vf r;
     for (int l = 0; l < SIMD_LANES; l++) r.f[l] = a.f[i.i[l]];
+    return r;
+}
+static inline vf vgather(const float *p, vidx i)
+{
+    vf r;
+    for (int l = 0; l < SIMD_LANES; l++) r.f[l] = p[i.i[l]];
     return r;
 }
 static inline void vst_nt(float *p, vf a) { vst(p, a); }
