@@ -25,12 +25,16 @@ typedef struct iabn_convbench_row {
     const char *native_path, *path;       /* the native kernel; the one chosen     */
     const char *onednn_impl;              /* oneDNN's implementation ("" if none)  */
     int onednn;                           /* oneDNN measured too                   */
-    int blocked;                          /* and on blocked operands (its votes)   */
+    int blocked;                          /* and on blocked operands (its votes),  */
+                                          /* or through copies (blocked_gflops)    */
     const char *blocked_layout;           /* their layout (the CPU's: nChw16c or   */
                                           /* nChw8c), a static string              */
     double native_gflops, onednn_gflops;  /* onednn: NCHW operands, reordered      */
     double blocked_gflops;                /* the path those operands take (oneDNN,  */
-                                          /* or the blocked grouped kernels)       */
+                                          /* or the blocked grouped kernels); for  */
+                                          /* a conv kept NCHW whose weight pass    */
+                                          /* goes through blocked copies (ASPP),   */
+                                          /* the paths the graph takes there       */
     int wino;                             /* and with the winograd flag, where it  */
     double wino_gflops;                   /* runs Winograd (direct FLOPs / time)   */
     double peak;                          /* the peak %peak is of (GFLOP/s)         */
