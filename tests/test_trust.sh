@@ -114,30 +114,44 @@ expect "resume --resume-override" 0 "1 changed setting .*optimizer.batch_size: 1
 expect "resume a finished run" 1 "that run is finished \(epoch 2 of 2\)" \
     "${T[@]}" --output-dir "$W/run" --resume "$W/run/checkpoint_last.safetensors"
 
-# one step of the whole training set (batch 192): the two signals land in the
-# same step however fast the machine is
-rm -rf "$W/long2"; mkdir -p "$W/long2"
-( exec "${L[@]}" -b 192 --epochs 400 --print-freq 1 --output-dir "$W/long2" >"$W/long2.log" 2>&1 ) &
-pid=$!
-if wait_progress "$W/long2"; then
-    expect "second run in the same directory" 1 "in use by another run \(process $pid holds" \
-        "${L[@]}" --output-dir "$W/long2"
-    kill -INT $pid; sleep 0.05; kill -INT $pid; wait $pid; rc=$?
-    if [ $rc = 130 ] && ! grep -q "stopped on request" "$W/long2.log"; then ok "two SIGINTs: exit 130 at once"
-    else fail "two SIGINTs: exit $rc: $(tail -3 "$W/long2.log")"; fi
-else
-    fail "the second long run made no progress"; kill $pid; wait $pid
-fi
+# one step of the whole training set (batch 192): the two signals, 20 ms
+# apart, land in the same step unless the first comes in its last 20 ms
+# (a step took 0.2 s on a fast machine, and CI lost that race once).  The
+# run then stops gracefully, which looks like a second signal ignored; so
+# up to three tries, of which one must leave at once: a second signal that
+# is ignored fails all three.
+tries=0 left=""
+while [ $tries -lt 3 ] && [ -z "$left" ]; do
+    tries=$((tries + 1))
+    rm -rf "$W/long2"; mkdir -p "$W/long2"
+    ( exec "${L[@]}" -b 192 --epochs 400 --print-freq 1 --output-dir "$W/long2" >"$W/long2.log" 2>&1 ) &
+    pid=$!
+    if ! wait_progress "$W/long2"; then
+        fail "the second long run made no progress"; kill $pid; wait $pid; left=none; break
+    fi
+    [ $tries = 1 ] && expect "second run in the same directory" 1 \
+        "in use by another run \(process $pid holds" "${L[@]}" --output-dir "$W/long2"
+    kill -INT $pid; sleep 0.02; kill -INT $pid; wait $pid; rc=$?
+    if [ $rc = 130 ] && ! grep -q "stopped on request" "$W/long2.log"; then left=yes
+    elif [ $rc != 130 ] || ! grep -q "stopped on request" "$W/long2.log"; then left=no; fi
+done
+if [ "$left" = yes ]; then ok "two SIGINTs: exit 130 at once (try $tries)"
+elif [ "$left" != none ]; then fail "two SIGINTs: exit $rc after $tries tries: $(tail -3 "$W/long2.log")"; fi
 
 # 16.10: --checkpoint-every N writes mid-epoch checkpoints; after kill -9 the
 # resumed run gives the uninterrupted run's losses step for step
 losses() { sed -n 's/.*"step": \([0-9]*\), "epoch": [0-9]*, "loss": \([-0-9.e]*\),.*/\1 \2/p' "$1"; }
 expect "uninterrupted epoch" 0 "epoch 1/1 done" "${L[@]}" --epochs 1 --print-freq 1 --output-dir "$W/full"
-rm -rf "$W/part"; mkdir -p "$W/part"
-( exec "${L[@]}" --epochs 1 --print-freq 1 --checkpoint-every 5 --output-dir "$W/part" >"$W/part.log" 2>&1 ) &
-pid=$!
-for _ in $(seq 600); do grep -qs '"step": 7,' "$W/part/metrics.jsonl" && break; sleep 0.1; done
-kill -KILL $pid; wait $pid 2>/dev/null
+# the kill goes once step 7 is logged; where a fast step (0.04 s) let the run
+# finish its epoch first, it is started again (three tries)
+for try in 1 2 3; do
+    rm -rf "$W/part"; mkdir -p "$W/part"
+    ( exec "${L[@]}" --epochs 1 --print-freq 1 --checkpoint-every 5 --output-dir "$W/part" >"$W/part.log" 2>&1 ) &
+    pid=$!
+    for _ in $(seq 6000); do grep -qs '"step": 7,' "$W/part/metrics.jsonl" && break; sleep 0.01; done
+    kill -KILL $pid; wait $pid 2>/dev/null
+    grep -q "epoch 1/1 done" "$W/part.log" || break
+done
 expect "resume after kill -9" 0 "epoch 1/1 done" "${L[@]}" --epochs 1 --print-freq 1 --output-dir "$W/part" \
     --resume "$W/part/checkpoint_last.safetensors"
 losses "$W/full/metrics.jsonl" >"$W/full.losses"
