@@ -90,6 +90,17 @@
 #define CAT(a, b) CAT_(a, b)
 #define ENTRY(name) CAT(name, IABN_WGRAD_SFX)
 
+/* This thread's number and the team's size, inside a parallel region. */
+static void team(int *t, int *T)
+{
+    *t = 0;
+    *T = 1;
+#ifdef _OPENMP
+    *t = omp_get_thread_num();
+    *T = omp_get_num_threads();
+#endif
+}
+
 /* One tap and no padding: the 1x1 kernel (dw rows stored as they are). */
 static int one_tap(const iabn_conv_geom *g) { return g->kh * g->kw == 1 && g->pad == 0; }
 
@@ -440,11 +451,8 @@ static void kxk_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
     size_t per = kxk_scratch(g, threads) / threads;
 #pragma omp parallel num_threads(threads)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
+        int t, T;
+        team(&t, &T);
         int ob0, ob1, gc, r;
         kxk_share(g, t, T, &ob0, &ob1);
         int co_end = ob1 * BLK;
@@ -496,11 +504,8 @@ void ENTRY(iabn_conv_wgrad_bwd_filter)(const iabn_conv_geom *g, int threads, con
     if (threads < 1) threads = 1;
 #pragma omp parallel num_threads(threads)
     {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
+        int t, T;
+        team(&t, &T);
         if (g->stride != 1) gather(g, x, scratch); /* its loop ends in a barrier */
         /* whole blocks of output channels per thread: dw rows apart */
         int ob0 = (int)((long)d.ob * t / T), ob1 = (int)((long)d.ob * (t + 1) / T);
