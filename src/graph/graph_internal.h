@@ -38,8 +38,9 @@ struct iabn_graph {
     iabn_layout_mode layout_mode;
     iabn_winograd_mode winograd; /* which convs run Winograd (winograd.c) */
     int no_fusion;               /* iabn_graph_set_fusion(g, 0)            */
-    int scratch_last;            /* the planner also tries the nodes' scratch
-                                    last (plan.c; set by winograd.c)       */
+    int scratch_last;            /* the planner also tries three more
+                                    orders, the nodes' scratch last among
+                                    them (plan.c; set by winograd.c)       */
     int conv_reorders;           /* layout.c: see iabn_layout_stats */
 };
 

@@ -10,7 +10,7 @@
  *     reader step (scratch: its node's step only);
  *  3. placement, greedy by size with best fit (TFLite's arena planner):
  *     largest groups first, each at the smallest aligned gap between already
- *     placed groups whose lifetimes intersect, else on top (one or two other
+ *     placed groups whose lifetimes intersect, else on top (one to four other
  *     orders are tried too, the smallest arena kept: see place's caller);
  *  4. the lower bound: max over steps of the live bytes.
  * Host copies of offloaded tensors go to the host pool, placed the same way
@@ -111,6 +111,25 @@ static int cmp_first(const void *a, const void *b)
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     if (x->size != y->size) return x->size < y->size ? 1 : -1;
     return x->root - y->root;
+}
+
+/* The longest-lived first, then by size. */
+static int cmp_long(const void *a, const void *b)
+{
+    const place_item *x = a, *y = b;
+    int lx = x->last - x->first, ly = y->last - y->first;
+    if (lx != ly) return lx < ly ? 1 : -1;
+    return cmp_place(a, b);
+}
+
+/* By bytes x steps held, then by size. */
+static int cmp_area(const void *a, const void *b)
+{
+    const place_item *x = a, *y = b;
+    double ax = (double)x->size * (x->last - x->first + 1);
+    double ay = (double)y->size * (y->last - y->first + 1);
+    if (ax != ay) return ax < ay ? 1 : -1;
+    return cmp_place(a, b);
 }
 
 /* Places items (sorted) and writes offsets; returns the arena top. */
@@ -296,15 +315,22 @@ int iabn_plan_build(const iabn_graph *g, const iabn_plan_opts *opts, iabn_plan *
     } else {
         /* Greedy by size (TFLite) is the main strategy; greedy in order of
          * first use (ggml / tinygrad) sometimes packs small graphs tighter.
-         * Where the Winograd choice gave nodes a larger scratch, by size
-         * with the nodes' scratch last too: large short-lived buffers then
-         * fill the gaps at their step instead of scattering the long-lived
-         * tensors (winograd.c).  All are cheap: run each, keep the first
-         * smallest arena. */
-        static int (*const order[])(const void *, const void *) = {cmp_place, cmp_first,
-                                                                   cmp_scratch_last};
+         * Where the Winograd choice gave nodes a larger scratch, three more:
+         * by size with the nodes' scratch last (large short-lived buffers
+         * then fill the gaps at their step instead of scattering the
+         * long-lived tensors: winograd.c), the longest-lived first, and by
+         * bytes x steps.  With them DeepLabV3-WRN38 at 256x256 plans at its
+         * lower bound (788.1 -> 777.2 MiB), and Winograd's auto choice fits
+         * more passes under it (WideResNet-38 at batch 16, in-place II: 24
+         * -> 54; bench/results/cpu/2026-12-02-zen5-wgrad.md).  The storage
+         * strategy's budget search plans without Winograd and keeps the two
+         * orders: with five, its greedy choice fell behind the exhaustive
+         * optimum (test_offload).
+         * All are cheap: run each, keep the first smallest arena. */
+        static int (*const order[])(const void *, const void *) = {
+            cmp_place, cmp_first, cmp_scratch_last, cmp_long, cmp_area};
         size_t *alt = malloc((size_t)nt * sizeof *alt);
-        size_t norders = g->scratch_last ? 3 : 2;
+        size_t norders = g->scratch_last ? 5 : 2;
         qsort(items, (size_t)nitems, sizeof *items, order[0]);
         p->arena_bytes = place(items, nitems, align, p->offset);
         for (size_t k = 1; alt && k < norders; k++) {

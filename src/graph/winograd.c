@@ -11,8 +11,8 @@
  * live at any step).  A scratch lives only during its node, so these checks
  * do not interact, and the lower bound stays what it was.  The placement is
  * greedy, and larger scratch buffers reorder it, so the planner is told to
- * try one more order, the nodes' scratch last (graph_internal.h
- * scratch_last).  Even so the arena moves a little: by -0.03% to +0.12% on
+ * try three more orders, the nodes' scratch last among them (graph_internal.h
+ * scratch_last, plan.c).  Even so the arena moves a little: by -0.03% to +0.12% on
  * ResNeXt-101 and WideResNet-38 at batch 4 (docs/CPU.md).  So it may grow by
  * 0.25% at most.  Where it grows more, the nodes with the most room keep
  * the flag: the largest number of them, loosest first, that plans within
