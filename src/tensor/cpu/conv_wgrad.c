@@ -115,9 +115,10 @@ int ENTRY(iabn_conv_wgrad_geometry)(const iabn_conv_geom *g)
 /* 1x1: nChw8c where this build is native (AVX2); nChw16c on output maps up
  * to 14x14 where the CPU has AVX-512 (on larger maps oneDNN's weight pass
  * runs as fast or faster inside a ResNeXt-101 step).  k x k: nChw16c where
- * the CPU has AVX-512, unless the pass runs oneDNN's Winograd (1.1x-2.2x
- * oneDNN's direct weight pass in WideResNet-38 and DeepLabV3 steps; not
- * measured on an AVX2 CPU, where oneDNN keeps it).  docs/CPU.md. */
+ * the CPU has AVX-512, unless the pass runs oneDNN's Winograd (1.1x-2.4x
+ * oneDNN's direct weight pass in WideResNet-38 and DeepLabV3 steps, 4x its
+ * GEMM fallback on the ASPP; not measured on an AVX2 CPU, where oneDNN
+ * keeps it).  docs/CPU.md. */
 int iabn_conv_wgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     if (pass != IABN_CONV_BWD_FILTER) return 0;
