@@ -211,20 +211,17 @@ static int adds_into_y(iabn_conv_path p)
 
 /* The geometry the hand-written weight pass (cpu/conv_wgrad.c) runs for g:
  * g itself, or with its NCHW operands as the nChw16c copies the scratch
- * holds (*copied 1).  0 where it does not run g's pass.  The copies: for a
+ * holds (run_blocked).  0 where it does not run g's pass.  The copies: for a
  * conv with taps whose weight pass oneDNN would run on NCHW operands, it
  * reorders them into the same copies and keeps blocked weight gradients
  * and a scratchpad besides; the kernel needs neither (DeepLabV3's ASPP at
  * 32x32: 4x faster, its scratch 324 -> 36 MiB; docs/CPU.md). */
-static int wgrad_geom(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_conv_geom *b,
-                      int *copied)
+static int wgrad_geom(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_conv_geom *b)
 {
     *b = *g;
-    *copied = 0;
     if (iabn_conv_wgrad_takes(g, pass)) return 1;
     if (blocked_operands(g) == IABN_LAYOUT_NCHW8C || g->kh * g->kw == 1) return 0;
     b->x_layout = b->y_layout = IABN_LAYOUT_NCHW16C;
-    *copied = 1;
     return iabn_conv_wgrad_takes(b, pass) && iabn_conv_use_dnnl(g, pass);
 }
 
@@ -232,11 +229,11 @@ static int wgrad_geom(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_conv_ge
 static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
     iabn_layout L = blocked_operands(g);
-    int blocked = L != IABN_LAYOUT_NCHW, copied;
+    int blocked = L != IABN_LAYOUT_NCHW;
     iabn_conv_geom wg;
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
     if (blocked && blocked_fast(g, pass, L)) return IABN_CONV_PATH_BLOCKED;
-    if (wgrad_geom(g, pass, &wg, &copied)) return IABN_CONV_PATH_WGRAD;
+    if (wgrad_geom(g, pass, &wg)) return IABN_CONV_PATH_WGRAD;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
@@ -381,11 +378,10 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->path = path;
         p->threads = threads < 1 ? 1 : threads;
         iabn_conv_geom b;
-        int copied;
         size_t xc;
-        wgrad_geom(g, pass, &b, &copied);
+        wgrad_geom(g, pass, &b);
         p->col = iabn_conv_wgrad_scratch(&b, p->threads);
-        p->total = iabn_conv_round16(p->col) + (copied ? copies(g, 1, &xc) : 0);
+        p->total = iabn_conv_round16(p->col) + copies(g, 1, &xc); /* none where blocked */
         return;
     }
     if (path == IABN_CONV_PATH_BLOCKED) {
@@ -557,21 +553,24 @@ static int too_little_scratch(const iabn_conv_plan *p, const iabn_conv_geom *g,
                         p->total * sizeof(float));
 }
 
-/* The blocked path: NCHW operands go through blocked copies in the scratch
- * (after the kernels' part, p->col floats). */
+/* The blocked path and the hand-written weight pass: NCHW operands go
+ * through blocked copies in the scratch (after the kernels' part, p->col
+ * floats); the weight pass's are nChw16c where both sides are NCHW (an
+ * ASPP branch: wgrad_geom). */
 static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_conv_pass pass,
                        const float *a, const float *b, const float *bias, float *out,
                        float *dbias, void *scratch, size_t scratch_bytes, iabn_err *e)
 {
-    if (scratch_bytes < p->total * sizeof(float) || !scratch)
+    int wgrad = p->path == IABN_CONV_PATH_WGRAD; /* its 1x1 stride-1 pass needs no scratch */
+    if (scratch_bytes < p->total * sizeof(float) || (!scratch && (p->total || !wgrad)))
         return too_little_scratch(p, g, pass, scratch_bytes, e);
-    float *scr = scratch, *xcopy = scr + iabn_conv_round16(p->col);
     size_t xc;
-    copies(g, 1, &xc);
-    float *ycopy = xcopy + xc;
+    float *scr = scratch, *xcopy = copies(g, 1, &xc) ? scr + iabn_conv_round16(p->col) : NULL;
+    float *ycopy = xcopy ? xcopy + xc : NULL;
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
     int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
-    const iabn_layout B = blocked_operands(g), N = IABN_LAYOUT_NCHW;
+    const iabn_layout N = IABN_LAYOUT_NCHW;
+    const iabn_layout B = blocked_operands(g) != N ? blocked_operands(g) : IABN_LAYOUT_NCHW16C;
     switch (pass) {
     case IABN_CONV_FWD:
         if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;
@@ -586,8 +585,15 @@ static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_co
     default:
         if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;
         if (yn && (rc = iabn_reorder(g->n, g->c_out, hwo, N, B, b, ycopy, e))) return rc;
-        iabn_conv_blocked_bwd_filter(g, p->threads, xn ? xcopy : a, yn ? ycopy : b, out, dbias,
-                                     scr);
+        if (wgrad) {
+            iabn_conv_geom wg = *g; /* the kernel's view: both sides as the copies */
+            wg.x_layout = wg.y_layout = B;
+            iabn_conv_wgrad_bwd_filter(&wg, p->threads, xn ? xcopy : a, yn ? ycopy : b, out,
+                                       dbias, scr);
+        } else {
+            iabn_conv_blocked_bwd_filter(g, p->threads, xn ? xcopy : a, yn ? ycopy : b, out,
+                                         dbias, scr);
+        }
         break;
     }
     return rc;
@@ -598,32 +604,8 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
                        float *out, float *dbias, void *scratch, size_t scratch_bytes,
                        iabn_err *e)
 {
-    if (p->path == IABN_CONV_PATH_BLOCKED)
+    if (p->path == IABN_CONV_PATH_BLOCKED || p->path == IABN_CONV_PATH_WGRAD)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
-    if (p->path == IABN_CONV_PATH_WGRAD) {
-        if (scratch_bytes < p->total * sizeof(float) || (p->total && !scratch))
-            return too_little_scratch(p, g, pass, scratch_bytes, e);
-        iabn_conv_geom wg;
-        int copied, rc = 0;
-        wgrad_geom(g, pass, &wg, &copied);
-        const float *x = a, *dy = b;
-        if (copied) { /* NCHW operands into their nChw16c copies */
-            size_t xc;
-            copies(g, 1, &xc);
-            float *xcopy = (float *)scratch + iabn_conv_round16(p->col), *ycopy = xcopy + xc;
-            const iabn_layout N = IABN_LAYOUT_NCHW, B = wg.x_layout;
-            if (g->x_layout == N &&
-                (rc = iabn_reorder(g->n, g->c_in, g->h_in * g->w_in, N, B, a, xcopy, e)))
-                return rc;
-            if (g->y_layout == N &&
-                (rc = iabn_reorder(g->n, g->c_out, g->h_out * g->w_out, N, B, b, ycopy, e)))
-                return rc;
-            x = g->x_layout == N ? xcopy : a;
-            dy = g->y_layout == N ? ycopy : b;
-        }
-        iabn_conv_wgrad_bwd_filter(&wg, p->threads, x, dy, out, dbias, scratch);
-        return 0;
-    }
     if (p->path == IABN_CONV_PATH_WINO) {
         if (scratch_bytes < p->total * sizeof(float) || !scratch)
             return too_little_scratch(p, g, pass, scratch_bytes, e);
