@@ -743,6 +743,10 @@ static void test_accumulate(void)
     /* with the Winograd flag: Winograd's kernels on AVX-512; on AVX2 the
      * direct one on nChw8c, which adds y where it starts the sum */
     acc_case(1, 32, 16, 32, 3, 0, 1, 1, lanes16(), 0);
+    /* on slices of the batch (AVX-512: 784 tiles of 112x112, one image per
+     * call), blocked and through NCHW copies */
+    acc_case(3, 16, 112, 16, 3, 0, 1, 1, lanes16(), 0);
+    acc_case(3, 16, 112, 16, 3, 1, 0, 1, 0, 0);
     /* the sum apart adds r in oneDNN's kernel where that generates its
      * binary post-op into its output loop (the 1x1 kernel on the CPU's
      * blocked layout, nChw16c or nChw8c), and not on the GEMM kernel of 1x1 convs on NCHW,

@@ -65,7 +65,8 @@ static void free3(outs *o)
     free(o->db);
 }
 
-static void wino_case(int n, int ci, int h, int w_, int co, int pad, int bias)
+static void wino_case_images(int n, int ci, int h, int w_, int co, int pad, int bias,
+                             int images)
 {
     iabn_conv_geom g;
     CHECK(iabn_conv_geom_init(&g, n, ci, h, w_, co, 3, 3, 1, pad, 1, 1) == 0);
@@ -77,11 +78,12 @@ static void wino_case(int n, int ci, int h, int w_, int co, int pad, int bias)
     t_fill(x, nx, seed); t_fill(w, nw, seed + 1); t_fill(b, nb, seed + 2);
     t_fill(dy, ny, seed + 3); t_fill(dw0, nw, seed + 4); t_fill(db0, nb, seed + 5);
     char desc[96];
-    snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d p%d bias %d, %d thr", n, ci, h, w_, co, pad,
-             bias, iabn_num_threads());
+    snprintf(desc, sizeof desc, "n%d c%d %dx%d -> %d p%d bias %d, at most %d images, %d thr", n,
+             ci, h, w_, co, pad, bias, images, iabn_num_threads());
 
     iabn_conv_geom gw = g;
     gw.winograd = 1;
+    gw.wino_images = images;
     int on = t_cpu_avx512_core();
     for (int p = 0; p < 3; p++) {
         CHECK_MSG(iabn_conv_winograd(&gw, (iabn_conv_pass)p) == on, "pass %d: winograd %d, %s",
@@ -140,6 +142,11 @@ static void wino_case(int n, int ci, int h, int w_, int co, int pad, int bias)
     free(x); free(w); free(b); free(dy); free(dw0); free(db0); free(xb); free(dyb); free(t);
 }
 
+static void wino_case(int n, int ci, int h, int w_, int co, int pad, int bias)
+{
+    wino_case_images(n, ci, h, w_, co, pad, bias, 0);
+}
+
 static void test_winograd(void)
 {
     static const int threads[] = {2, 1};
@@ -150,6 +157,51 @@ static void test_winograd(void)
         wino_case(2, 64, 16, 18, 16, 0, 0); /* no padding */
     }
     iabn_set_num_threads(2);
+}
+
+/* Winograd on slices of the batch (cpu/conv_dnnl_plan.c wino_slice): where
+ * fewer images than the batch give 784 output tiles, the pass runs on
+ * slices of them, its scratch that of the slice's geometry, and its results
+ * agree with the direct convolution (wino_case: also the bias gradient
+ * summed over slices, and nChw16c against NCHW operands, whose copies are
+ * per slice).  Where no divisor of the batch is that small, the whole batch
+ * in one call. */
+static void test_slices(void)
+{
+    wino_case(3, 16, 112, 112, 16, 1, 1); /* 784 tiles per image: 3 slices of 1 */
+    wino_case(8, 16, 56, 56, 32, 1, 0);   /* 196: 2 slices of 4 */
+    if (!t_cpu_avx512_core()) return;
+    /* batch, map, wino_images (at most; 0: the fastest), images per call */
+    static const int c[][4] = {
+        {3, 112, 0, 1},  {8, 56, 0, 4},  {16, 28, 0, 16}, {6, 56, 0, 6},  {5, 28, 0, 5},
+        {12, 28, 0, 12}, {32, 28, 0, 16}, {1, 28, 0, 1},
+        /* fewer, for less scratch: down to 196 tiles a call */
+        {16, 28, 8, 8},  {16, 28, 5, 4},  {16, 28, 4, 4},  {16, 28, 1, 4},  {6, 56, 5, 3},
+        {6, 56, 1, 1},   {16, 14, 2, 16}, {8, 56, 9, 4},  {8, 56, 2, 2}};
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        iabn_conv_geom g, s;
+        CHECK(iabn_conv_geom_init(&g, c[k][0], 32, c[k][1], c[k][1], 32, 3, 3, 1, 1, 1, 1) == 0);
+        g.winograd = 1;
+        g.wino_images = c[k][2];
+        g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
+        s = g;
+        s.n = c[k][3];
+        s.wino_images = 0;
+        for (int p = 0; p < 3; p++) {
+            size_t bg = 0, bs = 0;
+            iabn_err e = {0};
+            CHECK_OK(iabn_conv_dnnl_scratch(&g, (iabn_conv_pass)p, 0, 2, &bg, NULL, &e));
+            CHECK_OK(iabn_conv_dnnl_scratch(&s, (iabn_conv_pass)p, 0, 2, &bs, NULL, &e));
+            int per = iabn_conv_dnnl_winograd(&g, (iabn_conv_pass)p);
+            CHECK_MSG(per == c[k][3] && bg == bs,
+                      "batch %d, %dx%d, at most %d: pass %d: %d images per call (expected %d), "
+                      "%zu bytes of scratch, %zu for the slice's batch", c[k][0], c[k][1], c[k][1],
+                      c[k][2], p, per, c[k][3], bg, bs);
+        }
+    }
+    /* fewer images per call: the results of the whole batch's (the weight
+     * pass and the bias gradient summed over 4 slices) */
+    wino_case_images(16, 16, 28, 28, 32, 1, 1, 4);
 }
 
 /* Geometries the kernels do not take: the flag changes nothing. */
@@ -195,6 +247,7 @@ int main(void)
     int skip = t_dnnl_start(NULL);
     if (skip) return skip;
     RUN(test_winograd);
+    RUN(test_slices);
     RUN(test_declined);
     return TEST_END();
 }

@@ -457,15 +457,23 @@ static void test_winograd_auto(void)
     /* At batch 16, 76 of WideResNet-38's 84 passes fit under the peak, and
      * the first plan with all of them lands 0.5% over the arena without
      * any.  Dropping the tightest half at a time kept 36 passes; the
-     * bisection and the sweep keep 70 within the allowance. */
-    iabn_session_mem off = plan_of("wider_resnet38_a2", 16, IABN_BN_STANDARD, IABN_WINOGRAD_OFF);
-    iabn_session_mem au = plan_of("wider_resnet38_a2", 16, IABN_BN_STANDARD, IABN_WINOGRAD_AUTO);
-    printf("  wider_resnet38_a2 batch 16: arena %zu / %zu, %d Winograd passes of %d\n", off.arena,
-           au.arena, au.winograd, au.winograd_possible);
-    CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
-    if (wino_cpu())
-        CHECK_MSG(au.winograd >= (t_cpu_avx512_core() ? 60 : au.winograd_possible),
-                  "%d of %d passes on Winograd", au.winograd, au.winograd_possible);
+     * bisection and the sweep keep 70 within the allowance.  In-place II's
+     * lower bound leaves less room: with oneDNN's scratch for the whole
+     * batch it kept 54, with the fastest slices of the batch 57, and with
+     * fewer images per call where those do not fit 67 (mod4's 512-channel
+     * convs at 28x28, the step's largest, all but two of them). */
+    for (int bn = 0; bn < 2; bn++) {
+        iabn_bn_mode mode = bn ? IABN_BN_INPLACE_II : IABN_BN_STANDARD;
+        iabn_session_mem off = plan_of("wider_resnet38_a2", 16, mode, IABN_WINOGRAD_OFF);
+        iabn_session_mem au = plan_of("wider_resnet38_a2", 16, mode, IABN_WINOGRAD_AUTO);
+        printf("  wider_resnet38_a2 batch 16 %s: arena %zu / %zu, %d Winograd passes of %d\n",
+               iabn_bn_mode_name(mode), off.arena, au.arena, au.winograd, au.winograd_possible);
+        CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
+        if (wino_cpu())
+            CHECK_MSG(au.winograd >= (t_cpu_avx512_core() ? (bn ? 65 : 68) : au.winograd_possible),
+                      "%s: %d of %d passes on Winograd", iabn_bn_mode_name(mode), au.winograd,
+                      au.winograd_possible);
+    }
 }
 
 /* Under a budget, the strategy auto chooses with Winograd auto what it

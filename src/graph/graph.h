@@ -208,6 +208,8 @@ struct iabn_node {
     int fwd;             /* forward node this backward / recompute node serves */
     int scratch;         /* scratch tensor id or -1                             */
     int winograd;        /* runs with the Winograd flag (winograd.c)            */
+    int wino_images;     /* with it: images per call at most, for less scratch
+                          * (0: the kernel's fastest; winograd.c)               */
     int block;
     char name[IABN_NAME_LEN];
     IABN_ALIGNAS8 unsigned char params[IABN_PARAMS_BYTES];
@@ -376,7 +378,8 @@ int iabn_graph_fusion(const iabn_graph *g);
  * Which nodes get the flag, per mode: off none; on every one; auto those
  * whose larger scratch fits under the most bytes live at any step of the
  * plan without any (its lower bound), with the arena at most 0.25% larger
- * than off's.  One row per mode: enum, name.  The default is auto. */
+ * than off's, where needed on fewer images per call (iabn_node
+ * wino_images).  One row per mode: enum, name.  The default is auto. */
 #define IABN_WINOGRAD_MODES(X)          \
     X(IABN_WINOGRAD_AUTO, "auto")       \
     X(IABN_WINOGRAD_OFF, "off")         \

@@ -20,7 +20,13 @@
  * order, and stay where the plan still fits.  Dropping the tightest half of
  * the rest at a time, as this did before, kept 36 of the 76 passes that fit
  * on WideResNet-38-A2 at batch 16 (standard BN); this keeps 70, with the
- * same arena.  Each try is one plan of the graph, milliseconds.  The
+ * same arena.  A pass may also run on fewer images per call (the node's
+ * wino_images, cpu/conv.h): less scratch, somewhat slower, still faster
+ * than without Winograd.  Each candidate enters with the fastest of its
+ * options that fits at its step, and those left out at the end try their
+ * slower ones in turn; in-place II on WideResNet-38 at batch 16 went from
+ * 57 passes to 67 so (docs/CPU.md).  Each try is one plan of the graph,
+ * milliseconds.  The
  * storage strategy plans its candidates with off (strategy.c), and a
  * session over its budget with auto's choice is built again with off
  * (session.c).
@@ -92,10 +98,17 @@ static size_t planned(size_t b, const iabn_plan *p, size_t align)
     return (v + align - 1) / align * align;
 }
 
+/* A node's ways to run Winograd: at most MAX_OPTS, the first with the
+ * kernel's fastest slice of the batch (images 0), then fewer images per
+ * call for less scratch (cpu/conv.h wino_images). */
+#define MAX_OPTS 8
 typedef struct cand {
     int id;
-    size_t old_bytes, new_bytes;
-    size_t need;                 /* live bytes at its step with the new scratch */
+    size_t old_bytes;
+    int nopt, opt;               /* options, and the one in use            */
+    int images[MAX_OPTS];
+    size_t bytes[MAX_OPTS];      /* its scratch with each                  */
+    size_t need;                 /* live bytes at its step with opt's      */
 } cand;
 
 /* loosest first: the least live bytes with the new scratch */
@@ -105,13 +118,41 @@ static int by_need(const void *a, const void *b)
     return x->need != y->need ? (x->need < y->need ? -1 : 1) : x->id - y->id;
 }
 
-/* Gives node c's flag and scratch the state `on`. */
+/* Gives node c's flag the state `on`, with option c->opt, and its scratch
+ * the matching size. */
 static int set_on(iabn_graph *g, const cand *c, int on, iabn_err *e)
 {
     iabn_node *n = &g->n[c->id];
-    if (n->winograd == on) return 0;
+    int images = on ? c->images[c->opt] : 0;
+    if (n->winograd == on && n->wino_images == images) return 0;
     n->winograd = on;
-    return iabn_graph_size_scratch(g, c->id, on ? c->new_bytes : c->old_bytes, e);
+    n->wino_images = images;
+    return iabn_graph_size_scratch(g, c->id, on ? c->bytes[c->opt] : c->old_bytes, e);
+}
+
+/* The options of node n (its flag set): the fastest slice, then at most
+ * half as many images as the batch, a quarter, ..., each kept where it
+ * needs less scratch than the one before (the kernel does not go below
+ * the slice it still runs fast enough on; cpu/conv.h). */
+static void options(iabn_graph *g, iabn_node *n, const iabn_backend *be, cand *c)
+{
+    int batch = 1;
+    for (int i = 0; i < n->nin; i++)
+        if (g->t[n->in[i]].nd == 4 && g->t[n->in[i]].shape[0] > batch)
+            batch = g->t[n->in[i]].shape[0];
+    c->nopt = 0;
+    n->winograd = 1;
+    for (int images = 0; c->nopt < MAX_OPTS; images = images ? images / 2 : batch / 2) {
+        n->wino_images = images;
+        size_t b = n->op->scratch_bytes ? n->op->scratch_bytes(g, n, be) : 0;
+        if (!c->nopt || b < c->bytes[c->nopt - 1]) {
+            c->images[c->nopt] = images;
+            c->bytes[c->nopt++] = b;
+        }
+        if (images == 1 || (images == 0 && batch < 2)) break;
+    }
+    n->winograd = 0;
+    n->wino_images = 0;
 }
 
 /* Plans g with the candidates' current states; *fits: within `arena`. */
@@ -157,12 +198,17 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
         int id = g->sched[s];
         iabn_node *n = &g->n[id];
         if (!can(g, n, be)) continue;
-        size_t old = n->scratch >= 0 ? g->t[n->scratch].nbytes : 0;
-        n->winograd = 1;
-        size_t nb = n->op->scratch_bytes ? n->op->scratch_bytes(g, n, be) : 0;
-        n->winograd = 0;
-        size_t need = p->live[s] - planned(old, p, align) + planned(nb, p, align);
-        if (need <= bound) c[nc++] = (cand){id, old, nb, need};
+        cand *k = &c[nc];
+        k->id = id;
+        k->old_bytes = n->scratch >= 0 ? g->t[n->scratch].nbytes : 0;
+        options(g, n, be, k);
+        /* the fastest option whose scratch fits at its step */
+        for (k->opt = 0; k->opt < k->nopt; k->opt++) {
+            k->need = p->live[s] - planned(k->old_bytes, p, align) +
+                      planned(k->bytes[k->opt], p, align);
+            if (k->need <= bound) break;
+        }
+        nc += k->opt < k->nopt;
     }
     iabn_plan_free(p);
     qsort(c, (size_t)nc, sizeof *c, by_need);
@@ -195,6 +241,19 @@ int iabn_graph_winograd_choose(iabn_graph *g, iabn_err *e)
         for (int k = i; k < j && !rc; k++) rc = set_on(g, &c[k], 0, e);
         if (j - i == 1) i++;
         run = (j - i + 1) / 2 > 1 ? (j - i + 1) / 2 : 1;
+    }
+    /* each one still left out tries its slower options, with less scratch,
+     * in turn, and keeps the first that plans within the allowance */
+    for (int i = 0; i < nc && !rc; i++) {
+        cand *k = &c[i];
+        if (g->n[k->id].winograd) continue;
+        g->scratch_last = 1;
+        for (k->opt++; k->opt < k->nopt && !rc; k->opt++) {
+            rc = set_on(g, k, 1, e);
+            if (!rc) rc = try_plan(g, arena, &fits, e);
+            if (rc || fits) break;
+            if (!rc) rc = set_on(g, k, 0, e);
+        }
     }
     int kept = 0;
     for (int i = 0; i < nc; i++) kept += g->n[c[i].id].winograd;

@@ -25,12 +25,14 @@ static int side_of(iabn_conv_pass pass, int out, int k, int residual)
 }
 
 /* The node's geometry as the graph sets it: its shape, NCHW layouts and the
- * node's winograd flag (what the layout votes ask about). */
+ * node's winograd flag and images per call (what the layout votes ask
+ * about). */
 static iabn_conv_geom base_geom(const iabn_node *n)
 {
     IABN_PARAMS(conv_p, n);
     iabn_conv_geom geo = P.geom;
     geo.winograd = n->winograd;
+    geo.wino_images = n->wino_images;
     return geo;
 }
 

@@ -39,6 +39,7 @@ int iabn_conv_geom_init(iabn_conv_geom *g, int n, int c_in, int h_in, int w_in, 
     g->groups = groups;
     g->x_layout = g->y_layout = IABN_LAYOUT_NCHW;
     g->winograd = 0;
+    g->wino_images = 0;
     g->accumulate = 0;
     return 0;
 }

@@ -82,6 +82,14 @@ typedef struct iabn_conv_geom {
      * direct convolution (docs/CPU.md).  0 (iabn_conv_geom_init): direct.  Backends without
      * such a choice ignore it (cuDNN ranks its algorithms itself). */
     int winograd;
+    /* Where oneDNN's Winograd kernels run: at most this many images per
+     * call, for less scratch (it holds the transforms of every tile of a
+     * call) at some speed; 0 (iabn_conv_geom_init): the fastest slice.
+     * Never fewer images than give 196 output tiles, where the calls ran
+     * 1.2x slower than on 784, and fewer would lose to the direct kernels
+     * (cpu/conv_dnnl_plan.c wino_slice).  The graph's Winograd auto
+     * (graph/winograd.c) asks for fewer where the fastest does not fit. */
+    int wino_images;
     /* 1: the forward adds its result to what y holds (y += conv(x, w) +
      * bias): a residual add fused into the convolution's output pass
      * (layers.h iabn_conv2d_add).  CPU: oneDNN's sum post-op, on the

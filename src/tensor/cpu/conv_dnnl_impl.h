@@ -33,7 +33,11 @@ typedef struct iabn_dnnl_io {
 
 typedef struct iabn_dnnl_plan {
     iabn_conv_geom g;          /* the caller's geometry (the cache's key)   */
-    iabn_conv_geom pg;         /* the primitive's: g, or g with groups merged */
+    iabn_conv_geom pg;         /* the primitive's: g, or g with groups
+                                * merged, or (Winograd) g on a slice of its
+                                * batch: plan_run calls it g.n / pg.n times,
+                                * the activations' copies and oneDNN's
+                                * scratchpad sized for one slice            */
     int merge;                 /* groups of g per group of pg (1: none); the
                                 * merged OIHW weights (or their gradient)
                                 * then open the aligned scratch             */

@@ -311,9 +311,39 @@ static int prim_desc(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, int wino, d
     return rc;
 }
 
+/* Images per call of a Winograd pass: the fewest that divide the batch
+ * and give at least WINO_SLICE_TILES output tiles (4x4 each), or with
+ * g->wino_images the most up to that many that give WINO_MIN_TILES.
+ * oneDNN's Winograd scratchpad holds the transformed input and output of
+ * every tile of the call, 450 MiB for WideResNet-38's 128-channel convs at
+ * 112x112 and batch 16, and that held Winograd out of the plan where the
+ * arena had no room for it (winograd.c).  Each call transforms the weights
+ * again (the weight pass: transforms its result back), a cost that grows
+ * with the channels as the work does, so what matters is the tiles per
+ * call: at 784 the passes ran as fast as on the whole batch (within the
+ * host's noise of about 10%); at 392 they lost 5-15%, at 196 15-20%, at 49
+ * 40-60%, where the direct kernels catch up (docs/CPU.md "Winograd on
+ * slices of the batch"). */
+#define WINO_SLICE_TILES 784
+#define WINO_MIN_TILES 196
+static int wino_slice(const iabn_conv_geom *g)
+{
+    long tiles = (long)((g->h_out + 3) / 4) * ((g->w_out + 3) / 4);
+    int fast = g->n, least = g->n;
+    for (int s = g->n; s >= 1; s--) {
+        if (g->n % s) continue;
+        if (s * tiles >= WINO_SLICE_TILES) fast = s;
+        if (s * tiles >= WINO_MIN_TILES) least = s;
+    }
+    if (g->wino_images <= 0 || g->wino_images >= fast) return fast;
+    for (int s = g->wino_images; s > least; s--)
+        if (g->n % s == 0) return s;
+    return least;
+}
+
 /* The pass's primitive descriptor: Winograd where asked and oneDNN has it
- * for this CPU, else direct; p->sum_post and p->binary as they ask, or 0
- * where neither takes the post-op. */
+ * for this CPU (on a slice of the batch: p->pg.n), else direct; p->sum_post
+ * and p->binary as they ask, or 0 where neither takes the post-op. */
 static int make_pd(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, iabn_err *e)
 {
     const iabn_conv_geom *g = &p->pg;
@@ -321,9 +351,11 @@ static int make_pd(dnnl_engine_t eng, iabn_dnnl_plan *p, int bias, iabn_err *e)
         dnnl_status_t s = dnnl_unimplemented;
         int rc = 0;
         p->wino = iabn_dnnl_wino_geometry(g);
+        p->pg.n = p->wino ? wino_slice(&p->g) : p->g.n;
         if (p->wino) rc = prim_desc(eng, p, bias, 1, &s, e);
         if (!rc && s != dnnl_success) {
             p->wino = 0;
+            p->pg.n = p->g.n;
             rc = prim_desc(eng, p, bias, 0, &s, e);
         }
         if (rc || s == dnnl_success) return rc;
@@ -338,7 +370,7 @@ static int dst_as_user(const iabn_dnnl_plan *p)
 {
     dnnl_memory_desc_t user;
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
-    return want && act_md(&p->g, 0, &user) == dnnl_success && dnnl_memory_desc_equal(&user, want);
+    return want && act_md(&p->pg, 0, &user) == dnnl_success && dnnl_memory_desc_equal(&user, want);
 }
 
 /* Whether a kernel generates a binary post-op into its output loop.

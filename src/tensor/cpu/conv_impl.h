@@ -120,7 +120,9 @@ int iabn_conv_dnnl_bwd_filter(iabn_conv_cache *c, const iabn_conv_geom *g, const
                               size_t scratch_bytes, iabn_err *e);
 
 /* Whether a pass of g runs oneDNN's Winograd kernels (the flag set, a
- * geometry they take, and kernels for this CPU: AVX-512); 0 without oneDNN. */
+ * geometry they take, and kernels for this CPU: AVX-512): the images each
+ * call takes (a slice of the batch, cpu/conv_dnnl_plan.c wino_slice), or 0
+ * where it runs direct; 0 without oneDNN. */
 int iabn_conv_dnnl_winograd(const iabn_conv_geom *g, iabn_conv_pass pass);
 
 /* Direct kernels (cpu/conv_direct.c).  Scratch in floats for `threads`, the
