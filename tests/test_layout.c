@@ -461,7 +461,8 @@ static void test_winograd_auto(void)
      * lower bound leaves less room: with oneDNN's scratch for the whole
      * batch it kept 54, with the fastest slices of the batch 57, and with
      * fewer images per call where those do not fit 67 (mod4's 512-channel
-     * convs at 28x28, the step's largest, all but two of them). */
+     * convs at 28x28, the step's largest, all but two of them).  The bounds
+     * leave room for CPUs whose caches give oneDNN other scratch sizes. */
     for (int bn = 0; bn < 2; bn++) {
         iabn_bn_mode mode = bn ? IABN_BN_INPLACE_II : IABN_BN_STANDARD;
         iabn_session_mem off = plan_of("wider_resnet38_a2", 16, mode, IABN_WINOGRAD_OFF);
@@ -470,7 +471,7 @@ static void test_winograd_auto(void)
                iabn_bn_mode_name(mode), off.arena, au.arena, au.winograd, au.winograd_possible);
         CHECK(au.lower_bound == off.lower_bound && au.arena <= off.arena + off.arena / 400);
         if (wino_cpu())
-            CHECK_MSG(au.winograd >= (t_cpu_avx512_core() ? (bn ? 65 : 68) : au.winograd_possible),
+            CHECK_MSG(au.winograd >= (t_cpu_avx512_core() ? (bn ? 62 : 60) : au.winograd_possible),
                       "%s: %d of %d passes on Winograd", iabn_bn_mode_name(mode), au.winograd,
                       au.winograd_possible);
     }
