@@ -571,7 +571,8 @@ static int run_blocked(const iabn_conv_plan *p, const iabn_conv_geom *g, iabn_co
     int hwi = g->h_in * g->w_in, hwo = g->h_out * g->w_out, rc = 0;
     int xn = g->x_layout == IABN_LAYOUT_NCHW, yn = g->y_layout == IABN_LAYOUT_NCHW;
     const iabn_layout N = IABN_LAYOUT_NCHW;
-    const iabn_layout B = blocked_operands(g) != N ? blocked_operands(g) : IABN_LAYOUT_NCHW16C;
+    iabn_layout B = blocked_operands(g);
+    if (B == N) B = IABN_LAYOUT_NCHW16C; /* both NCHW: the weight pass's copies */
     switch (pass) {
     case IABN_CONV_FWD:
         if (xn && (rc = iabn_reorder(g->n, g->c_in, hwi, N, B, a, xcopy, e))) return rc;

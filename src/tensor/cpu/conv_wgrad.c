@@ -54,10 +54,6 @@
 #define SIMD_LANES IABN_WGRAD_LANES
 #include "tensor/cpu/simd.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #define BLK IABN_WGRAD_LANES
 #if BLK == 16
 #define LAYOUT IABN_LAYOUT_NCHW16C
@@ -89,17 +85,6 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define ENTRY(name) CAT(name, IABN_WGRAD_SFX)
-
-/* This thread's number and the team's size, inside a parallel region. */
-static void team(int *t, int *T)
-{
-    *t = 0;
-    *T = 1;
-#ifdef _OPENMP
-    *t = omp_get_thread_num();
-    *T = omp_get_num_threads();
-#endif
-}
 
 /* One tap and no padding: the 1x1 kernel (dw rows stored as they are). */
 static int one_tap(const iabn_conv_geom *g) { return g->kh * g->kw == 1 && g->pad == 0; }
@@ -452,8 +437,7 @@ static void kxk_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
     size_t per = kxk_scratch(g, threads) / threads;
 #pragma omp parallel num_threads(threads)
     {
-        int t, T;
-        team(&t, &T);
+        int t = iabn_conv_tid(), T = iabn_conv_team();
         int ob0, ob1, gc, r;
         kxk_share(g, t, T, &ob0, &ob1);
         int co_end = ob1 * BLK;
@@ -505,8 +489,7 @@ void ENTRY(iabn_conv_wgrad_bwd_filter)(const iabn_conv_geom *g, int threads, con
     if (threads < 1) threads = 1;
 #pragma omp parallel num_threads(threads)
     {
-        int t, T;
-        team(&t, &T);
+        int t = iabn_conv_tid(), T = iabn_conv_team();
         if (g->stride != 1) gather(g, x, scratch); /* its loop ends in a barrier */
         /* whole blocks of output channels per thread: dw rows apart */
         int ob0 = (int)((long)d.ob * t / T), ob1 = (int)((long)d.ob * (t + 1) / T);
