@@ -2,21 +2,22 @@
  * nChw8c and nChw16c (cpu/conv_wgrad.c).
  *
  * 1x1: geometries with 1 to 7 input blocks (tiles of 3, 2 and 1 blocks),
- * one pixel chunk and several (the chunk boundaries inside an image and
- * between images), strides 1 to 3 (x gathered into the scratch).  k x k:
- * 3x3 with padding 1, tiles of 3, 2 + 2 and 3 + 2 + 2 blocks, chunks of
- * rows, stride 2, dilation 2 and 4 (taps that read only padding), 3x1 and
- * a padded 1x1, several super-groups of output channels per thread.  With
- * and without bias, in both lane counts: dw and dbias, which accumulate,
- * against a double-precision reference; the same bits with 1, 2 and 3
- * threads, in the library's build (AVX2 for 8 lanes, AVX-512 for 16 where
- * the CPU has it) and a portable one (cpu/simd.h's float structs, built
- * here with AVX2 off), and nothing written past a buffer.
+ * one pixel chunk and several in each lane count (the chunk boundaries
+ * inside an image and between images), strides 1 to 3 (x gathered into
+ * the scratch).  k x k: 3x3 with padding 1, tiles of 3, 2 + 2 and
+ * 3 + 2 + 2 blocks, chunks of rows, stride 2, dilation 2 and 4 (taps that
+ * read only padding), 3x1 and a padded 1x1, several super-groups of output
+ * channels per thread.  With and without bias, in both lane counts: dw
+ * and dbias, which accumulate, against a double-precision reference; the
+ * same bits with 1, 2 and 3 threads, in the library's build (AVX2 for 8
+ * lanes, AVX-512 for 16 where the CPU has it) and a portable one
+ * (cpu/simd.h's float structs, built here with AVX2 off), and nothing
+ * written past a buffer.
  * Through the entry point (cpu/conv.h): the path the graph gets (the AVX2
- * build takes the 1x1 weight pass of nChw8c operands, the AVX-512 one that
- * of nChw16c operands on maps up to 14x14 and every other dense weight pass
- * on nChw16c but oneDNN's Winograd ones), the same bits as the kernel, the
- * scratch (too little is an error), and the layout votes.
+ * build takes the 1x1 weight pass of nChw8c operands, the AVX-512 one every
+ * dense weight pass on nChw16c but oneDNN's Winograd ones), the same bits
+ * as the kernel, the scratch (too little is an error), and the layout
+ * votes.
  */
 #include "tensor/cpu/conv_impl.h"
 #include "tensor/tensor.h"
@@ -180,8 +181,9 @@ static void test_kernel(void)
         one_case(2, 24 * b, 16 * b, 5, 5, 1, 1, blk);   /* 3 input blocks: one tile wide; one chunk */
         one_case(1, 8 * b, 8 * b, 3, 3, 1, 0, blk);     /* 1 block */
         one_case(2, 40 * b, 24 * b, 7, 3, 1, 1, blk);   /* 5 blocks: tiles of 3 and 2 */
-        one_case(3, 56 * b, 8 * b, 15, 15, 1, 0, blk);  /* 7 blocks (3, 3, 1); 675 pixels: chunks of 400, 275 */
-        one_case(5, 16 * b, 32 * b, 16, 15, 1, 1, blk); /* 1200 pixels: three chunks, across images */
+        one_case(3, 56 * b, 8 * b, 15, 15, 1, 0, blk);  /* 7 blocks (3, 3, 1); 675 pixels: 8 lanes' chunks of 400, 275 */
+        one_case(5, 16 * b, 32 * b, 16, 15, 1, 1, blk); /* 1200 pixels: 8 lanes' three chunks, across images */
+        one_case(2, 16 * b, 48 * b, 26, 50, 1, 1, blk); /* 2600 pixels: 16 lanes' chunks of 1600, 1000 */
         one_case(4, 64 * b, 40 * b, 14, 14, 1, 0, blk); /* ResNeXt's 14x14 maps: 784 pixels (400, 384) */
         /* strided: x gathered at every other pixel of every other row, odd maps */
         one_case(3, 40 * b, 16 * b, 15, 13, 2, 1, blk); /* 8x7 outputs */
@@ -236,7 +238,7 @@ static void test_path(void)
     CHECK(iabn_conv_geom_init(&s, 4, 64, 14, 14, 32, 5, 5, 1, 2, 1, 1) == 0); /* 25 taps */
     s.x_layout = s.y_layout = IABN_LAYOUT_NCHW8C;
     CHECK(!iabn_conv_wgrad_geometry(&s));
-    /* nChw16c: the AVX-512 build's weight pass, on output maps up to 14x14 */
+    /* nChw16c: the AVX-512 build's weight pass, on every map */
     CHECK(iabn_conv_geom_init(&s, 4, 64, 14, 14, 32, 1, 1, 1, 0, 1, 1) == 0);
     s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_wgrad_takes(&s, IABN_CONV_BWD_FILTER) == native16());
@@ -244,9 +246,9 @@ static void test_path(void)
     CHECK(iabn_conv_geom_init(&s, 4, 64, 28, 28, 32, 1, 1, 2, 0, 1, 1) == 0); /* to 14x14 */
     s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_wgrad_takes(&s, IABN_CONV_BWD_FILTER) == native16());
-    CHECK(iabn_conv_geom_init(&s, 4, 64, 28, 28, 32, 1, 1, 1, 0, 1, 1) == 0); /* 28x28 */
+    CHECK(iabn_conv_geom_init(&s, 4, 64, 56, 56, 32, 1, 1, 1, 0, 1, 1) == 0); /* 56x56 */
     s.x_layout = s.y_layout = IABN_LAYOUT_NCHW16C;
-    CHECK(!iabn_conv_wgrad_takes(&s, IABN_CONV_BWD_FILTER));
+    CHECK(iabn_conv_wgrad_takes(&s, IABN_CONV_BWD_FILTER) == native16());
     CHECK(!iabn_conv_wgrad_takes(&s, IABN_CONV_FWD) && !iabn_conv_wgrad_takes(&s, IABN_CONV_BWD_DATA));
     /* every other dense weight pass on nChw16c: 3x3 at any size, strided,
      * dilated; not where oneDNN's Winograd runs it */

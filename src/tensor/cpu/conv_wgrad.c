@@ -1,7 +1,7 @@
 /* cpu/conv_wgrad.c: the hand-written weight pass of dense convolutions
  * (groups 1) on blocked activations, where it replaces oneDNN's: 1x1 convs
- * on nChw8c (AVX2 CPUs) and on nChw16c with output maps up to 14x14, and
- * k x k convs (3x3, dilated or strided too) on nChw16c (AVX-512 CPUs).
+ * on nChw8c (AVX2 CPUs) and on nChw16c (AVX-512 CPUs), and k x k convs
+ * (3x3, dilated or strided too) on nChw16c (AVX-512 CPUs).
  *
  * The pass is a GEMM over the output pixels k = (image, pixel), one per
  * tap (kh, kw) of the kernel:
@@ -62,8 +62,27 @@
 #define LAYOUT IABN_LAYOUT_NCHW8C
 #define NO 4 /* 3 x 4 of 16 */
 #endif
-#define KC 400 /* output pixels per chunk (best of 128-800 on ResNeXt-101's with
-                * 8 lanes; 160 lost and 400-1600 tied with 16) */
+/* 1x1: output pixels per chunk.  A tile sums a chunk, then the next,
+ * loading and storing its dw rows again each time.  With 8 lanes 400 was
+ * best of 128-800 on ResNeXt-101's convs.  With 16, 1600 (x's 3 blocks of
+ * a chunk: 300 KiB, in L2) beat 400 by 1-5 points of peak on 14x14 maps
+ * and 5 on 56x56, in a harness (docs/CPU.md). */
+#if BLK == 16
+#define KC 1600
+#else
+#define KC 400
+#endif
+#define KXK_KC 400 /* k x k: output pixels (whole rows) per chunk, both lane counts */
+/* dy's pixels prefetched this far ahead in a tile (16 lanes; not measured
+ * with 8): a tile reads half of each of dy's lines, in runs of one image's
+ * pixels, and waited on memory.  On operands fresh from memory 16 pixels
+ * ahead gave ResNeXt's 1x1 weight passes 5-12 points of peak; warm, 0-6
+ * (docs/CPU.md). */
+#if BLK == 16
+#define DY_AHEAD 16
+#else
+#define DY_AHEAD 0
+#endif
 #define MAX_TAPS 16            /* k x k: kh * kw and kw at most this */
 #define SG_BYTES (256 * 1024) /* k x k: a group's sums */
 
@@ -97,9 +116,9 @@ int ENTRY(iabn_conv_wgrad_geometry)(const iabn_conv_geom *g)
 }
 
 #if LIBRARY_BUILD
-/* 1x1: nChw8c where this build is native (AVX2); nChw16c on output maps up
- * to 14x14 where the CPU has AVX-512 (on larger maps oneDNN's weight pass
- * runs as fast or faster inside a ResNeXt-101 step).  k x k: nChw16c where
+/* 1x1: nChw8c where this build is native (AVX2); nChw16c where the CPU has
+ * AVX-512 (with dy prefetched, on 28x28 and 56x56 maps too: those rows of a
+ * ResNeXt-101 step took 0.89x-0.99x oneDNN's time).  k x k: nChw16c where
  * the CPU has AVX-512, unless the pass runs oneDNN's Winograd (1.1x-2.4x
  * oneDNN's direct weight pass in WideResNet-38 and DeepLabV3 steps, 4x its
  * GEMM fallback on the ASPP; not measured on an AVX2 CPU, where oneDNN
@@ -110,8 +129,7 @@ int iabn_conv_wgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
     if (iabn_conv_wgrad_geometry(g)) return SIMD_NATIVE && one_tap(g);
 #if IABN_HAVE_DIRECT_AVX512
     if (!iabn_conv_direct_avx512() || !iabn_conv_wgrad_geometry_avx512(g)) return 0;
-    if (one_tap(g)) return (long)g->h_out * g->w_out <= 14 * 14;
-    return !iabn_conv_dnnl_winograd(g, pass);
+    return one_tap(g) || !iabn_conv_dnnl_winograd(g, pass);
 #else
     return 0;
 #endif
@@ -131,6 +149,7 @@ ALWAYS_INLINE void run(int nb, vf a[3][NO], const float *xp, const float *dp, in
                        size_t xs, size_t xbs)
 {
     for (int i = 0; i < len; i++, xp += xs, dp += BLK) {
+        if (DY_AHEAD) __builtin_prefetch(dp + DY_AHEAD * BLK);
         vf x0 = vld(xp), x1 = x0, x2 = x0;
         VKEEP(x0);
         if (nb > 1) { x1 = vld(xp + xbs); VKEEP(x1); }
@@ -335,7 +354,7 @@ static void kxk_group(const kdims *d, const float *x, const float *dy, float *dw
 {
     const iabn_conv_geom *g = d->g;
     memset(k->s, 0, sizeof(float) * (size_t)(k->co1 - k->co0) * k->l);
-    int R = g->n * g->h_out, rc = KC / g->w_out > 1 ? KC / g->w_out : 1;
+    int R = g->n * g->h_out, rc = KXK_KC / g->w_out > 1 ? KXK_KC / g->w_out : 1;
     int cb0 = k->ci0 / BLK, cb1 = (k->ci0 + k->r) / BLK;
     for (int r0 = 0; r0 < R;) {
         int r1 = R - r0 < rc + rc / 2 ? R : r0 + rc; /* no short last chunk */
