@@ -65,8 +65,9 @@
 /* 1x1: output pixels per chunk.  A tile sums a chunk, then the next,
  * loading and storing its dw rows again each time.  With 8 lanes 400 was
  * best of 128-800 on ResNeXt-101's convs.  With 16, 1600 (x's 3 blocks of
- * a chunk: 300 KiB, in L2) beat 400 by 1-5 points of peak on 14x14 maps
- * and 5 on 56x56, in a harness (docs/CPU.md). */
+ * a chunk: 300 KiB, in L2) beat 400 by 1-4 points of peak on 14x14 maps
+ * and 5-6 on 56x56 in a harness, but on 14x14 maps with cold operands
+ * (docs/CPU.md). */
 #if BLK == 16
 #define KC 1600
 #else
@@ -76,8 +77,8 @@
 /* dy's pixels prefetched this far ahead in a tile (16 lanes; not measured
  * with 8): a tile reads half of each of dy's lines, in runs of one image's
  * pixels, and waited on memory.  On operands fresh from memory 16 pixels
- * ahead gave ResNeXt's 1x1 weight passes 5-12 points of peak; warm, 0-6
- * (docs/CPU.md). */
+ * ahead gave ResNeXt's 1x1 weight passes 2-12 points of peak; warm, -3 to
+ * +7 (docs/CPU.md). */
 #if BLK == 16
 #define DY_AHEAD 16
 #else
