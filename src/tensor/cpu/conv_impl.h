@@ -158,9 +158,9 @@ void iabn_conv_direct_bwd_filter(const iabn_conv_geom *g, int threads, const flo
  * path runs it for g's pass (the weight pass: of 1x1 convs, no padding, on
  * nChw8c where the library's build is AVX2 and on nChw16c where the CPU
  * has AVX-512; of the others on nChw16c where the CPU has AVX-512, unless
- * oneDNN's Winograd runs the pass); the kernels run in
- * every build (a portable one gives the same bits).  dw += and dbias +=
- * (dbias may be NULL).  _scratch: floats of scratch for `threads` threads
+ * oneDNN's Winograd runs the pass); the kernels run in every build (a
+ * portable one gives the same bits).  dw += and dbias += (dbias may be
+ * NULL).  _scratch: floats of scratch for `threads` threads
  * (1x1: a strided conv's gathered x, none with stride 1; k x k: each
  * thread's sums).  The unsuffixed _scratch and _bwd_filter send what _takes
  * gives the AVX-512 build there. */

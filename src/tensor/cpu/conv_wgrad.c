@@ -65,9 +65,9 @@
 /* 1x1: output pixels per chunk.  A tile sums a chunk, then the next,
  * loading and storing its dw rows again each time.  With 8 lanes 400 was
  * best of 128-800 on ResNeXt-101's convs.  With 16, 1600 (x's 3 blocks of
- * a chunk: 300 KiB, in L2) beat 400 by 1-4 points of peak on 14x14 maps
- * and 5-6 on 56x56 in a harness, but on 14x14 maps with cold operands
- * (docs/CPU.md). */
+ * a chunk: 300 KiB, in L2) beat 400 in a harness by 1-4 points of peak on
+ * 14x14 maps and 6 on 56x56 with warm operands; with cold ones -1.5 to +1
+ * and 5 (docs/CPU.md). */
 #if BLK == 16
 #define KC 1600
 #else
