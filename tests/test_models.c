@@ -334,6 +334,29 @@ static iabn_store *built_store(const char *arch, iabn_graph **gp)
     return s;
 }
 
+/* iabn_model_init draws each value from its index (counter-based RNG), so
+ * the threads that draw them change no bit */
+static void test_init_threads(void)
+{
+    iabn_err e = {0};
+    iabn_model_cfg cfg = iabn_model_defaults("resnet18");
+    iabn_store *a = built_store("resnet18", NULL), *b = built_store("resnet18", NULL);
+    iabn_set_num_threads(1);
+    CHECK_OK(iabn_model_init(a, &cfg, 5, &e));
+    iabn_set_num_threads(3);
+    CHECK_OK(iabn_model_init(b, &cfg, 5, &e));
+    iabn_set_num_threads(2);
+    int same = iabn_store_count(a) == iabn_store_count(b), big = 0;
+    for (int i = 0; same && i < iabn_store_count(a); i++) {
+        const iabn_param *p = iabn_store_get(a, i), *q = iabn_store_get(b, i);
+        same = p->count == q->count && !memcmp(p->data, q->data, p->count * sizeof(float));
+        big += p->count >= 65536; /* drawn by the threads */
+    }
+    CHECK(same && big > 0);
+    iabn_store_free(a);
+    iabn_store_free(b);
+}
+
 static void test_weights_roundtrip(void)
 {
     char path[64];
@@ -617,6 +640,7 @@ int main(void)
     TIMED(test_registry);
     TIMED(test_counts_shapes_names);
     TIMED(test_blocks);
+    TIMED(test_init_threads);
     TIMED(test_weights_roundtrip);
     TIMED(test_train_every_mode);
     TIMED(test_train_wrn);
