@@ -93,8 +93,8 @@ wait_progress() { # DIR: until a progress record is in its metrics
 # the first epoch; where the epoch still ended first (its 12 steps took 0.2 s
 # in all on a fast machine, and CI lost that race once with a 0.1 s poll),
 # the run starts again (three tries)
-rc=""
 for try in 1 2 3; do
+    rc="" # a try whose run makes no progress leaves none from the one before
     rm -rf "$W/long" "$W/long.log"; mkdir -p "$W/long"
     long "$W/long" & pid=$!
     wait_progress "$W/long" || break

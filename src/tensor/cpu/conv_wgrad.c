@@ -78,7 +78,8 @@
  * with 8): a tile reads half of each of dy's lines, in runs of one image's
  * pixels, and waited on memory.  On operands fresh from memory 16 pixels
  * ahead gave ResNeXt's 1x1 weight passes 2-12 points of peak; warm, -3 to
- * +7 (docs/CPU.md). */
+ * +7.  The k x k pass runs the same tile; its bench rows did not move
+ * (docs/CPU.md). */
 #if BLK == 16
 #define DY_AHEAD 16
 #else
