@@ -355,11 +355,13 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
         return;
     }
     for (int p = 0; p < 3; p++) CHECK(iabn_conv_layouts_ok(&gb, (iabn_conv_pass)p));
-    /* the weight pass that cpu/conv_wgrad.c runs (1x1 on nChw8c with AVX2
-     * and on nChw16c up to 14x14, the other dense ones on nChw16c, with
-     * AVX-512: its own sums; test_conv_wgrad checks it against a
-     * double-precision reference) */
+    /* the weight pass that cpu/conv_wgrad.c runs (1x1 on nChw8c with AVX2,
+     * every dense one on nChw16c with AVX-512) and the 1x1 data pass that
+     * cpu/conv_dgrad.c runs (nChw16c, AVX-512): their own sums;
+     * test_conv_wgrad and test_conv_dgrad check them against a
+     * double-precision reference */
     if (iabn_conv_wgrad_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
+    if (iabn_conv_dgrad_takes(&gb, IABN_CONV_BWD_DATA)) exact &= ~2;
     /* 8 per group up to 14 wide where the blocked path takes a pass: along
      * the rows (cpu/conv_rows.c, its own sums; test_conv_blocked checks
      * them against a double-precision reference) */

@@ -9,6 +9,8 @@
  * path's results depend only on the thread count.
  */
 #include "tensor/cpu/conv_impl.h"
+
+#include "iabn_config.h"
 #include "tensor/cpu/ops.h"
 
 #include <string.h>
@@ -235,6 +237,7 @@ static iabn_conv_path choose_path(const iabn_conv_geom *g, iabn_conv_pass pass)
     if (iabn_conv_wino_takes(g, pass)) return IABN_CONV_PATH_WINO;
     if (blocked && blocked_fast(g, pass, L)) return IABN_CONV_PATH_BLOCKED;
     if (wgrad_geom(g, pass, &wg)) return IABN_CONV_PATH_WGRAD;
+    if (iabn_conv_dgrad_takes(g, pass)) return IABN_CONV_PATH_DGRAD;
     if (iabn_conv_use_dnnl(g, pass)) return IABN_CONV_PATH_DNNL;
     if (blocked && iabn_conv_blocked_takes(g, L)) return IABN_CONV_PATH_BLOCKED;
     return IABN_CONV_PATH_IM2COL; /* a native one, or none (blocked) */
@@ -245,7 +248,7 @@ int iabn_conv_layouts_ok(const iabn_conv_geom *g, iabn_conv_pass pass)
     if (g->x_layout == IABN_LAYOUT_NCHW && g->y_layout == IABN_LAYOUT_NCHW) return 1;
     iabn_conv_path p = choose_path(g, pass);
     return p == IABN_CONV_PATH_DNNL || p == IABN_CONV_PATH_BLOCKED || p == IABN_CONV_PATH_WINO ||
-           p == IABN_CONV_PATH_WGRAD;
+           p == IABN_CONV_PATH_WGRAD || p == IABN_CONV_PATH_DGRAD;
 }
 
 int iabn_conv_winograd(const iabn_conv_geom *g, iabn_conv_pass pass)
@@ -372,6 +375,12 @@ void iabn_conv_plan_make(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         p->path = path;
         p->threads = threads < 1 ? 1 : threads;
         p->total = iabn_conv_wino_scratch(g, pass, p->threads);
+        return;
+    }
+    if (path == IABN_CONV_PATH_DGRAD) { /* no scratch */
+        memset(p, 0, sizeof *p);
+        p->path = path;
+        p->threads = threads < 1 ? 1 : threads;
         return;
     }
     if (path == IABN_CONV_PATH_WGRAD) {
@@ -608,6 +617,12 @@ int iabn_conv_run_plan(iabn_conv_cache *c, const iabn_conv_plan *p, const iabn_c
 {
     if (p->path == IABN_CONV_PATH_BLOCKED || p->path == IABN_CONV_PATH_WGRAD)
         return run_blocked(p, g, pass, a, b, bias, out, dbias, scratch, scratch_bytes, e);
+#if IABN_HAVE_DIRECT_AVX512
+    if (p->path == IABN_CONV_PATH_DGRAD) { /* chosen for this geometry and pass only */
+        iabn_conv_dgrad_bwd_data_avx512(g, p->threads, a, b, out);
+        return 0;
+    }
+#endif
     if (p->path == IABN_CONV_PATH_WINO) {
         if (scratch_bytes < p->total * sizeof(float) || !scratch)
             return too_little_scratch(p, g, pass, scratch_bytes, e);
@@ -712,7 +727,7 @@ static int run_pass(iabn_conv_cache *c, const iabn_conv_geom *g, iabn_conv_pass 
             return native_weights_blocked(c, &p, g, a, b, out, dbias, scratch, scratch_bytes, e);
         }
     } else if (path == IABN_CONV_PATH_BLOCKED || path == IABN_CONV_PATH_WINO ||
-               path == IABN_CONV_PATH_WGRAD) {
+               path == IABN_CONV_PATH_WGRAD || path == IABN_CONV_PATH_DGRAD) {
         iabn_conv_plan_make(g, pass, call_threads(), &p);
     } else if (g->x_layout != IABN_LAYOUT_NCHW || g->y_layout != IABN_LAYOUT_NCHW) {
         return iabn_err_set(e, IABN_EINVAL,

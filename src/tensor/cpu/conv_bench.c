@@ -168,6 +168,7 @@ static const char *path_label(const iabn_conv_plan *p)
     case IABN_CONV_PATH_TAPS: return "taps";
     case IABN_CONV_PATH_DNNL: return "onednn";
     case IABN_CONV_PATH_WGRAD: return "wgrad";
+    case IABN_CONV_PATH_DGRAD: return "dgrad";
     default: return p->no_col ? "gemm" : p->flip ? "im2col-flip" : "im2col";
     }
 }
@@ -419,6 +420,7 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         int dnnl_row = has_b ? blk[pass].path == IABN_CONV_PATH_DNNL : chose_dnnl;
         r->path = has_b && blk[pass].path == IABN_CONV_PATH_BLOCKED ? "blocked"
                   : has_b && blk[pass].path == IABN_CONV_PATH_WGRAD  ? "wgrad"
+                  : has_b && blk[pass].path == IABN_CONV_PATH_DGRAD  ? "dgrad"
                   : dnnl_row                                         ? "onednn"
                                                                      : r->native_path;
         r->onednn_impl = has_dn ? impl[pass] : "";

@@ -36,9 +36,10 @@ typedef enum iabn_conv_path {
     IABN_CONV_PATH_DNNL = 3,   /* oneDNN primitives, blocked layouts, reorders  */
     IABN_CONV_PATH_BLOCKED = 4, /* hand-written grouped kernels on nChw16c      */
     IABN_CONV_PATH_WINO = 5,    /* hand-written Winograd F(2x2, 3x3) on nChw8c  */
-    IABN_CONV_PATH_WGRAD = 6    /* hand-written weight pass of dense convs      */
+    IABN_CONV_PATH_WGRAD = 6,   /* hand-written weight pass of dense convs      */
+    IABN_CONV_PATH_DGRAD = 7    /* hand-written data pass of dense 1x1 convs    */
 } iabn_conv_path;
-#define IABN_CONV_NPATHS 7
+#define IABN_CONV_NPATHS 8
 
 /* Scratch layout, in floats, each part rounded to 64 bytes:
  *   im2col: [wbuf][col x ncol][part x threads]
@@ -174,6 +175,17 @@ size_t iabn_conv_wgrad_scratch_avx512(const iabn_conv_geom *g, int threads);
 void iabn_conv_wgrad_bwd_filter_avx512(const iabn_conv_geom *g, int threads, const float *x,
                                        const float *dy, float *dw, float *dbias,
                                        float *scratch);
+
+/* The data pass of dense 1x1 convs on nChw16c (cpu/conv_dgrad.c): groups
+ * 1, stride 1, no padding, c_in a multiple of 64 and c_out of 16, dy and dx
+ * both nChw16c, the weights OIHW as they are; its AVX-512 build only.
+ * _takes: whether the conv path runs it for g's pass (the data pass, on a
+ * CPU with AVX-512); _geometry_avx512: whether the kernel takes g.  dx is overwritten; no scratch; the same bits with any thread
+ * count. */
+int iabn_conv_dgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
+int iabn_conv_dgrad_geometry_avx512(const iabn_conv_geom *g);
+void iabn_conv_dgrad_bwd_data_avx512(const iabn_conv_geom *g, int threads, const float *dy,
+                                     const float *w, float *dx);
 
 /* Blocked direct kernels (cpu/conv_blocked.c): grouped convs with the same
  * power-of-two channels per group in and out (up to the block), channels a

@@ -1,0 +1,165 @@
+/* cpu/conv_dgrad.c: the hand-written data pass of dense 1x1 convs (groups 1,
+ * stride 1, no padding) on nChw16c, on AVX-512 CPUs, where it replaces
+ * oneDNN's: the weights are read in OIHW as they are, with no copy into
+ * oneDNN's 16 x 16 blocks.
+ *
+ * The pass is a GEMM over the output channels o:
+ *     dx[pixel][ci] = sum_o dy[pixel][o] * w[o][ci].
+ * A row of w in OIHW holds the input channels in order, so 16 of them are
+ * one vector; on nChw16c dy's 16 channels at a pixel are 16 consecutive
+ * floats to broadcast.  A tile keeps NP pixels x NB input blocks in NP x NB
+ * accumulators (6 x 4 = 24 of 32 registers); per output channel: NB vector
+ * loads, NP broadcasts, NP x NB FMAs.  It is the weight pass's tile
+ * (cpu/conv_wgrad.c) with the pixels and the output channels swapped.
+ *
+ * Blocking: the threads split the tiles (a tile stays inside one image).
+ * The output channels go in runs of KB blocks: for each run and each group
+ * of NB input blocks, a thread sweeps its tiles with the run's weights for
+ * the group (KB x 16 x NB floats, 128 KiB, in L2), adding into dx; a run
+ * starts from the sums of the runs before it (the first from zero).  Every
+ * dx element thus sums its output channels in order, in one FMA chain,
+ * whatever the threads or the run length: the same bits.  Without the runs
+ * (each tile over all output channels) the weights of ResNeXt-101's mod5
+ * (8 MiB) came from memory again for every chunk of tiles: 0.6x-0.8x
+ * oneDNN.  dy is prefetched PF_AHEAD pixels ahead: a tile reads NP lines of
+ * each output block, and the blocks lie a map (h x w x 64 bytes) apart, a
+ * stride the hardware prefetcher does not follow.  docs/CPU.md ("The 1x1
+ * data pass") has the measurements.
+ */
+#include "tensor/cpu/conv_impl.h"
+
+#include "iabn_config.h"
+
+/* The builds: the library's (the rule only), its AVX-512 one
+ * (IABN_DIRECT_AVX512: the kernel, entry points ending in _avx512), and
+ * test_conv_dgrad's portable copy (IABN_DGRAD_SFX set: cpu/simd.h's float
+ * structs, the same bits), which the builds without the AVX-512 kernels
+ * (the sanitizer build) test too. */
+#if defined(IABN_DIRECT_AVX512)
+#define IABN_DGRAD_SFX _avx512
+#endif
+
+#if !defined(IABN_DGRAD_SFX) /* the library's build: the rule only */
+
+int iabn_conv_dgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+#if IABN_HAVE_DIRECT_AVX512
+    return pass == IABN_CONV_BWD_DATA && iabn_conv_direct_avx512() &&
+           iabn_conv_dgrad_geometry_avx512(g);
+#else
+    (void)g;
+    (void)pass;
+    return 0;
+#endif
+}
+
+#else /* the kernel */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define ENTRY(name) CAT(name, IABN_DGRAD_SFX)
+
+#define SIMD_LANES 16
+#include "tensor/cpu/simd.h"
+
+#define BLK 16
+#define NP 6        /* pixels per tile                                    */
+#define NB 4        /* input blocks per tile: c_in a multiple of 64       */
+#define KB 32       /* output blocks per run (512 channels)               */
+#define PF_AHEAD 12 /* dy prefetched this many pixels ahead (two tiles)   */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+int ENTRY(iabn_conv_dgrad_geometry)(const iabn_conv_geom *g)
+{
+    return g->groups == 1 && g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0 &&
+           g->c_in % (NB * BLK) == 0 && g->c_out % BLK == 0 &&
+           g->x_layout == IABN_LAYOUT_NCHW16C && g->y_layout == IABN_LAYOUT_NCHW16C;
+}
+
+typedef struct dims {
+    int hw;     /* pixels per image (input and output: stride 1) */
+    int cb, ob; /* blocks of BLK input / output channels         */
+} dims;
+
+/* dx at np pixels from p of image n, input blocks [ib, ib + NB), plus the
+ * output blocks [o0, o1) (from zero where o0 is 0). */
+ALWAYS_INLINE void tile(const dims *d, const float *w, const float *dy, float *dx, int n,
+                        int ib, int p, int o0, int o1, const int np)
+{
+    size_t plane = (size_t)d->hw * BLK, ldw = (size_t)d->cb * BLK;
+    float *xp = dx + (((size_t)n * d->cb + ib) * d->hw + p) * BLK;
+    vf a[NP][NB];
+    for (int j = 0; j < np; j++)
+        for (int b = 0; b < NB; b++) a[j][b] = o0 ? vld(xp + b * plane + j * BLK) : vzero();
+    const float *wp = w + (size_t)o0 * BLK * ldw + (size_t)ib * BLK;
+    const float *dp = dy + (((size_t)n * d->ob + o0) * d->hw + p) * BLK;
+    for (int ob = o0; ob < o1; ob++, dp += plane) {
+        /* past the image's last pixel this reads nothing a fault could
+         * come from: a prefetch */
+        for (int j = 0; j < NP; j++) __builtin_prefetch(dp + (PF_AHEAD + j) * BLK);
+        for (int o = 0; o < BLK; o++, wp += ldw) {
+            vf w0 = vld(wp), w1 = vld(wp + BLK), w2 = vld(wp + 2 * BLK), w3 = vld(wp + 3 * BLK);
+            VKEEP(w0);
+            VKEEP(w1);
+            VKEEP(w2);
+            VKEEP(w3);
+#pragma GCC unroll 6
+            for (int j = 0; j < np; j++) {
+                vf b = vbcast(dp + j * BLK + o);
+                a[j][0] = vfma(w0, b, a[j][0]);
+                a[j][1] = vfma(w1, b, a[j][1]);
+                a[j][2] = vfma(w2, b, a[j][2]);
+                a[j][3] = vfma(w3, b, a[j][3]);
+            }
+        }
+    }
+    for (int j = 0; j < np; j++)
+        for (int b = 0; b < NB; b++) vst(xp + b * plane + j * BLK, a[j][b]);
+}
+
+/* One function per tile width, the accumulators in registers (inlined
+ * into the loop below, its own variables would crowd them out: the
+ * weight pass's finding, cpu/conv_wgrad.c). */
+#define TILE_FN(np)                                                                          \
+    static __attribute__((noinline)) void tile##np(const dims *d, const float *w,            \
+                                                   const float *dy, float *dx, int n, int ib, \
+                                                   int p, int o0, int o1)                    \
+    {                                                                                        \
+        tile(d, w, dy, dx, n, ib, p, o0, o1, np);                                            \
+    }
+TILE_FN(1)
+TILE_FN(2)
+TILE_FN(3)
+TILE_FN(4)
+TILE_FN(5)
+TILE_FN(6)
+
+typedef void (*tile_fn)(const dims *, const float *, const float *, float *, int, int, int, int,
+                        int);
+
+void ENTRY(iabn_conv_dgrad_bwd_data)(const iabn_conv_geom *g, int threads, const float *dy,
+                                     const float *w, float *dx)
+{
+    static const tile_fn tiles[NP + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+    dims d = {g->h_in * g->w_in, g->c_in / BLK, g->c_out / BLK};
+    int per_image = (d.hw + NP - 1) / NP;
+    long T = (long)g->n * per_image;
+    if (threads < 1) threads = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = iabn_conv_tid(), nt = iabn_conv_team();
+        long k0 = T * t / nt, k1 = T * (t + 1) / nt;
+        for (int o0 = 0; o0 < d.ob; o0 += KB) {
+            int o1 = d.ob - o0 < KB ? d.ob : o0 + KB;
+            for (int ib = 0; ib < d.cb; ib += NB)
+                for (long k = k0; k < k1; k++) {
+                    int n = (int)(k / per_image), p = (int)(k % per_image) * NP;
+                    int np = d.hw - p < NP ? d.hw - p : NP;
+                    tiles[np](&d, w, dy, dx, n, ib, p, o0, o1);
+                }
+        }
+    }
+}
+
+#endif
