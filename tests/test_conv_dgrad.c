@@ -1,16 +1,17 @@
 /* test_conv_dgrad.c: the hand-written data pass of dense 1x1 convs on
  * nChw16c (cpu/conv_dgrad.c).
  *
- * Geometries with tiles of 6 pixels and shorter ones at each image's end
- * (maps of 1, 35 and 196 pixels), one to three groups of 4 input blocks,
+ * Geometries with tiles of 6 pixels that run from one image into the next
+ * and a shorter last one (maps of 1, 35, 49 and 196 pixels), one to three
+ * groups of 4 input blocks,
  * and output channels in one run of 32 blocks, several, and a short last
  * one: dx against a double-precision reference, dx overwritten (it starts
  * as NaN), the same bits with 1, 2 and 3 threads, and nothing written past
  * dx; the library's AVX-512 build (where the CPU has it) and a portable one
  * (cpu/simd.h's float structs, built here with AVX-512 off) give the same
  * bits.  Through the entry point (cpu/conv.h): the path the graph gets (the
- * data pass of 1x1 stride-1 convs on nChw16c, on an AVX-512 CPU; oneDNN
- * elsewhere), its bits and its scratch (none).
+ * data pass of 1x1 stride-1 convs on nChw16c up to 784 pixels a call, on an
+ * AVX-512 CPU; oneDNN elsewhere), its bits and its scratch (none).
  */
 #include "iabn_config.h"
 #include "tensor/cpu/conv_impl.h"
@@ -100,7 +101,8 @@ static void one_case(int n, int ci, int co, int h, int w)
 
 static void test_kernel(void)
 {
-    one_case(2, 64, 48, 5, 7);     /* 35 pixels: 5 tiles of 6 and one of 5 */
+    one_case(2, 64, 48, 5, 7);     /* 70 pixels: a tile across the images, one of 4 last */
+    one_case(3, 64, 32, 7, 7);     /* 147 pixels: tiles across both boundaries */
     one_case(1, 192, 16, 1, 1);    /* one pixel, three input groups, one output block */
     one_case(3, 128, 560, 14, 14); /* a run of 32 output blocks and one of 3 */
     one_case(1, 64, 1024, 2, 3);   /* two whole runs */
@@ -110,7 +112,8 @@ static void test_path(void)
 {
     int avx = iabn_conv_direct_avx512();
     iabn_conv_geom g;
-    /* ResNeXt-101's mod4, mod5 and mod2 data passes: taken on AVX-512 CPUs */
+    /* ResNeXt-101's mod4 and mod5 data passes at batch 4, ResNeXt-50's mod5
+     * at batch 16: taken on AVX-512 CPUs */
     CHECK(iabn_conv_geom_init(&g, 4, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
     g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_dgrad_takes(&g, IABN_CONV_BWD_DATA) == avx);
@@ -120,19 +123,22 @@ static void test_path(void)
     CHECK(iabn_conv_geom_init(&g, 4, 2048, 7, 7, 1024, 1, 1, 1, 0, 1, 1) == 0);
     g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_dgrad_takes(&g, IABN_CONV_BWD_DATA) == avx);
-    CHECK(iabn_conv_geom_init(&g, 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&g, 16, 1024, 7, 7, 2048, 1, 1, 1, 0, 1, 1) == 0);
     g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_dgrad_takes(&g, IABN_CONV_BWD_DATA) == avx);
-    /* not taken: 3x3, strided, NCHW, c_in not a multiple of 64, a padded
-     * 1x1, groups */
-    iabn_conv_geom no[6];
-    CHECK(iabn_conv_geom_init(&no[0], 4, 256, 28, 28, 512, 3, 3, 1, 1, 1, 1) == 0);
+    /* not taken: more than 784 pixels a call (oneDNN's copy of the weights
+     * weighs less there), strided, NCHW, c_in not a multiple of 64, a
+     * padded 1x1, groups, 3x3 */
+    iabn_conv_geom no[8];
+    CHECK(iabn_conv_geom_init(&no[6], 8, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&no[7], 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&no[0], 4, 256, 14, 14, 512, 3, 3, 1, 1, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[1], 4, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[2], 4, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[3], 4, 48, 14, 14, 64, 1, 1, 1, 0, 1, 1) == 0);
-    CHECK(iabn_conv_geom_init(&no[4], 4, 64, 14, 14, 64, 1, 1, 1, 1, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&no[4], 2, 64, 12, 12, 64, 1, 1, 1, 1, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[5], 4, 128, 14, 14, 128, 1, 1, 1, 0, 1, 2) == 0);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         if (i != 2) no[i].x_layout = no[i].y_layout = IABN_LAYOUT_NCHW16C;
         CHECK_MSG(!iabn_conv_dgrad_takes(&no[i], IABN_CONV_BWD_DATA), "case %d taken", i);
     }

@@ -12,7 +12,10 @@
  * loads, NP broadcasts, NP x NB FMAs.  It is the weight pass's tile
  * (cpu/conv_wgrad.c) with the pixels and the output channels swapped.
  *
- * Blocking: the threads split the tiles (a tile stays inside one image).
+ * Blocking: the threads split the tiles, which run over the batch's pixels
+ * in order, from one image into the next (each pixel of a tile has its own
+ * pointers): a tile per image's last few pixels left 7x7 maps with one
+ * tile of one pixel in nine, 0.92x-0.98x oneDNN at batch 16.
  * The output channels go in runs of KB blocks: for each run and each group
  * of NB input blocks, a thread sweeps its tiles with the run's weights for
  * the group (KB x 16 x NB floats, 128 KiB, in L2), adding into dx; a run
@@ -20,7 +23,7 @@
  * dx element thus sums its output channels in order, in one FMA chain,
  * whatever the threads or the run length: the same bits.  Without the runs
  * (each tile over all output channels) the weights of ResNeXt-101's mod5
- * (8 MiB) came from memory again for every chunk of tiles: 0.6x-0.8x
+ * (8 MiB) came from memory again for every chunk of tiles: 0.62x-0.90x
  * oneDNN.  dy is prefetched PF_AHEAD pixels ahead: a tile reads NP lines of
  * each output block, and the blocks lie a map (h x w x 64 bytes) apart, a
  * stride the hardware prefetcher does not follow.  docs/CPU.md ("The 1x1
@@ -29,6 +32,16 @@
 #include "tensor/cpu/conv_impl.h"
 
 #include "iabn_config.h"
+
+/* Where the path takes it: up to 784 pixels a call (4 images of 14x14,
+ * 16 of 7x7), where oneDNN's copy of the weights weighs most.  There the
+ * kernel ran 1.01x-1.18x as fast as oneDNN with its copy (a harness, cold
+ * operands, ResNeXt's shapes at batch 1, 2, 4 and 16, each build's best
+ * over the rounds); at 1568 pixels
+ * (batch 8 at 14x14) 0.96x-1.07x; at 3136 and more 0.85x-1.01x in a
+ * ResNeXt-50 step at batch 16 and about even in a ResNeXt-101 step at
+ * batch 4.  oneDNN keeps those. */
+#define MAX_PIXELS 784
 
 /* The builds: the library's (the rule only), its AVX-512 one
  * (IABN_DIRECT_AVX512: the kernel, entry points ending in _avx512), and
@@ -45,7 +58,7 @@ int iabn_conv_dgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass)
 {
 #if IABN_HAVE_DIRECT_AVX512
     return pass == IABN_CONV_BWD_DATA && iabn_conv_direct_avx512() &&
-           iabn_conv_dgrad_geometry_avx512(g);
+           iabn_conv_dgrad_geometry_avx512(g) && (long)g->n * g->h_out * g->w_out <= MAX_PIXELS;
 #else
     (void)g;
     (void)pass;
@@ -82,22 +95,29 @@ typedef struct dims {
     int cb, ob; /* blocks of BLK input / output channels         */
 } dims;
 
-/* dx at np pixels from p of image n, input blocks [ib, ib + NB), plus the
+/* dx at np consecutive pixels from k0 (counting over the batch: a tile may
+ * run from one image into the next), input blocks [ib, ib + NB), plus the
  * output blocks [o0, o1) (from zero where o0 is 0). */
-ALWAYS_INLINE void tile(const dims *d, const float *w, const float *dy, float *dx, int n,
-                        int ib, int p, int o0, int o1, const int np)
+ALWAYS_INLINE void tile(const dims *d, const float *w, const float *dy, float *dx, long k0,
+                        int ib, int o0, int o1, const int np)
 {
     size_t plane = (size_t)d->hw * BLK, ldw = (size_t)d->cb * BLK;
-    float *xp = dx + (((size_t)n * d->cb + ib) * d->hw + p) * BLK;
+    const float *dp[NP];
+    float *xp[NP];
+    for (int j = 0; j < np; j++) {
+        long k = k0 + j;
+        size_t n = (size_t)(k / d->hw), p = (size_t)(k % d->hw);
+        dp[j] = dy + ((n * d->ob + o0) * d->hw + p) * BLK;
+        xp[j] = dx + ((n * d->cb + ib) * d->hw + p) * BLK;
+    }
     vf a[NP][NB];
     for (int j = 0; j < np; j++)
-        for (int b = 0; b < NB; b++) a[j][b] = o0 ? vld(xp + b * plane + j * BLK) : vzero();
+        for (int b = 0; b < NB; b++) a[j][b] = o0 ? vld(xp[j] + b * plane) : vzero();
     const float *wp = w + (size_t)o0 * BLK * ldw + (size_t)ib * BLK;
-    const float *dp = dy + (((size_t)n * d->ob + o0) * d->hw + p) * BLK;
-    for (int ob = o0; ob < o1; ob++, dp += plane) {
-        /* past the image's last pixel this reads nothing a fault could
+    for (int ob = o0; ob < o1; ob++) {
+        /* past the batch's last pixel this reads nothing a fault could
          * come from: a prefetch */
-        for (int j = 0; j < NP; j++) __builtin_prefetch(dp + (PF_AHEAD + j) * BLK);
+        for (int j = 0; j < np; j++) __builtin_prefetch(dp[j] + PF_AHEAD * BLK);
         for (int o = 0; o < BLK; o++, wp += ldw) {
             vf w0 = vld(wp), w1 = vld(wp + BLK), w2 = vld(wp + 2 * BLK), w3 = vld(wp + 3 * BLK);
             VKEEP(w0);
@@ -106,16 +126,17 @@ ALWAYS_INLINE void tile(const dims *d, const float *w, const float *dy, float *d
             VKEEP(w3);
 #pragma GCC unroll 6
             for (int j = 0; j < np; j++) {
-                vf b = vbcast(dp + j * BLK + o);
+                vf b = vbcast(dp[j] + o);
                 a[j][0] = vfma(w0, b, a[j][0]);
                 a[j][1] = vfma(w1, b, a[j][1]);
                 a[j][2] = vfma(w2, b, a[j][2]);
                 a[j][3] = vfma(w3, b, a[j][3]);
             }
         }
+        for (int j = 0; j < np; j++) dp[j] += plane;
     }
     for (int j = 0; j < np; j++)
-        for (int b = 0; b < NB; b++) vst(xp + b * plane + j * BLK, a[j][b]);
+        for (int b = 0; b < NB; b++) vst(xp[j] + b * plane, a[j][b]);
 }
 
 /* One function per tile width, the accumulators in registers (inlined
@@ -123,10 +144,10 @@ ALWAYS_INLINE void tile(const dims *d, const float *w, const float *dy, float *d
  * weight pass's finding, cpu/conv_wgrad.c). */
 #define TILE_FN(np)                                                                          \
     static __attribute__((noinline)) void tile##np(const dims *d, const float *w,            \
-                                                   const float *dy, float *dx, int n, int ib, \
-                                                   int p, int o0, int o1)                    \
+                                                   const float *dy, float *dx, long k0,      \
+                                                   int ib, int o0, int o1)                   \
     {                                                                                        \
-        tile(d, w, dy, dx, n, ib, p, o0, o1, np);                                            \
+        tile(d, w, dy, dx, k0, ib, o0, o1, np);                                              \
     }
 TILE_FN(1)
 TILE_FN(2)
@@ -135,28 +156,25 @@ TILE_FN(4)
 TILE_FN(5)
 TILE_FN(6)
 
-typedef void (*tile_fn)(const dims *, const float *, const float *, float *, int, int, int, int,
-                        int);
+typedef void (*tile_fn)(const dims *, const float *, const float *, float *, long, int, int, int);
 
 void ENTRY(iabn_conv_dgrad_bwd_data)(const iabn_conv_geom *g, int threads, const float *dy,
                                      const float *w, float *dx)
 {
     static const tile_fn tiles[NP + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
     dims d = {g->h_in * g->w_in, g->c_in / BLK, g->c_out / BLK};
-    int per_image = (d.hw + NP - 1) / NP;
-    long T = (long)g->n * per_image;
+    long K = (long)g->n * d.hw, T = (K + NP - 1) / NP;
     if (threads < 1) threads = 1;
 #pragma omp parallel num_threads(threads)
     {
         int t = iabn_conv_tid(), nt = iabn_conv_team();
-        long k0 = T * t / nt, k1 = T * (t + 1) / nt;
+        long t0 = T * t / nt, t1 = T * (t + 1) / nt;
         for (int o0 = 0; o0 < d.ob; o0 += KB) {
             int o1 = d.ob - o0 < KB ? d.ob : o0 + KB;
             for (int ib = 0; ib < d.cb; ib += NB)
-                for (long k = k0; k < k1; k++) {
-                    int n = (int)(k / per_image), p = (int)(k % per_image) * NP;
-                    int np = d.hw - p < NP ? d.hw - p : NP;
-                    tiles[np](&d, w, dy, dx, n, ib, p, o0, o1);
+                for (long k = t0; k < t1; k++) {
+                    long k0 = k * NP;
+                    tiles[K - k0 < NP ? K - k0 : NP](&d, w, dy, dx, k0, ib, o0, o1);
                 }
         }
     }

@@ -180,7 +180,8 @@ void iabn_conv_wgrad_bwd_filter_avx512(const iabn_conv_geom *g, int threads, con
  * 1, stride 1, no padding, c_in a multiple of 64 and c_out of 16, dy and dx
  * both nChw16c, the weights OIHW as they are; its AVX-512 build only.
  * _takes: whether the conv path runs it for g's pass (the data pass, on a
- * CPU with AVX-512); _geometry_avx512: whether the kernel takes g.  dx is overwritten; no scratch; the same bits with any thread
+ * CPU with AVX-512, up to 784 pixels a call); _geometry_avx512: whether the
+ * kernel takes g.  dx is overwritten; no scratch; the same bits with any thread
  * count. */
 int iabn_conv_dgrad_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
 int iabn_conv_dgrad_geometry_avx512(const iabn_conv_geom *g);
