@@ -2,16 +2,17 @@
  * a geometry and its activation layouts (the plan, which also sizes the
  * scratch): oneDNN (cpu/conv_dnnl.c), Winograd F(2x2, 3x3) on nChw8c
  * (cpu/conv_wino.c), the blocked grouped kernels (cpu/conv_blocked.c), the
- * direct kernels (cpu/conv_direct.c), the per-tap GEMMs (cpu/conv_taps.c)
- * or im2col + sgemm (cpu/conv_im2col.c).
+ * hand-written dense weight and 1x1 data passes (cpu/conv_wgrad.c,
+ * cpu/conv_dgrad.c), the direct kernels (cpu/conv_direct.c), the per-tap
+ * GEMMs (cpu/conv_taps.c) or im2col + sgemm (cpu/conv_im2col.c).
  *
  * A call runs in the caller's thread and opens its own OpenMP regions; every
  * path's results depend only on the thread count.
  */
 #include "tensor/cpu/conv_impl.h"
+#include "tensor/cpu/ops.h"
 
 #include "iabn_config.h"
-#include "tensor/cpu/ops.h"
 
 #include <string.h>
 

@@ -37,10 +37,9 @@
  * 16 of 7x7), where oneDNN's copy of the weights weighs most.  There the
  * kernel ran 1.01x-1.18x as fast as oneDNN with its copy (a harness, cold
  * operands, ResNeXt's shapes at batch 1, 2, 4 and 16, each build's best
- * over the rounds); at 1568 pixels
- * (batch 8 at 14x14) 0.96x-1.07x; at 3136 and more 0.85x-1.01x in a
- * ResNeXt-50 step at batch 16 and about even in a ResNeXt-101 step at
- * batch 4.  oneDNN keeps those. */
+ * over the rounds); at 1568 pixels (batch 8 at 14x14) 0.96x-1.07x; at 3136
+ * and more 0.85x-1.01x in a ResNeXt-50 step at batch 16, and about even in
+ * a ResNeXt-101 step at batch 4.  oneDNN keeps those. */
 #define MAX_PIXELS 784
 
 /* The builds: the library's (the rule only), its AVX-512 one

@@ -47,6 +47,7 @@ typedef enum iabn_conv_path {
  *   direct: its own layout, `total` floats;
  *   wgrad:  1x1: x gathered at a strided conv's pixels (none with stride
  *           1); k x k: each thread's sums of a group of output channels;
+ *   dgrad:  none;
  *   blocked: [the kernels' own layout, col floats][x copy][y copy], the
  *           copies (nChw16c) only for operands the geometry has in NCHW;
  *   dnnl:   cpu/conv_dnnl.c's layout, `total` floats (the larger of the
