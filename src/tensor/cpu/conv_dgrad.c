@@ -15,10 +15,10 @@
  * Blocking: the threads split the tiles, which run over the batch's pixels
  * in order, from one image into the next (each pixel of a tile has its own
  * pointers): a tile per image's last few pixels left 7x7 maps with one
- * tile of one pixel in nine, 0.92x-0.98x oneDNN at batch 16.
- * The output channels go in runs of KB blocks: for each run and each group
- * of NB input blocks, a thread sweeps its tiles with the run's weights for
- * the group (KB x 16 x NB floats, 128 KiB, in L2), adding into dx; a run
+ * tile of one pixel in nine, 0.92x-0.99x oneDNN at batch 16.  The output
+ * channels go in runs of KB blocks: for each run and each group of NB input
+ * blocks, a thread sweeps its tiles with the run's weights for the group
+ * (KB x 16 rows of NB x 16 floats: 128 KiB, in L2), adding into dx; a run
  * starts from the sums of the runs before it (the first from zero).  Every
  * dx element thus sums its output channels in order, in one FMA chain,
  * whatever the threads or the run length: the same bits.  Without the runs
@@ -27,7 +27,7 @@
  * oneDNN.  dy is prefetched PF_AHEAD pixels ahead: a tile reads NP lines of
  * each output block, and the blocks lie a map (h x w x 64 bytes) apart, a
  * stride the hardware prefetcher does not follow.  docs/CPU.md ("The 1x1
- * data pass") has the measurements.
+ * data pass with AVX-512") has the measurements.
  */
 #include "tensor/cpu/conv_impl.h"
 
