@@ -2,10 +2,9 @@
  * nChw16c (cpu/conv_dgrad.c).
  *
  * Geometries with tiles of 6 pixels that run from one image into the next
- * and a shorter last one (maps of 1, 35, 49 and 196 pixels), one to three
- * groups of 4 input blocks,
- * and output channels in one run of 32 blocks, several, and a short last
- * one: dx against a double-precision reference, dx overwritten (it starts
+ * and a shorter last one (maps of 1, 6, 35, 49 and 196 pixels), one to
+ * three groups of 4 input blocks, and output channels in one run of 32
+ * blocks, several, and a short last one: dx against a double-precision reference, dx overwritten (it starts
  * as NaN), the same bits with 1, 2 and 3 threads, and nothing written past
  * dx; the library's AVX-512 build (where the CPU has it) and a portable one
  * (cpu/simd.h's float structs, built here with AVX-512 off) give the same
@@ -126,18 +125,18 @@ static void test_path(void)
     CHECK(iabn_conv_geom_init(&g, 16, 1024, 7, 7, 2048, 1, 1, 1, 0, 1, 1) == 0);
     g.x_layout = g.y_layout = IABN_LAYOUT_NCHW16C;
     CHECK(iabn_conv_dgrad_takes(&g, IABN_CONV_BWD_DATA) == avx);
-    /* not taken: more than 784 pixels a call (oneDNN's copy of the weights
-     * weighs less there), strided, NCHW, c_in not a multiple of 64, a
-     * padded 1x1, groups, 3x3 */
+    /* not taken: 3x3, strided, NCHW (2), c_in not a multiple of 64, a
+     * padded 1x1, groups, more than 784 pixels a call (6, 7: oneDNN's copy
+     * of the weights weighs less there) */
     iabn_conv_geom no[8];
-    CHECK(iabn_conv_geom_init(&no[6], 8, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
-    CHECK(iabn_conv_geom_init(&no[7], 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[0], 4, 256, 14, 14, 512, 3, 3, 1, 1, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[1], 4, 1024, 14, 14, 2048, 1, 1, 2, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[2], 4, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[3], 4, 48, 14, 14, 64, 1, 1, 1, 0, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[4], 2, 64, 12, 12, 64, 1, 1, 1, 1, 1, 1) == 0);
     CHECK(iabn_conv_geom_init(&no[5], 4, 128, 14, 14, 128, 1, 1, 1, 0, 1, 2) == 0);
+    CHECK(iabn_conv_geom_init(&no[6], 8, 512, 14, 14, 1024, 1, 1, 1, 0, 1, 1) == 0);
+    CHECK(iabn_conv_geom_init(&no[7], 4, 64, 56, 56, 256, 1, 1, 1, 0, 1, 1) == 0);
     for (int i = 0; i < 8; i++) {
         if (i != 2) no[i].x_layout = no[i].y_layout = IABN_LAYOUT_NCHW16C;
         CHECK_MSG(!iabn_conv_dgrad_takes(&no[i], IABN_CONV_BWD_DATA), "case %d taken", i);

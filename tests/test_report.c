@@ -393,12 +393,11 @@ static void test_conv_bench(void)
         CHECK(!strcmp(rows[i].case_name, "conv1x1") && rows[i].gflops > 0 && rows[i].target > 0);
         CHECK(rows[i].peak == 235.0 && rows[i].peak_fraction == rows[i].gflops / 235.0);
         /* the weight pass: cpu/conv_wgrad.c on nChw8c where the build is AVX2,
-         * on nChw16c where the CPU has AVX-512; the data pass: cpu/conv_dgrad.c
-         * on nChw16c where the CPU has AVX-512 */
+         * on nChw16c where the CPU has AVX-512 (the case's data pass, 1568
+         * pixels a call, stays on oneDNN: cpu/conv_dgrad.c takes up to 784) */
         CHECK(!strcmp(rows[i].path, rows[i].native_path) ||
               (rows[i].onednn && !strcmp(rows[i].path, "onednn")) ||
-              (i == 2 && rows[i].blocked && !strcmp(rows[i].path, "wgrad")) ||
-              (i == 1 && rows[i].blocked && !strcmp(rows[i].path, "dgrad")));
+              (i == 2 && rows[i].blocked && !strcmp(rows[i].path, "wgrad")));
     }
     CHECK(!strcmp(rows[0].pass, "fwd") && !strcmp(rows[2].pass, "bwd-weights"));
     /* the residual add fused into the forward (conv2d_add) where the graph
