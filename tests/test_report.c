@@ -387,7 +387,7 @@ static void test_conv_bench(void)
     iabn_convbench_row rows[8];
     int n = -1;
     iabn_err e = {0};
-    CHECK_OK(iabn_convbench_run("conv1x1", 1, 235.0, 1, rows, 8, &n, &e));
+    CHECK_OK(iabn_convbench_run("conv1x1", 1, 235.0, 1, 0, rows, 8, &n, &e));
     CHECK(n == 3);
     for (int i = 0; i < n && i < 3; i++) {
         CHECK(!strcmp(rows[i].case_name, "conv1x1") && rows[i].gflops > 0 && rows[i].target > 0);
@@ -405,29 +405,38 @@ static void test_conv_bench(void)
     CHECK(rows[0].residual == iabn_conv_have_dnnl() && !rows[1].residual && !rows[2].residual);
     if (rows[0].residual) CHECK(rows[0].residual_ms[0] > 0 && rows[0].residual_ms[1] > 0);
     /* peak 0: the FMA loop timed beside each pass, each row against its own */
-    CHECK_OK(iabn_convbench_run("conv1x1", 1, 0, 1, rows, 8, &n, &e));
+    CHECK_OK(iabn_convbench_run("conv1x1", 1, 0, 1, 0, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++)
         CHECK(rows[i].peak > 0 && rows[i].peak_fraction == rows[i].gflops / rows[i].peak);
     /* every valid name listed, the last one too (the list was cut at 128
      * characters once the cases outgrew it) */
-    CHECK(iabn_convbench_run("nope", 1, 235.0, 1, rows, 8, &n, &e) == IABN_EINVAL &&
+    CHECK(iabn_convbench_run("nope", 1, 235.0, 1, 0, rows, 8, &n, &e) == IABN_EINVAL &&
           strstr(e.msg, "dense3x3") && strstr(e.msg, "dilated3x3") &&
           strstr(e.msg, "dense3x3_7") && strstr(e.msg, "stem3x3"));
-    CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, rows, 2, &n, &e) == IABN_EINVAL);
+    CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, 0, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[12] && !names[13]); /* thirteen cases */
+    CHECK(names[0] && names[13] && !names[14]); /* fourteen cases */
     /* the stem: its forward and weight pass where the graph runs them (y
      * blocked: oneDNN's flat kernels), labelled by the run the row's
      * GFLOP/s come from (it said the native path's name before) */
-    CHECK_OK(iabn_convbench_run("stem3x3", 1, 235.0, 1, rows, 8, &n, &e));
+    CHECK_OK(iabn_convbench_run("stem3x3", 1, 235.0, 1, 0, rows, 8, &n, &e));
     CHECK(n == 3);
     for (int i = 0; i < n && i < 3; i += 2)
         CHECK_MSG(rows[i].blocked ? !strcmp(rows[i].path, "onednn") && rows[i].onednn
                                   : !strcmp(rows[i].path, rows[i].native_path),
                   "stem pass %d: path %s, blocked %d", i, rows[i].path, rows[i].blocked);
     /* a 7x7 map: no target, and --winograd's rule leaves it direct */
-    CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, rows, 8, &n, &e));
+    CHECK_OK(iabn_convbench_run("dense3x3_7", 1, 235.0, 1, 0, rows, 8, &n, &e));
     for (int i = 0; i < n && i < 3; i++) CHECK(rows[i].target == 0 && rows[i].ok && !rows[i].wino);
+    /* cold (--cold): the same runs on the same paths, each call after the
+     * caches' sweep */
+    iabn_convbench_row cold[8];
+    int nc = -1;
+    CHECK_OK(iabn_convbench_run("dense3x3_7", 2, 235.0, 1, 1, cold, 8, &nc, &e));
+    CHECK(nc == n);
+    for (int i = 0; i < n && i < nc && i < 3; i++)
+        CHECK(!strcmp(cold[i].path, rows[i].path) && cold[i].gflops > 0 &&
+              cold[i].blocked == rows[i].blocked && cold[i].onednn == rows[i].onednn);
     CHECK(iabn_cpu_peak_gflops(1) > 0);
     /* the BLAS kernels the native columns ran on: OPENBLAS_CORETYPE's when it
      * names one of the two docs/CPU.md measured (OpenBLAS ignores names it

@@ -16,7 +16,9 @@
  * The default peak (235 GFLOP/s) is the FP32 peak of both cores of the
  * reference machine; pass --peak for another, or --peak measure to time an
  * FMA loop on this one beside each pass's calls (the peak column: a shared
- * host's speed drifts between cases). */
+ * host's speed drifts between cases).  --cold times each call after a
+ * sweep of the caches (operands and weights from memory, as the weights
+ * come in a training step); by default the operands are warm. */
 #include "bench.h"
 
 #include <cjson/cJSON.h>
@@ -76,6 +78,7 @@ int iabn_bench_conv(int argc, char **argv)
     int prc = iabn_args_parse(&a, IABN_C_BENCH_CONV, argc, argv);
     if (prc) return prc == IABN_ARGS_HELP ? 0 : 2;
     int json = a.v[IABN_O_JSON].set, strict = a.v[IABN_O_STRICT].set;
+    int cold = a.v[IABN_O_COLD].set;
     int repeat = a.v[IABN_O_REPEAT].set ? (int)a.v[IABN_O_REPEAT].i : 5;
     int threads = a.v[IABN_O_THREADS].set ? (int)a.v[IABN_O_THREADS].i : 0;
     double peak = 235.0;
@@ -92,7 +95,8 @@ int iabn_bench_conv(int argc, char **argv)
     iabn_convbench_row rows[IABN_CONVBENCH_ROWS];
     int n = 0;
     iabn_err e = {0};
-    if (iabn_convbench_run(a.v[IABN_O_CASE].s, repeat, peak, threads, rows, IABN_CONVBENCH_ROWS, &n, &e)) {
+    if (iabn_convbench_run(a.v[IABN_O_CASE].s, repeat, peak, threads, cold, rows,
+                           IABN_CONVBENCH_ROWS, &n, &e)) {
         fprintf(stderr, "iabn bench conv: %s\n", e.msg);
         return 2;
     }
@@ -104,9 +108,10 @@ int iabn_bench_conv(int argc, char **argv)
         char pdesc[64];
         if (peak > 0) snprintf(pdesc, sizeof pdesc, "peak %.1f GFLOP/s", peak);
         else snprintf(pdesc, sizeof pdesc, "peak measured beside each pass");
-        printf("conv bench: %d threads, %s, best of %d (GFLOP/s and %% of peak); "
+        printf("conv bench: %d threads, %s, best of %d%s (GFLOP/s and %% of peak); "
                "native GEMMs on %s (OpenBLAS runs its %s kernels)\n",
-               threads, pdesc, repeat, iabn_gemm_engine_name(iabn_gemm_engine()),
+               threads, pdesc, repeat, cold ? ", each call after a sweep of the caches" : "",
+               iabn_gemm_engine_name(iabn_gemm_engine()),
                iabn_blas_core());
         printf("%-28s %-11s %6s %-11s %7s %6s %7s %6s %7s %6s %7s %6s  %-20s %-7s %5s\n", "case",
                "pass", "peak", "native", "GFLOP/s", "%peak", "oneDNN", "%peak", "blocked",

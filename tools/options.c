@@ -235,6 +235,9 @@ static const iabn_option table[IABN_O_COUNT] = {
         "the machine's peak (a number, or measure it)"},
     [IABN_O_CASE] = {"case", NULL, 0, IABN_T_STRING, 0, 0, 0, 0, NULL, "NAME", NULL, BC,
         "only this convolution case"},
+    [IABN_O_COLD] = {"cold", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BC,
+        "each timed call after a sweep of the caches: operands and weights from memory, as "
+        "the weights come in a training step"},
     [IABN_O_PLAIN] = {"plain", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BB,
         "plain BN+ACT+CONV (no residual)"},
     [IABN_O_OPS] = {"ops", NULL, 0, IABN_T_FLAG, 0, 0, 0, 0, NULL, NULL, NULL, BS,

@@ -40,6 +40,8 @@ static const bench_case cases[] = {
     /* ResNeXt-101's mod4 pair (23 blocks): about 45% of its b4 step */
     {"conv1x1_r101", "1x1 1024->512 14x14 b4", 4, 1024, 14, 14, 512, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"conv1x1_r101b", "1x1 512->1024 14x14 b4", 4, 512, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
+    /* its mod5 expansion (3 blocks): the largest weights, 8 MiB */
+    {"conv1x1_r101c", "1x1 1024->2048 7x7 b4", 4, 1024, 7, 7, 2048, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"dilated3x3", "3x3 d12 2048->256 33x33 b2", 2, 2048, 33, 33, 256, 3, 1, 12, 12, 1,
      {0.85, 0.85, 0.85}},
     /* no target (0): where --winograd pays (its wino column) and where its
@@ -173,6 +175,21 @@ static const char *path_label(const iabn_conv_plan *p)
     }
 }
 
+/* --cold: the bytes read before each timed call, twice the largest L3 of
+ * the machines docs/CPU.md measured on (32 MiB); every thread reads its
+ * share, so that each core's own L2 is swept too. */
+enum { COLD_BYTES = 64 << 20 };
+
+/* Reads the sweep (n floats) on `threads` threads; the sum keeps the
+ * loads live. */
+static float read_sweep(const float *s, size_t n, int threads)
+{
+    float sum = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : sum) schedule(static)
+    for (size_t i = 0; i < n; i += 16) sum += s[i];
+    return sum;
+}
+
 /* Best times t[k] of `repeat` calls of each of the k < nrun runs (a plan,
  * its geometry: the native plan, the oneDNN one on NCHW operands, the
  * oneDNN one on the layouts the graph's layout pass would give them, and
@@ -183,13 +200,15 @@ static const char *path_label(const iabn_conv_plan *p)
  * its best: on a host whose speed drifts (a shared VM: the same call runs
  * at 0.78x for minutes at a time), a peak timed once at the start makes the
  * same kernel read 72% or 92%; timed beside the calls, it drifts with them.
- * Returns 0, or the failing call's status. */
+ * With `sweep` not NULL (COLD_BYTES), each timed call comes after a read of
+ * it.  Returns 0, or the failing call's status. */
 static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *plan,
                      const iabn_conv_geom *const *g, int pass, int repeat, float *x, float *w,
-                     float *y, float *dx, float *dw, void *scr, size_t sb, double *t,
-                     double *peak, iabn_err *e)
+                     float *y, float *dx, float *dw, void *scr, size_t sb, const float *sweep,
+                     double *t, double *peak, iabn_err *e)
 {
     int rc = 0;
+    volatile float sink = 0;
     for (int k = 0; k < nrun && !rc; k++) {
         t[k] = 1e30;
         rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
@@ -197,6 +216,7 @@ static int time_pass(iabn_conv_cache *c, int nrun, const iabn_conv_plan *const *
     if (peak) *peak = 0;
     for (int r = 0; r < repeat && !rc; r++) {
         for (int k = 0; k < nrun && !rc; k++) {
+            if (sweep) sink += read_sweep(sweep, COLD_BYTES / sizeof *sweep, plan[k]->threads);
             double t0 = iabn_now();
             rc = run_pass(c, plan[k], g[k], pass, x, w, y, dx, dw, scr, sb, e);
             double dt = iabn_now() - t0;
@@ -313,7 +333,7 @@ static void time_weight_copy(const iabn_conv_geom *g, int pass, int repeat, cons
 #endif
 
 /* Measures the three passes of one case into rows[0..3). */
-static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
+static int bench_one(const bench_case *bc, int repeat, double peak, int threads, int cold,
                      iabn_convbench_row *rows, iabn_err *e)
 {
     iabn_conv_geom g;
@@ -391,11 +411,13 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
     float *res = has_res ? iabn_aligned_alloc(64, ny * 4) : NULL;
     float *y2 = has_res ? iabn_aligned_alloc(64, ny * 4) : NULL;
     void *scr = iabn_aligned_alloc(64, sb ? sb : 64);
-    if (!x || !dx || !y || !w || !dw || !scr || (has_res && (!res || !y2))) {
+    float *sweep = cold ? iabn_aligned_alloc(64, COLD_BYTES) : NULL;
+    if (!x || !dx || !y || !w || !dw || !scr || (has_res && (!res || !y2)) || (cold && !sweep)) {
         rc = iabn_err_set(e, IABN_ENOMEM, "bench conv: out of memory for %s", bc->name);
         goto done;
     }
     fill(x, nx, 1); fill(w, nw, 2); fill(y, ny, 3);
+    if (sweep) memset(sweep, 0, COLD_BYTES);
     if (has_res) fill(res, ny, 4);
     memset(dw, 0, nw * 4);
     double flops = 2.0 * g.n * g.c_out * g.h_out * g.w_out * (double)(g.c_in / g.groups) *
@@ -405,8 +427,8 @@ static int bench_one(const bench_case *bc, int repeat, double peak, int threads,
         if (ib >= 0) plans[ib] = &blk[pass];
         if (iw >= 0 && wn[pass].path != IABN_CONV_PATH_DNNL) plans[iw] = &wn[pass];
         double t[4] = {0, 0, 0, 0}, pk = peak;
-        if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb, t,
-                            peak > 0 ? NULL : &pk, e)))
+        if ((rc = time_pass(cache, nrun, plans, run, pass, repeat, x, w, y, dx, dw, scr, sb,
+                            sweep, t, peak > 0 ? NULL : &pk, e)))
             break;
         iabn_conv_plan chosen; /* what the graph runs on NCHW operands */
         iabn_conv_plan_make(&g, (iabn_conv_pass)pass, threads, &chosen);
@@ -459,11 +481,11 @@ done:
     iabn_conv_cache_free(cache);
     iabn_aligned_free(x); iabn_aligned_free(dx); iabn_aligned_free(y);
     iabn_aligned_free(w); iabn_aligned_free(dw); iabn_aligned_free(scr);
-    iabn_aligned_free(res); iabn_aligned_free(y2);
+    iabn_aligned_free(res); iabn_aligned_free(y2); iabn_aligned_free(sweep);
     return rc;
 }
 
-int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
+int iabn_convbench_run(const char *only, int repeat, double peak, int threads, int cold,
                        iabn_convbench_row *rows, int max, int *n, iabn_err *e)
 {
     *n = 0;
@@ -479,7 +501,7 @@ int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
     for (int i = 0; i < NCASES; i++) {
         if (only && strcmp(only, cases[i].name)) continue;
         if (*n + 3 > max) return iabn_err_set(e, IABN_EINVAL, "bench conv: room for %d rows", max);
-        int rc = bench_one(&cases[i], repeat, peak, threads, rows + *n, e);
+        int rc = bench_one(&cases[i], repeat, peak, threads, cold, rows + *n, e);
         if (rc) return rc;
         *n += 3;
     }

@@ -1,6 +1,6 @@
 /* cpu/conv_bench.h: the CPU convolution throughput `iabn bench conv` prints:
  * the layers docs/TARGETS.md names (dense 3x3, ResNeXt's grouped 3x3 with 4
- * and with 16 channels per group, 1x1 on a 14x14 and a 56x56 map, DeepLab's
+ * and with 16 channels per group, 1x1 on 7x7, 14x14 and 56x56 maps, DeepLab's
  * dilated ASPP 3x3), per pass, on the native path and on the oneDNN path
  * (NCHW operands that it reorders, and, where the conv votes for blocked
  * operands, those: what the graph runs once its layout pass agrees), against
@@ -56,7 +56,7 @@ typedef struct iabn_convbench_row {
 
 /* Rows enough for every case (3 passes each): conv_bench.c checks it at
  * compile time, so a new case cannot outgrow a caller's array. */
-#define IABN_CONVBENCH_ROWS 39
+#define IABN_CONVBENCH_ROWS 42
 
 /* The case names, NULL-terminated. */
 const char *const *iabn_convbench_cases(void);
@@ -67,8 +67,11 @@ double iabn_cpu_peak_gflops(int threads);
  * the valid ones) at `threads` threads against `peak` GFLOP/s, or, with
  * peak <= 0, against the FMA loop timed beside each pass's calls (one window
  * per round, best of them): 3 rows per case into rows[max], their count in
- * *n. */
-int iabn_convbench_run(const char *only, int repeat, double peak, int threads,
+ * *n.  cold: each timed conv call comes after a read of 64 MiB, so that its
+ * operands and weights come from memory (in a training step the weights
+ * always do: the SGD step wrote them last); 0: warm, each call's operands
+ * left in the caches by the call before. */
+int iabn_convbench_run(const char *only, int repeat, double peak, int threads, int cold,
                        iabn_convbench_row *rows, int max, int *n, iabn_err *e);
 
 #ifdef __cplusplus
