@@ -26,8 +26,12 @@
  * (8 MiB) came from memory again for every chunk of tiles: 0.62x-0.90x
  * oneDNN.  dy is prefetched PF_AHEAD pixels ahead: a tile reads NP lines of
  * each output block, and the blocks lie a map (h x w x 64 bytes) apart, a
- * stride the hardware prefetcher does not follow.  docs/CPU.md ("The 1x1
- * data pass with AVX-512") has the measurements.
+ * stride the hardware prefetcher does not follow.  The next group's weights
+ * are prefetched into L2 while a group runs, a share after each tile: in a
+ * step they come cold from memory (the SGD step wrote them last), and each
+ * group's first tiles waited on them (7x7 maps, whose mod5 weights are the
+ * largest, ran 0.93x-0.96x the time with it).  docs/CPU.md ("The 1x1 data
+ * pass with AVX-512") has the measurements.
  */
 #include "tensor/cpu/conv_impl.h"
 
@@ -157,6 +161,24 @@ TILE_FN(6)
 
 typedef void (*tile_fn)(const dims *, const float *, const float *, float *, long, int, int, int);
 
+/* The group after (o0, ib) in a thread's sweep: *p its first weight row,
+ * the count of its rows' lines (NB 64-byte lines a row); 0 after the last. */
+static long next_group(const dims *d, const float *w, int o0, int ib, const float **p)
+{
+    int nib = ib + NB < d->cb ? ib + NB : 0, no0 = nib ? o0 : o0 + KB;
+    if (no0 >= d->ob) return 0;
+    *p = w + ((size_t)no0 * BLK * d->cb + nib) * BLK;
+    return (long)(d->ob - no0 < KB ? d->ob - no0 : KB) * BLK * NB;
+}
+
+/* Lines [l0, l1) of that group's weights, towards L2. */
+static inline void prefetch_lines(const dims *d, const float *p, long l0, long l1)
+{
+    size_t ldw = (size_t)d->cb * BLK;
+    for (long l = l0; l < l1; l++)
+        __builtin_prefetch(p + (size_t)(l / NB) * ldw + (size_t)(l % NB) * BLK, 0, 2);
+}
+
 void ENTRY(iabn_conv_dgrad_bwd_data)(const iabn_conv_geom *g, int threads, const float *dy,
                                      const float *w, float *dx)
 {
@@ -170,11 +192,17 @@ void ENTRY(iabn_conv_dgrad_bwd_data)(const iabn_conv_geom *g, int threads, const
         long t0 = T * t / nt, t1 = T * (t + 1) / nt;
         for (int o0 = 0; o0 < d.ob; o0 += KB) {
             int o1 = d.ob - o0 < KB ? d.ob : o0 + KB;
-            for (int ib = 0; ib < d.cb; ib += NB)
+            for (int ib = 0; ib < d.cb; ib += NB) {
+                /* the next group's weights, a share after each tile */
+                const float *nw = w;
+                long lines = next_group(&d, w, o0, ib, &nw);
+                long per = t1 > t0 ? (lines + (t1 - t0) - 1) / (t1 - t0) : 0;
                 for (long k = t0; k < t1; k++) {
-                    long k0 = k * NP;
+                    long k0 = k * NP, l0 = (k - t0) * per;
                     tiles[K - k0 < NP ? K - k0 : NP](&d, w, dy, dx, k0, ib, o0, o1);
+                    prefetch_lines(&d, nw, l0, l0 + per < lines ? l0 + per : lines);
                 }
+            }
         }
     }
 }
