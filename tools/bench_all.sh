@@ -18,6 +18,7 @@ run() { echo; echo '```'; echo "\$ $*"; "$@" 2>&1; echo '```'; }
   echo "## Convolutions (iabn bench conv)"
   run "$iabn" bench conv --repeat 9
   run "$iabn" bench conv --repeat 9 --peak measure
+  run "$iabn" bench conv --repeat 9 --peak measure --cold
   echo
   echo "## BN+ACT+CONV blocks, paper Fig. 4 (iabn bench block)"
   run "$iabn" bench block --repeat 15
