@@ -30,8 +30,8 @@
  * are prefetched into L2 while a group runs, a share after each tile: in a
  * step they come cold from memory (the SGD step wrote them last), and each
  * group's first tiles waited on them (7x7 maps, whose mod5 weights are the
- * largest, ran 0.93x-0.96x the time with it).  docs/CPU.md ("The 1x1 data
- * pass with AVX-512") has the measurements.
+ * largest, ran 0.90x-0.97x the time with it in a harness).  docs/CPU.md
+ * ("The 1x1 data pass with AVX-512") has the measurements.
  */
 #include "tensor/cpu/conv_impl.h"
 
