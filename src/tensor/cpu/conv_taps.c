@@ -124,79 +124,64 @@ static win make_win(const iabn_conv_gd *c, const tapwin *tw, int nimg, int yside
     return v;
 }
 
-void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
-                        const float *w, const float *bias, float *y, float *scratch)
+/* The forward (y from x) and the data pass (dx from dy): the same GEMMs with
+ * the two sides swapped.  Per tap, the source side's window is multiplied by
+ * the tap's weights (transposed for the data pass) and added into the
+ * destination side's window, which starts from the bias (the forward) or
+ * zero.  Each side keeps its own buffer: xb holds C_in rows, cb C_out. */
+static void taps_data(const iabn_conv_gd *c, const iabn_conv_plan *p, int bwd, const float *src,
+                      const float *w, const float *bias, float *dst, float *scratch)
 {
     int T = c->kh * c->kw, nt_ = p->threads, lda = T * c->cin;
     size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
     float *wt = scratch, *xb = scratch + p->wbuf + p->dwbuf, *cb = xb + p->col;
+    int cs = bwd ? c->cout : c->cin, cd = bwd ? c->cin : c->cout; /* source, destination */
+    size_t hs = bwd ? hwo : hwi, hd = bwd ? hwi : hwo;
+    float *bs = bwd ? cb : xb, *bd = bwd ? xb : cb;
     pack_w(c, w, wt, nt_);
-    long planes = (long)c->n * c->G * c->cout;
+    long planes = (long)c->n * c->G * cd;
 #pragma omp parallel for schedule(static) num_threads(nt_)
     for (long q = 0; q < planes; q++) {
-        float v = bias ? bias[q % ((long)c->G * c->cout)] : 0.0f, *yp = y + (size_t)q * hwo;
-        for (size_t i = 0; i < hwo; i++) yp[i] = v;
+        float v = bias ? bias[q % ((long)c->G * cd)] : 0.0f, *dp = dst + (size_t)q * hd;
+        for (size_t i = 0; i < hd; i++) dp[i] = v;
     }
     for (int g0 = 0; g0 < c->G; g0++) {
         for (int n0 = 0; n0 < c->n; n0 += p->nb) {
             int nbb = c->n - n0 < p->nb ? c->n - n0 : p->nb;
-            const float *xg = x + ((size_t)n0 * c->G + g0) * c->cin * hwi;
-            float *yg = y + ((size_t)n0 * c->G + g0) * c->cout * hwo;
+            const float *sg = src + ((size_t)n0 * c->G + g0) * cs * hs;
+            float *dg = dst + ((size_t)n0 * c->G + g0) * cd * hd;
             for (int t = 0; t < T; t++) {
                 tapwin tw;
                 if (!tap_window(c, t, &tw)) continue;
                 const float *a = wt + ((size_t)g0 * c->cout * T + t) * c->cin;
                 win vx = make_win(c, &tw, nbb, 0), vy = make_win(c, &tw, nbb, 1);
+                const win *vs = bwd ? &vy : &vx, *vd = bwd ? &vx : &vy;
                 if (tw.rowcopy) {
                     for (int i = 0; i < nbb; i++)
-                        iabn_sgemm(0, 0, c->cout, vy.rows * c->wo, c->cin, 1.0f, a, lda,
-                                   xg + i * vx.img + vx.y0 * c->wi, (int)hwi, 1.0f,
-                                   yg + i * vy.img + vy.y0 * c->wo, (int)hwo);
+                        iabn_sgemm(bwd, 0, cd, vy.rows * c->wo, cs, 1.0f, a, lda,
+                                   sg + i * vs->img + vs->y0 * vs->w, (int)hs, 1.0f,
+                                   dg + i * vd->img + vd->y0 * vd->w, (int)hd);
                     continue;
                 }
                 int ntot = nbb * vy.rows * vy.cols;
-                win_gather(xg, &vx, c->cin, xb, nt_);
-                iabn_sgemm(0, 0, c->cout, ntot, c->cin, 1.0f, a, lda, xb, ntot, 0.0f, cb, ntot);
-                win_add(yg, &vy, c->cout, cb, nt_);
+                win_gather(sg, vs, cs, bs, nt_);
+                iabn_sgemm(bwd, 0, cd, ntot, cs, 1.0f, a, lda, bs, ntot, 0.0f, bd, ntot);
+                win_add(dg, vd, cd, bd, nt_);
             }
         }
     }
 }
 
+void iabn_conv_taps_fwd(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
+                        const float *w, const float *bias, float *y, float *scratch)
+{
+    taps_data(c, p, 0, x, w, bias, y, scratch);
+}
+
 void iabn_conv_taps_bwd_data(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *dy,
                              const float *w, float *dx, float *scratch)
 {
-    int T = c->kh * c->kw, nt_ = p->threads, lda = T * c->cin;
-    size_t hwi = (size_t)c->hi * c->wi, hwo = (size_t)c->ho * c->wo;
-    float *wt = scratch, *xb = scratch + p->wbuf + p->dwbuf, *cb = xb + p->col;
-    pack_w(c, w, wt, nt_);
-    size_t total = (size_t)c->n * c->G * c->cin * hwi;
-#pragma omp parallel for schedule(static) num_threads(nt_)
-    for (size_t i = 0; i < total; i++) dx[i] = 0.0f;
-    for (int g0 = 0; g0 < c->G; g0++) {
-        for (int n0 = 0; n0 < c->n; n0 += p->nb) {
-            int nbb = c->n - n0 < p->nb ? c->n - n0 : p->nb;
-            float *dxg = dx + ((size_t)n0 * c->G + g0) * c->cin * hwi;
-            const float *dyg = dy + ((size_t)n0 * c->G + g0) * c->cout * hwo;
-            for (int t = 0; t < T; t++) {
-                tapwin tw;
-                if (!tap_window(c, t, &tw)) continue;
-                const float *a = wt + ((size_t)g0 * c->cout * T + t) * c->cin;
-                win vx = make_win(c, &tw, nbb, 0), vy = make_win(c, &tw, nbb, 1);
-                if (tw.rowcopy) {
-                    for (int i = 0; i < nbb; i++)
-                        iabn_sgemm(1, 0, c->cin, vy.rows * c->wo, c->cout, 1.0f, a, lda,
-                                   dyg + i * vy.img + vy.y0 * c->wo, (int)hwo, 1.0f,
-                                   dxg + i * vx.img + vx.y0 * c->wi, (int)hwi);
-                    continue;
-                }
-                int ntot = nbb * vy.rows * vy.cols;
-                win_gather(dyg, &vy, c->cout, cb, nt_);
-                iabn_sgemm(1, 0, c->cin, ntot, c->cout, 1.0f, a, lda, cb, ntot, 0.0f, xb, ntot);
-                win_add(dxg, &vx, c->cin, xb, nt_);
-            }
-        }
-    }
+    taps_data(c, p, 1, dy, w, NULL, dx, scratch);
 }
 
 void iabn_conv_taps_bwd_filter(const iabn_conv_gd *c, const iabn_conv_plan *p, const float *x,
