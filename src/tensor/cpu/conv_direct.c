@@ -46,96 +46,15 @@
 #define SLACK 32
 #define WCHUNK_FLOATS 512 /* floats of the flat grid per bwd-filter chunk */
 
+/* The vectors (cpu/simd.h): 16 lanes in the AVX-512 build, 8 in the AVX2
+ * one, 8 floats of portable code where the build has neither. */
 #if defined(__AVX512F__)
-#include <immintrin.h>
-#define VL 16
-typedef __m512 vf;
-static inline vf vzero(void) { return _mm512_setzero_ps(); }
-static inline vf vload(const float *p) { return _mm512_loadu_ps(p); }
-static inline void vstore(float *p, vf a) { _mm512_storeu_ps(p, a); }
-static inline vf vbcast(const float *p) { return _mm512_set1_ps(*p); }
-static inline vf vfma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vf vadd(vf a, vf b) { return _mm512_add_ps(a, b); }
-static inline void vstore_nt(float *p, vf a)
-{
-    if (((uintptr_t)p & 63) == 0)
-        _mm512_stream_ps(p, a);
-    else
-        _mm512_storeu_ps(p, a);
-}
-static inline void vfence(void) { _mm_sfence(); }
-static inline __mmask16 vmask(int n) { return (__mmask16)((1u << n) - 1u); }
-/* The first n lanes of p (the rest 0); lanes past n are not read. */
-static inline vf vload_n(const float *p, int n) { return _mm512_maskz_loadu_ps(vmask(n), p); }
-static inline void vstore_n(float *p, vf a, int n)
-{
-    if (n == VL)
-        _mm512_storeu_ps(p, a);
-    else
-        _mm512_mask_storeu_ps(p, vmask(n), a);
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define VL 8
-typedef __m256 vf;
-static inline vf vzero(void) { return _mm256_setzero_ps(); }
-static inline vf vload(const float *p) { return _mm256_loadu_ps(p); }
-static inline void vstore(float *p, vf a) { _mm256_storeu_ps(p, a); }
-static inline vf vbcast(const float *p) { return _mm256_broadcast_ss(p); }
-static inline vf vfma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
-static inline vf vadd(vf a, vf b) { return _mm256_add_ps(a, b); }
-/* Non-temporal when aligned: outputs larger than the cache would only evict
- * the inputs still to be read, and skipping the read-for-ownership saves a
- * third of the memory traffic of a layer this thin. */
-static inline void vstore_nt(float *p, vf a)
-{
-    if (((uintptr_t)p & 31) == 0)
-        _mm256_stream_ps(p, a);
-    else
-        _mm256_storeu_ps(p, a);
-}
-static inline void vfence(void) { _mm_sfence(); }
-static const int vmask_lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-static inline __m256i vmask(int n)
-{
-    return _mm256_loadu_si256((const __m256i *)(const void *)(vmask_lanes + VL - n));
-}
-/* The first n lanes of p (the rest 0); lanes past n are not read. */
-static inline vf vload_n(const float *p, int n) { return _mm256_maskload_ps(p, vmask(n)); }
-static inline void vstore_n(float *p, vf a, int n)
-{
-    if (n == VL)
-        _mm256_storeu_ps(p, a);
-    else
-        _mm256_maskstore_ps(p, vmask(n), a);
-}
+#define SIMD_LANES 16
 #else
-#define VL 8
-typedef struct vf { float v[VL]; } vf;
-static inline vf vzero(void) { vf r; for (int i = 0; i < VL; i++) r.v[i] = 0; return r; }
-static inline vf vload(const float *p) { vf r; memcpy(r.v, p, sizeof r.v); return r; }
-static inline void vstore(float *p, vf a) { memcpy(p, a.v, sizeof a.v); }
-static inline vf vbcast(const float *p) { vf r; for (int i = 0; i < VL; i++) r.v[i] = *p; return r; }
-static inline vf vfma(vf a, vf b, vf c)
-{
-    for (int i = 0; i < VL; i++) c.v[i] += a.v[i] * b.v[i];
-    return c;
-}
-static inline vf vadd(vf a, vf b)
-{
-    for (int i = 0; i < VL; i++) a.v[i] += b.v[i];
-    return a;
-}
-static inline void vstore_n(float *p, vf a, int n) { memcpy(p, a.v, sizeof(float) * n); }
-static inline vf vload_n(const float *p, int n)
-{
-    vf r = vzero();
-    memcpy(r.v, p, sizeof(float) * n);
-    return r;
-}
-static inline void vstore_nt(float *p, vf a) { vstore(p, a); }
-static inline void vfence(void) {}
+#define SIMD_LANES 8
 #endif
+#include "tensor/cpu/simd.h"
+#define VL SIMD_LANES
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -143,14 +62,14 @@ static inline void vfence(void) {}
 static inline void copy_f(float *d, const float *src, long n)
 {
     long i = 0;
-    for (; i + VL <= n; i += VL) vstore(d + i, vload(src + i));
+    for (; i + VL <= n; i += VL) vst(d + i, vld(src + i));
     for (; i < n; i++) d[i] = src[i];
 }
 
 static inline void zero_f(float *d, long n)
 {
     long i = 0;
-    for (; i + VL <= n; i += VL) vstore(d + i, vzero());
+    for (; i + VL <= n; i += VL) vst(d + i, vzero());
     for (; i < n; i++) d[i] = 0.0f;
 }
 
@@ -269,11 +188,11 @@ static void pack_src(const dplan *d, const float *src, int channels, float *dst)
                 if (jl <= VL && d->wq - jh <= VL && n >= VL) {
                     /* Whole vectors only: the right zero vector spills into
                      * the next row (rewritten next) or the slack. */
-                    vstore(row, vzero());
+                    vst(row, vzero());
                     long k = 0;
-                    for (; k + VL <= n; k += VL) vstore(row + jl + k, vload(sr_p + k));
-                    if (k < n) vstore(row + jl + n - VL, vload(sr_p + n - VL));
-                    vstore(row + jh, vzero());
+                    for (; k + VL <= n; k += VL) vst(row + jl + k, vld(sr_p + k));
+                    if (k < n) vst(row + jl + n - VL, vld(sr_p + n - VL));
+                    vst(row + jh, vzero());
                 } else {
                     zero_f(row, jl);
                     copy_f(row + jl, sr_p, n);
@@ -380,7 +299,7 @@ ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, i
             const float *xp = ip + toff[t];
             vf xv[TV];
 #pragma GCC unroll 6
-            for (int v = 0; v < V; v++) xv[v] = vload(xp + io[v]);
+            for (int v = 0; v < V; v++) xv[v] = vld(xp + io[v]);
 #pragma GCC unroll 4
             for (int c = 0; c < COB; c++) {
                 vf wv = vbcast(wp + c);
@@ -395,11 +314,11 @@ ALWAYS_INLINE void ftile(const float *in, size_t cs, int cin, const int *toff, i
         for (int v = 0; v < V; v++) {
             float *o = out + c * dplane + p->oo[v];
             if (p->nl[v] < VL)
-                vstore_n(o, acc[c][v], p->nl[v]);
+                vst_n(o, acc[c][v], p->nl[v]);
             else if (stream)
-                vstore_nt(o, acc[c][v]);
+                vst_nt(o, acc[c][v]);
             else
-                vstore(o, acc[c][v]);
+                vst(o, acc[c][v]);
         }
     }
 }
@@ -548,10 +467,10 @@ ALWAYS_INLINE void wstep(vf acc[4][3], const float *dr, size_t dys, const float 
 {
     vf xv[3];
 #pragma GCC unroll 3
-    for (int t = 0; t < TB; t++) xv[t] = vload(xr + toff[t]);
+    for (int t = 0; t < TB; t++) xv[t] = vld(xr + toff[t]);
 #pragma GCC unroll 4
     for (int c = 0; c < COB; c++) {
-        vf dv = nl == VL ? vload(dr + c * dys) : vload_n(dr + c * dys, nl);
+        vf dv = nl == VL ? vld(dr + c * dys) : vld_n(dr + c * dys, nl);
 #pragma GCC unroll 3
         for (int t = 0; t < TB; t++) acc[c][t] = vfma(dv, xv[t], acc[c][t]);
     }
@@ -586,7 +505,7 @@ ALWAYS_INLINE void wtile(const dplan *d, const float *dyp, size_t dys, size_t dy
 #pragma GCC unroll 3
         for (int t = 0; t < TB; t++) {
             float *p = va + (c * va_co + t) * VL;
-            vstore(p, vadd(vload(p), acc[c][t]));
+            vst(p, vadd(vld(p), acc[c][t]));
         }
 }
 

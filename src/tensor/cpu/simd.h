@@ -1,6 +1,7 @@
 /* cpu/simd.h: a vector of SIMD_LANES floats (8 or 16; the includer defines
  * it) for the hand-written blocked kernels (cpu/conv_blocked.c: 16 lanes
- * for nChw16c, 8 for nChw8c; cpu/conv_wino.c: 8).
+ * for nChw16c, 8 for nChw8c; cpu/conv_wino.c: 8; cpu/conv_direct.c: 16 in
+ * its AVX-512 build, else 8).
  *
  * Native where the translation unit is compiled for it: 16 lanes with
  * AVX-512, 8 with AVX2 + FMA (SIMD_NATIVE 1).  Otherwise a struct of floats
@@ -10,12 +11,14 @@
  *
  *   vzero, vld, vst (unaligned), vbcast (one float to every lane), vfma
  *   (a * b + c, fused), vadd, vsub, vmul; vidx_make / vperm: lane l of the
- *   result takes lane idx[l]; vgather(p, idx): lane l takes p[idx[l]]; vst_nt: a streaming store where p is aligned
- *   to the vector (outputs larger than the cache would only evict the inputs
- *   still to be read), vfence after a run of them; VKEEP(v): keeps a loaded
- *   vector in its register (without it GCC folds the load into each FMA
- *   that reads it, and a loop that reuses one source vector runs out of load
- *   ports); UNROLL(n): unroll the next loop where native.
+ *   result takes lane idx[l]; vgather(p, idx): lane l takes p[idx[l]];
+ *   vld_n / vst_n: the first n lanes only (the rest read as 0, not read,
+ *   not written); vst_nt: a streaming store where p is aligned to the vector
+ *   (outputs larger than the cache would only evict the inputs still to be
+ *   read), vfence after a run of them; VKEEP(v): keeps a loaded vector in
+ *   its register (without it GCC folds the load into each FMA that reads
+ *   it, and a loop that reuses one source vector runs out of load ports);
+ *   UNROLL(n): unroll the next loop where native.
  */
 #ifndef IABN_CPU_SIMD_H
 #define IABN_CPU_SIMD_H
@@ -52,6 +55,15 @@ static inline void vst_nt(float *p, vf a)
         _mm512_storeu_ps(p, a);
 }
 static inline void vfence(void) { _mm_sfence(); }
+static inline __mmask16 vmask_n(int n) { return (__mmask16)((1u << n) - 1u); }
+static inline vf vld_n(const float *p, int n) { return _mm512_maskz_loadu_ps(vmask_n(n), p); }
+static inline void vst_n(float *p, vf a, int n)
+{
+    if (n == SIMD_LANES)
+        _mm512_storeu_ps(p, a);
+    else
+        _mm512_mask_storeu_ps(p, vmask_n(n), a);
+}
 #define VKEEP(v) __asm__("" : "+v"(v))
 #elif SIMD_LANES == 8 && defined(__AVX2__) && defined(__FMA__)
 #define SIMD_NATIVE 1
@@ -80,6 +92,19 @@ static inline void vst_nt(float *p, vf a)
         _mm256_storeu_ps(p, a);
 }
 static inline void vfence(void) { _mm_sfence(); }
+static const int vmask_lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+static inline __m256i vmask_n(int n)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)(vmask_lanes + SIMD_LANES - n));
+}
+static inline vf vld_n(const float *p, int n) { return _mm256_maskload_ps(p, vmask_n(n)); }
+static inline void vst_n(float *p, vf a, int n)
+{
+    if (n == SIMD_LANES)
+        _mm256_storeu_ps(p, a);
+    else
+        _mm256_maskstore_ps(p, vmask_n(n), a);
+}
 #define VKEEP(v) __asm__("" : "+x"(v))
 #else
 #define SIMD_NATIVE 0
@@ -129,6 +154,13 @@ static inline vf vgather(const float *p, vidx i)
 }
 static inline void vst_nt(float *p, vf a) { vst(p, a); }
 static inline void vfence(void) {}
+static inline vf vld_n(const float *p, int n)
+{
+    vf r = vzero();
+    memcpy(r.f, p, sizeof(float) * n);
+    return r;
+}
+static inline void vst_n(float *p, vf a, int n) { memcpy(p, a.f, sizeof(float) * n); }
 #define VKEEP(v) ((void)0)
 #endif
 
