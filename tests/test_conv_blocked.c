@@ -5,14 +5,14 @@
  * with and without bias: the three passes on nChw16c and nChw8c activations
  * against a double-precision reference of PyTorch's conv2d; the 16-lane
  * builds (portable and, where the CPU has it, AVX-512) and the 8-lane one
- * (AVX2 in release builds, else portable) bit for bit, since each output
- * sums the same products in the same order whatever the lanes (except the
- * 8-lane forward and data passes with 4 per group, 3x3 stride 1, which
- * rotate the input: cpu/conv_blocked_rot.c, checked against the reference
- * alone; with 8 per group, 3x3 stride 1, on maps up to 14 wide, the
- * forward and data passes of every build and the 16-lane weight pass run
- * along the rows, cpu/conv_rows.c, whose sums run in an order of their
- * own, the same in all three builds); the same
+ * (AVX2 in release builds, else portable) bit for bit where each output
+ * sums the same products in the same order whatever the lanes: not where
+ * one build rotates the input (cpu/conv_blocked_rot.c: the forward and data
+ * passes of 3x3 stride 1, 2 or 4 per group with 8 lanes, 2 to 16 per group
+ * on maps up to 28 wide with 16) and the other does not, nor along the rows
+ * (cpu/conv_rows.c, 8 per group on maps up to 14 wide: the 8-lane forward
+ * and data passes, the 16-lane weight pass), which sum in orders of their
+ * own, each checked against the reference; the same
  * bits with 1 and 2 threads, dw and dbias accumulating, and nothing written
  * past a buffer.  Through the entry points (cpu/conv.h), in both blocked
  * layouts: the path the graph gets for blocked operands, NCHW operands
@@ -213,25 +213,30 @@ static void check_build(const iabn_conv_geom *g, const build *k, const float *x,
     free(xb); free(dyb); free(t); free(radw);
 }
 
+/* Whether the 8- and 16-lane builds sum a forward or data pass of g in
+ * the same order: both rotating the input (cpu/conv_blocked_rot.c), or
+ * neither, with no 8-lane rows (cpu/conv_rows.c) either. */
+static int same_order(const iabn_conv_geom *g, iabn_conv_pass pass)
+{
+    return iabn_conv_blocked_rot_takes(g, pass, 16) == iabn_conv_blocked_rot_takes(g, pass, 8) &&
+           !iabn_conv_rows_takes(g, pass, 8);
+}
+
 /* The same values in NCHW order (y, dx, dw, db) from two lane counts; y,
- * dx and dw only where both sum in the same order (not the 8-lane
- * input-side rotation of cpu/conv_blocked_rot.c; the rows of
- * cpu/conv_rows.c run in both forward and data passes, in the 16-lane
- * weight pass only). */
+ * dx and dw only where both sum in the same order (the weight pass: not
+ * along the 16-lane rows). */
 static int same_across(const outs *a, int la, const outs *b, int lb, const iabn_conv_geom *g)
 {
     int rows = iabn_conv_rows_takes(g, IABN_CONV_BWD_FILTER, 16);
-    int rot_f = iabn_conv_blocked_rot_takes(g, IABN_CONV_FWD);
-    int rot_d = iabn_conv_blocked_rot_takes(g, IABN_CONV_BWD_DATA);
     size_t nx = (size_t)g->n * g->c_in * g->h_in * g->w_in;
     size_t ny = (size_t)g->n * g->c_out * g->h_out * g->w_out;
     float *ta = calloc(nx > ny ? nx : ny, 4), *tb = calloc(nx > ny ? nx : ny, 4);
     t_nchw_blk(g->n, g->c_out, g->h_out * g->w_out, la, a->y, ta, 1);
     t_nchw_blk(g->n, g->c_out, g->h_out * g->w_out, lb, b->y, tb, 1);
-    int ok = rot_f || !memcmp(ta, tb, ny * 4);
+    int ok = !same_order(g, IABN_CONV_FWD) || !memcmp(ta, tb, ny * 4);
     t_nchw_blk(g->n, g->c_in, g->h_in * g->w_in, la, a->dx, ta, 1);
     t_nchw_blk(g->n, g->c_in, g->h_in * g->w_in, lb, b->dx, tb, 1);
-    ok = ok && (rot_d || !memcmp(ta, tb, nx * 4));
+    ok = ok && (!same_order(g, IABN_CONV_BWD_DATA) || !memcmp(ta, tb, nx * 4));
     size_t nw = (size_t)g->c_out * (g->c_in / g->groups) * g->kh * g->kw;
     ok = ok && (rows || !memcmp(a->dw, b->dw, nw * 4)) &&
          !memcmp(a->db, b->db, (size_t)g->c_out * 4);
@@ -270,16 +275,20 @@ static void one_case(const geo *q)
     outs p16 = {0}, p8 = {0};
     if (t16) check_build(&g, &portable16, x, w, bias, dy, dw0, db0, ref, desc, &p16);
     if (t8) check_build(&g, &lanes8, x, w, bias, dy, dw0, db0, ref, desc, &p8);
-    int rot = (cpg == 2 || cpg == 4) && q->kh == 3 && q->kw == 3 && q->stride == 1 &&
-              q->pad == 1 && q->dil == 1;
-    CHECK_MSG(iabn_conv_blocked_rot_takes(&g, IABN_CONV_FWD) == rot &&
-                  iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA) == rot &&
-                  !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER),
+    int k3 = q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 && q->dil == 1;
+    int rot8 = k3 && (cpg == 2 || cpg == 4) && q->c % 8 == 0;
+    int rot16 = k3 && cpg >= 2 && q->c % 16 == 0 && q->w <= 28;
+    CHECK_MSG(iabn_conv_blocked_rot_takes(&g, IABN_CONV_FWD, 8) == rot8 &&
+                  iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA, 8) == rot8 &&
+                  iabn_conv_blocked_rot_takes(&g, IABN_CONV_FWD, 16) == rot16 &&
+                  iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_DATA, 16) == rot16 &&
+                  !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER, 8) &&
+                  !iabn_conv_blocked_rot_takes(&g, IABN_CONV_BWD_FILTER, 16),
               "input-side rotation: %s", desc);
-    int rows = cpg == 8 && q->kh == 3 && q->kw == 3 && q->stride == 1 && q->pad == 1 &&
-               q->dil == 1 && q->w <= 14;
+    int rows = cpg == 8 && k3 && q->w <= 14;
     for (int p = 0; p < 3; p++) {
-        CHECK_MSG(iabn_conv_rows_takes(&g, (iabn_conv_pass)p, 16) == rows,
+        CHECK_MSG(iabn_conv_rows_takes(&g, (iabn_conv_pass)p, 16) ==
+                      (rows && p == IABN_CONV_BWD_FILTER),
                   "along the rows, 16 lanes: %s", desc);
         CHECK_MSG(iabn_conv_rows_takes(&g, (iabn_conv_pass)p, 8) ==
                       (rows && p != IABN_CONV_BWD_FILTER),
@@ -339,6 +348,15 @@ static void test_kernels(void)
         {1, 16, 5, 15, 2, 3, 3, 1, 1, 1, 0}, /* 15 wide: the rotation kernels */
         {1, 24, 6, 8, 3, 3, 3, 1, 1, 1, 1},  /* 8 lanes only: 3 blocks */
         {2, 16, 3, 9, 2, 3, 3, 1, 1, 1, 0},
+        /* 16 lanes, 3x3 stride 1 padding 1, up to 28 wide: the input-side
+         * rotation in registers (tiles of up to 14, row bands, 2 to 16 per
+         * group, maps down to 1x1) */
+        {1, 64, 4, 28, 8, 3, 3, 1, 1, 1, 1},  /* two tiles of 14 */
+        {2, 32, 3, 27, 2, 3, 3, 1, 1, 1, 0},  /* 16 per group, tiles of 14 and 13 */
+        {1, 32, 2, 29, 16, 3, 3, 1, 1, 1, 1}, /* 29 wide: past the rotation's maps */
+        {1, 32, 1, 1, 2, 3, 3, 1, 1, 1, 1},   /* 16 per group, 1x1 */
+        {1, 64, 20, 6, 4, 3, 3, 1, 1, 1, 0},  /* 16 per group, in row bands */
+        {1, 64, 7, 7, 32, 3, 3, 1, 1, 1, 1},  /* 2 per group, ResNeXt's 7x7 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) one_case(&cases[i]);
 }

@@ -362,14 +362,17 @@ static void blocked_case(iabn_layout L, int n, int ci, int h, int co, int k, int
      * double-precision reference */
     if (iabn_conv_wgrad_takes(&gb, IABN_CONV_BWD_FILTER)) exact &= 3;
     if (iabn_conv_dgrad_takes(&gb, IABN_CONV_BWD_DATA)) exact &= ~2;
-    /* 8 per group up to 14 wide where the blocked path takes a pass: along
-     * the rows (cpu/conv_rows.c, its own sums; test_conv_blocked checks
-     * them against a double-precision reference) */
+    /* where the blocked path takes a pass and rotates the input
+     * (cpu/conv_blocked_rot.c) or runs along the rows (cpu/conv_rows.c):
+     * their own sums (test_conv_blocked checks them against a
+     * double-precision reference) */
     for (int p = 0; p < 3; p++) {
         iabn_conv_plan pb;
         iabn_conv_plan_make(&gb, (iabn_conv_pass)p, 2, &pb);
+        int lanes = iabn_layout_block(L);
         if (pb.path == IABN_CONV_PATH_BLOCKED &&
-            iabn_conv_rows_takes(&gb, (iabn_conv_pass)p, iabn_layout_block(L)))
+            (iabn_conv_blocked_rot_takes(&gb, (iabn_conv_pass)p, lanes) ||
+             iabn_conv_rows_takes(&gb, (iabn_conv_pass)p, lanes)))
             exact &= ~(1 << p);
     }
     int hwi = g.h_in * g.w_in, hwo = g.h_out * g.w_out;
@@ -450,9 +453,10 @@ static void test_blocked(void)
         iabn_layout L = LS[i];
         blocked_case(L, 2, 64, 14, 128, 1, 1, 1, 1, 7);  /* 1x1 on 14x14: blocked primitive */
         blocked_case(L, 2, 128, 14, 128, 3, 1, 8, 1, 7); /* grouped, 16 per group */
-        /* 8 per group: along the rows in release builds (nChw16c with
-         * AVX-512: three passes; nChw8c with AVX2: forward and data), else
-         * oneDNN, merged pairs with AVX-512, unmerged with AVX2 */
+        /* 8 per group: in release builds, nChw16c with AVX-512 the input
+         * rotated in registers (forward and data) and the rows (weights),
+         * nChw8c with AVX2 the rows (forward and data); else oneDNN, merged
+         * pairs with AVX-512, unmerged with AVX2 */
         blocked_case(L, 2, 128, 14, 128, 3, 1, 16, 1, 7);
         /* and on 28x28: the direct kernels on NCHW; on blocked operands
          * with AVX-512 the blocked kernels (nChw16c, and the 8-lane build

@@ -187,9 +187,10 @@ static iabn_layout blocked_operands(const iabn_conv_geom *g)
 /* Whether g's activations had better be laid out as L for the blocked
  * direct kernels (cpu/conv_blocked.c).  nChw16c on a CPU with AVX-512:
  * grouped convs with up to 4 channels per group, and 8 on maps larger than
- * 14x14 or at most 14 wide where the kernels along the rows take them
- * (cpu/conv_rows.c; oneDNN, pairs of groups merged, runs the others
- * faster).  nChw8c where the 8-lane build is AVX2: up to 4 per group, and
+ * 14x14 or where the input-side rotation (cpu/conv_blocked_rot.c: forward
+ * and data) or the rows (cpu/conv_rows.c: the weight pass) take them
+ * (oneDNN, pairs of groups merged, runs the others faster, and 16 per
+ * group: 84-98% of peak at 14x14 against the rotation's 73-81%).  nChw8c where the 8-lane build is AVX2: up to 4 per group, and
  * the forward and data passes of 8 per group where the rows take them (8
  * per group is one block there; oneDNN's kernels run the rest, and that
  * weight pass, faster).  Elsewhere they run portable builds, for tests
@@ -203,6 +204,7 @@ static int blocked_fast(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_layou
                (cpg <= 4 || iabn_conv_rows_takes(g, pass, 8));
     return iabn_conv_direct_avx512() &&
            (cpg <= 4 || (cpg == 8 && ((long)g->h_out * g->w_out > 14 * 14 ||
+                                      iabn_conv_blocked_rot_takes(g, pass, 16) ||
                                       iabn_conv_rows_takes(g, pass, 16))));
 }
 

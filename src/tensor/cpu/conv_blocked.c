@@ -537,20 +537,23 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
 #define ISA(name) name##_portable
 #endif
 
-/* 8 lanes: 2 and 4 per group with 3x3 taps rotate the input instead
- * (cpu/conv_blocked_rot.c: 1.1x-2.3x faster with AVX2's 16 registers). */
-#define ROT(pass) (BLK == 8 && iabn_conv_blocked_rot_takes(g, pass))
-/* 8 per group, 3x3 stride 1, on maps up to 14 wide run along the rows
- * (cpu/conv_rows.c), each build its own (with 8 lanes not the weight pass). */
+/* 3x3 stride 1 rotates the input instead where cpu/conv_blocked_rot.c takes
+ * it (8 lanes: 2 and 4 per group, 1.1x-2.3x faster with AVX2's 16
+ * registers; 16 lanes: up to 16 per group on maps up to 28 wide); 8 per
+ * group on maps up to 14 wide runs along the rows (cpu/conv_rows.c: the
+ * 8-lane forward and data passes, the 16-lane weight pass). */
+#define ROT(pass) iabn_conv_blocked_rot_takes(g, pass, BLK)
 #define ROWS(pass) iabn_conv_rows_takes(g, pass, BLK)
 
 void ISA(iabn_conv_blocked_fwd)(const iabn_conv_geom *g, int threads, const float *x,
                                 const float *w, const float *bias, float *y, float *scratch)
 {
     if (ROT(IABN_CONV_FWD))
-        iabn_conv_blocked_rot(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+        ISA(iabn_conv_blocked_rot)(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+#if BLK == 8
     else if (ROWS(IABN_CONV_FWD))
-        ISA(iabn_conv_rows)(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+        iabn_conv_rows_8c(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
+#endif
     else
         run_pass(g, IABN_CONV_FWD, threads, x, w, bias, y, scratch);
 }
@@ -559,9 +562,11 @@ void ISA(iabn_conv_blocked_bwd_data)(const iabn_conv_geom *g, int threads, const
                                      const float *w, float *dx, float *scratch)
 {
     if (ROT(IABN_CONV_BWD_DATA))
-        iabn_conv_blocked_rot(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+        ISA(iabn_conv_blocked_rot)(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+#if BLK == 8
     else if (ROWS(IABN_CONV_BWD_DATA))
-        ISA(iabn_conv_rows)(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+        iabn_conv_rows_8c(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
+#endif
     else
         run_pass(g, IABN_CONV_BWD_DATA, threads, dy, w, NULL, dx, scratch);
 }
@@ -727,7 +732,7 @@ size_t ISA(iabn_conv_blocked_scratch)(const iabn_conv_geom *g, iabn_conv_pass pa
 {
     bplan b;
     if (threads < 1) threads = 1;
-    if (ROT(pass)) return iabn_conv_blocked_rot_scratch(g, threads);
+    if (ROT(pass)) return iabn_conv_blocked_rot_scratch(g, BLK, threads);
     if (ROWS(pass))
         return BLK == 8 ? iabn_conv_rows_scratch_8c(g, pass, threads)
                         : iabn_conv_rows_scratch(g, pass, threads);

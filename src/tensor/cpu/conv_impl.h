@@ -223,40 +223,41 @@ IABN_BLOCKED_DECL(_avx512)
 IABN_BLOCKED_DECL(_8c)
 #undef IABN_BLOCKED_DECL
 
-/* The 8-lane build's forward and data passes of 3x3 convs with 2 or 4
- * channels per group, stride 1, padding 1 (cpu/conv_blocked_rot.c, the rotation on
- * the input side): _takes: whether they run g's pass (the *_8c entry points
- * send them there); _scratch: floats for `threads`. */
-int iabn_conv_blocked_rot_takes(const iabn_conv_geom *g, iabn_conv_pass pass);
-size_t iabn_conv_blocked_rot_scratch(const iabn_conv_geom *g, int threads);
-void iabn_conv_blocked_rot(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
-                           const float *src, const float *w, const float *bias, float *dst,
-                           float *scratch);
+/* The forward and data passes of grouped 3x3 convs, stride 1, padding 1,
+ * with the rotation on the input side (cpu/conv_blocked_rot.c): 2 or 4
+ * channels per group on nChw8c, 2 to 16 on nChw16c maps at most
+ * IABN_CONV_ROT_MAX_W wide (on 56 they ran 1.05x-1.4x slower than
+ * conv_blocked.c's kernels with 4 per group).  _takes: whether the build
+ * of `lanes` runs g's pass (the blocked entry points send it there);
+ * _scratch: floats for `threads`. */
+#define IABN_CONV_ROT_MAX_W 28
+int iabn_conv_blocked_rot_takes(const iabn_conv_geom *g, iabn_conv_pass pass, int lanes);
+size_t iabn_conv_blocked_rot_scratch(const iabn_conv_geom *g, int lanes, int threads);
+#define IABN_ROT_DECL(sfx)                                                                      \
+    void iabn_conv_blocked_rot##sfx(const iabn_conv_geom *g, iabn_conv_pass pass, int threads, \
+                                    const float *src, const float *w, const float *bias,       \
+                                    float *dst, float *scratch);
+IABN_ROT_DECL(_portable)
+IABN_ROT_DECL(_avx512)
+IABN_ROT_DECL(_8c)
+#undef IABN_ROT_DECL
 
-/* The three passes of 3x3 convs with 8 channels per group, stride 1,
- * padding 1, on maps at most IABN_CONV_ROWS_MAX_W wide (cpu/conv_rows.c,
- * vectors along the rows), 16 lanes; with 8 lanes (nChw8c) the forward and
- * data passes: _takes: whether the build of `lanes` runs g's pass (the
- * blocked entry points send it there); _scratch: floats for `threads`.  The unsuffixed entry points
- * run the AVX-512 build where iabn_conv_direct_avx512() says so, else the
- * portable one (same bits).
+/* 3x3 convs with 8 channels per group, stride 1, padding 1, on maps at
+ * most IABN_CONV_ROWS_MAX_W wide, vectors along the rows (cpu/conv_rows.c):
+ * with 16 lanes the weight pass, with 8 (nChw8c) the forward and data
+ * passes.  _takes: whether the build of `lanes` runs g's pass (the blocked
+ * entry points send it there); _scratch: floats for `threads`.
  * bwd-filter accumulates into dw and, when dbias is not NULL, dy's sums
  * into dbias. */
 #define IABN_CONV_ROWS_MAX_W 14
 int iabn_conv_rows_takes(const iabn_conv_geom *g, iabn_conv_pass pass, int lanes);
 size_t iabn_conv_rows_scratch(const iabn_conv_geom *g, iabn_conv_pass pass, int threads);
 #define IABN_ROWS_DECL(sfx)                                                                     \
-    void iabn_conv_rows##sfx(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,       \
-                             const float *src, const float *w, const float *bias, float *dst, \
-                             float *scratch);                                                 \
     void iabn_conv_rows_bwd_filter##sfx(const iabn_conv_geom *g, int threads, const float *x, \
                                         const float *dy, float *dw, float *dbias,             \
                                         float *scratch);
-IABN_ROWS_DECL()
 IABN_ROWS_DECL(_portable)
 IABN_ROWS_DECL(_avx512)
-/* the 8-lane build on nChw8c (AVX2 in release builds, else portable):
- * the forward and data passes */
 void iabn_conv_rows_8c(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
                        const float *src, const float *w, const float *bias, float *dst,
                        float *scratch);

@@ -1,31 +1,26 @@
 /* cpu/conv_rows.c: grouped 3x3 convs with 8 channels per group, stride 1,
  * padding 1, on maps at most 14 pixels wide (ResNeXt-101's mod4), with the
- * vectors along the rows: the three passes of the 16-lane blocked kernels
+ * vectors along the rows: the weight pass of the 16-lane blocked kernels
  * (cpu/conv_blocked.c) on nChw16c, the forward and data passes of the
- * 8-lane ones on nChw8c.
+ * 8-lane ones on nChw8c.  (The 16-lane forward and data passes rotate the
+ * input in registers instead, cpu/conv_blocked_rot.c: 1.25x-1.5x faster.)
  *
- * In nChw16c a vector is one pixel of 16 channels, two groups of 8.  The
- * rotation kernels of conv_blocked.c pay cpg weight vectors per tap and
- * cpg - 1 permutes per output pixel for that; with 8 per group their tiles
- * are 8 x 2 accumulators and oneDNN (pairs of groups merged into 16, half
- * the multiply-adds by zero) was faster.  Here each (image, channel block)
- * is first transposed, 16 x 16 in registers, into 16 planes of its own:
- * one channel per plane, one row per vector, row h at plane row h + 1 and
- * column w at lane w + 1, the rest zero (the padding).  A row of up to 14
- * outputs is then one vector, and a tap is a shifted load of it.  The FMAs
- * waste the 16 - w lanes past the row's end (2 of 16 at 14x14) instead of
- * half of them; the transposes cost about a fifth of the time at 14x14.
- * With 8 lanes (nChw8c: a block is one group) the planes are the same, a
- * plane row is two vectors, and each row is transposed as two squares of
- * 8 x 8.
- *   fwd:        tiles of 8 output channels x 3 rows (24 accumulators; with
- *               8 lanes 4 x 2 per row vector, AVX2 has 16 registers): per
- *               (input channel, tap) 3 loads, 8 broadcast weights and 24
- *               FMAs.  The sums go to a staging buffer ([channel][row][16
- *               lanes]) and each row is transposed back into y.
- *   bwd-data:   the same kernel on dy with the kernel turned by 180 degrees
- *               and each group's channels swapped: V[k][t][o] = w[oc =
- *               k][ic = o][8 - t].
+ * Each (image, channel block) is first transposed in registers into planes
+ * of its own: one channel per plane, one row per vector (16 lanes) or two
+ * (8), row h at plane row h + 1 and column w at lane w + 1, the rest zero
+ * (the padding).  A row of up to 14 outputs is then one vector, and a tap
+ * is a shifted load of it.  The FMAs waste the lanes past the row's end (2
+ * of 16 at 14x14); the transposes cost about a fifth of the time at 14x14.
+ * With 8 lanes each row is transposed as two squares of 8 x 8.
+ *   fwd (8 lanes): tiles of 4 output channels x 2 rows of one row
+ *               vector (8 accumulators; 4 x 3 spilled AVX2's 16
+ *               registers): per (input channel, tap) 2 loads, 4 broadcast
+ *               weights and 8 FMAs.  The sums go to a staging buffer
+ *               ([channel][row][16 lanes]) and each row is transposed back
+ *               into y.
+ *   bwd-data (8 lanes): the same kernel on dy with the kernel turned by
+ *               180 degrees and each group's channels swapped: V[k][t][o] =
+ *               w[oc = k][ic = o][8 - t].
  *   bwd-filter (16 lanes; with 8 the blocked kernels' own, which oneDNN
  *               beats in a step, runs only where oneDNN does not):
  *               x and dy transposed the same way (dy at lane w, read
@@ -40,11 +35,11 @@
  *
  * Each output sums its products in a fixed order (fwd and bwd-data: input
  * channel, then tap, from the bias or zero; bwd-filter: images, rows, then
- * lanes in order) whatever the build (AVX-512 or portable, cpu/simd.h) and
- * the threads, and with 8 or 16 lanes.  Threads: fwd and bwd-data over
- * (image, channel block), bwd-filter over channel blocks, each owning its
- * slice of dw.  Builds three times: 16 lanes portable (*_portable, the
- * main library) and with IABN_DIRECT_AVX512 (*_avx512), and 8 lanes
+ * lanes in order) whatever the build (AVX-512, AVX2 or portable,
+ * cpu/simd.h) and the threads.  Threads: fwd and bwd-data over (image,
+ * channel block), bwd-filter over channel blocks, each owning its slice of
+ * dw.  Builds three times: 16 lanes portable (*_portable, the main library)
+ * and with IABN_DIRECT_AVX512 (*_avx512), and 8 lanes
  * (IABN_BLOCKED_LANES=8, *_8c: AVX2 in release builds, else portable);
  * conv_blocked.c's entry points call the build of their own.
  */
@@ -62,10 +57,10 @@
 #define GPB (BLK / CPG) /* groups per channel block */
 #define RW 16           /* floats per plane row: up to 14 columns and their padding */
 #define NH (RW / BLK)   /* vectors per plane row */
-#define RT (BLK == 16 ? 3 : 2) /* output rows per tile */
-/* output channels per tile: 8 x 3 accumulators with AVX-512's 32
- * registers, 4 x 2 per row vector with AVX2's 16 (4 x 3 spilled) */
-#define OT (BLK == 16 ? 8 : 4)
+#define RT 2 /* the forward's output rows per tile */
+/* its output channels per tile: 4 x 2 per row vector with AVX2's 16
+ * registers (4 x 3 spilled) */
+#define OT 4
 /* the weight pass's vector sums per block: [group][k][kh][o][kw] */
 #define WSUMS (GPB * CPG * 3 * CPG * 3)
 
@@ -89,8 +84,9 @@
 int iabn_conv_rows_takes(const iabn_conv_geom *g, iabn_conv_pass pass, int lanes)
 {
     /* 8 lanes: the forward and data passes (the weight pass along the rows
-     * lost to oneDNN's in a step: docs/CPU.md "AVX2 CPUs") */
-    if (lanes == 8 && pass == IABN_CONV_BWD_FILTER) return 0;
+     * lost to oneDNN's in a step: docs/CPU.md "AVX2 CPUs"); 16: the weight
+     * pass (cpu/conv_blocked_rot.c runs the others faster) */
+    if ((lanes == 8) == (pass == IABN_CONV_BWD_FILTER)) return 0;
     return g->groups > 1 && g->c_in == g->c_out && g->c_in == g->groups * CPG && g->kh == 3 &&
            g->kw == 3 && g->stride == 1 && g->pad == 1 && g->dil == 1 && g->h_in >= 1 &&
            g->w_in >= 1 && g->w_in <= IABN_CONV_ROWS_MAX_W;
@@ -205,10 +201,32 @@ static void pack_block(const float *src, int h, int w, int col, float *pk)
 #endif
 }
 
+/* The next item's lines (source and destination, or x and dy), fetched a
+ * slice per tile while the FMAs run (in a training step they come from
+ * memory). */
+typedef struct ahead {
+    const float *src, *dst;
+    int dst_read; /* the second stream is read (the weight pass's dy) */
+    size_t lines, next, per_tile; /* in 64-byte lines */
+} ahead;
+
+static void fetch_ahead(ahead *a)
+{
+    size_t end = a->next + a->per_tile < a->lines ? a->next + a->per_tile : a->lines;
+    for (; a->next < end; a->next++) {
+        __builtin_prefetch(a->src + a->next * 16, 0, 3);
+        if (a->dst_read)
+            __builtin_prefetch(a->dst + a->next * 16, 0, 3);
+        else
+            __builtin_prefetch(a->dst + a->next * 16, 1, 3);
+    }
+}
+
+#if BLK == 8 /* the forward and data passes: 8 lanes only */
 /* The staging buffer ([channel][row][lane = column]) into one block of y. */
 static void unpack_block(const float *st, int h, int w, float *dst)
 {
-#if SIMD_NATIVE && BLK == 8
+#if SIMD_NATIVE
     vf sq[8];
     size_t ss = (size_t)h * RW;
     for (int i = 0; i < h; i++) {
@@ -224,13 +242,6 @@ static void unpack_block(const float *st, int h, int w, float *dst)
             iabn_tr8(s + 8, ss, (float *)sq, BLK);
             for (int j = 8; j < w; j++) vst(row + j * BLK, sq[j - 8]);
         }
-    }
-#elif SIMD_NATIVE
-    for (int i = 0; i < h; i++) {
-        vf r[16];
-        for (int c = 0; c < BLK; c++) r[c] = vld(st + ((size_t)c * h + i) * RW);
-        transpose16(r);
-        for (int j = 0; j < w; j++) vst(dst + ((size_t)i * w + j) * BLK, r[j]);
     }
 #else
     for (int i = 0; i < h; i++)
@@ -283,27 +294,6 @@ ALWAYS_INLINE void tile(const float *pk, size_t ps, const float *V, const float 
         for (int r = 0; r < R; r++) vst(st + ((size_t)o * h + r0 + r) * RW, a[o][r]);
 }
 
-/* The next item's lines (source and destination, or x and dy), fetched a
- * slice per tile while the FMAs run (in a training step they come from
- * memory). */
-typedef struct ahead {
-    const float *src, *dst;
-    int dst_read; /* the second stream is read (the weight pass's dy) */
-    size_t lines, next, per_tile; /* in 64-byte lines */
-} ahead;
-
-static void fetch_ahead(ahead *a)
-{
-    size_t end = a->next + a->per_tile < a->lines ? a->next + a->per_tile : a->lines;
-    for (; a->next < end; a->next++) {
-        __builtin_prefetch(a->src + a->next * 16, 0, 3);
-        if (a->dst_read)
-            __builtin_prefetch(a->dst + a->next * 16, 0, 3);
-        else
-            __builtin_prefetch(a->dst + a->next * 16, 1, 3);
-    }
-}
-
 /* One group's outputs, w columns: tiles of rows x OT channels x a row's
  * vectors as far as they hold outputs. */
 static void run_group(const float *pk, size_t ps, const float *V, const float *bias, float *st,
@@ -316,9 +306,7 @@ static void run_group(const float *pk, size_t ps, const float *V, const float *b
         for (int hv = 0; hv * BLK < w; hv++)
             for (int o0 = 0; o0 < CPG; o0 += OT) {
 #if SIMD_NATIVE
-                if (RT > 2 && R == 3) /* (RT, not 3: no 3-row tile where RT is 2) */
-                    tile(pk, ps, V, bias, st, h, r0, RT, o0, hv);
-                else if (R == 2)
+                if (R == 2)
                     tile(pk, ps, V, bias, st, h, r0, 2, o0, hv);
                 else
                     tile(pk, ps, V, bias, st, h, r0, 1, o0, hv);
@@ -375,6 +363,7 @@ void ISA(iabn_conv_rows)(const iabn_conv_geom *g, iabn_conv_pass pass, int threa
         }
     }
 }
+#endif
 
 #if BLK == 16 /* the weight pass: 16 lanes only */
 /* Lanes k .. 15 of a, then lanes 0 .. k - 1 of b. */
@@ -493,31 +482,5 @@ void ISA(iabn_conv_rows_bwd_filter)(const iabn_conv_geom *g, int threads, const 
                 iabn_conv_bias_grad_blocked(g->n, g->c_out, pixels, BLK, dy, dbias, b, b + 1);
         }
     }
-}
-#endif
-
-#if BLK == 16 && !defined(IABN_DIRECT_AVX512)
-void iabn_conv_rows(const iabn_conv_geom *g, iabn_conv_pass pass, int threads, const float *src,
-                    const float *w, const float *bias, float *dst, float *scratch)
-{
-#if IABN_HAVE_DIRECT_AVX512
-    if (iabn_conv_direct_avx512()) {
-        iabn_conv_rows_avx512(g, pass, threads, src, w, bias, dst, scratch);
-        return;
-    }
-#endif
-    iabn_conv_rows_portable(g, pass, threads, src, w, bias, dst, scratch);
-}
-
-void iabn_conv_rows_bwd_filter(const iabn_conv_geom *g, int threads, const float *x,
-                               const float *dy, float *dw, float *dbias, float *scratch)
-{
-#if IABN_HAVE_DIRECT_AVX512
-    if (iabn_conv_direct_avx512()) {
-        iabn_conv_rows_bwd_filter_avx512(g, threads, x, dy, dw, dbias, scratch);
-        return;
-    }
-#endif
-    iabn_conv_rows_bwd_filter_portable(g, threads, x, dy, dw, dbias, scratch);
 }
 #endif
