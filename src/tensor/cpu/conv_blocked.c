@@ -56,14 +56,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef IABN_BLOCKED_LANES
-#define IABN_BLOCKED_LANES 16
-#endif
-#define BLK IABN_BLOCKED_LANES
-#define PF_ROWS 2 /* source rows fetched ahead */
+#include "tensor/cpu/blocked_isa.h"
 
-#define SIMD_LANES BLK
-#include "tensor/cpu/simd.h"
+#define PF_ROWS 2 /* source rows fetched ahead */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -528,14 +523,6 @@ static void run_pass(const iabn_conv_geom *g, iabn_conv_pass pass, int threads,
         vfence();
     }
 }
-
-#if BLK == 8
-#define ISA(name) name##_8c
-#elif defined(IABN_DIRECT_AVX512)
-#define ISA(name) name##_avx512
-#else
-#define ISA(name) name##_portable
-#endif
 
 /* 3x3 stride 1 rotates the input instead where cpu/conv_blocked_rot.c takes
  * it (8 lanes: 2 and 4 per group, 1.1x-2.3x faster with AVX2's 16

@@ -41,23 +41,10 @@
 
 #include <string.h>
 
-#ifndef IABN_BLOCKED_LANES
-#define IABN_BLOCKED_LANES 16
-#endif
-#define BLK IABN_BLOCKED_LANES
+#include "tensor/cpu/blocked_isa.h"
+
 #define RING(lanes) ((lanes) == 8) /* rotated rows stored in a ring (above) */
 #define PW (BLK == 8 ? 12 : 14)    /* outputs per tile */
-
-#define SIMD_LANES BLK
-#include "tensor/cpu/simd.h"
-
-#if BLK == 8
-#define ISA(name) name##_8c
-#elif defined(IABN_DIRECT_AVX512)
-#define ISA(name) name##_avx512
-#else
-#define ISA(name) name##_portable
-#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 

@@ -49,10 +49,9 @@
 
 #include <string.h>
 
-#ifndef IABN_BLOCKED_LANES
-#define IABN_BLOCKED_LANES 16
-#endif
-#define BLK IABN_BLOCKED_LANES
+#include "tensor/cpu/blocked_isa.h"
+#include "tensor/cpu/transpose8.h"
+
 #define CPG 8
 #define GPB (BLK / CPG) /* groups per channel block */
 #define RW 16           /* floats per plane row: up to 14 columns and their padding */
@@ -64,17 +63,9 @@
 /* the weight pass's vector sums per block: [group][k][kh][o][kw] */
 #define WSUMS (GPB * CPG * 3 * CPG * 3)
 
-#define SIMD_LANES BLK
-#include "tensor/cpu/simd.h"
-#include "tensor/cpu/transpose8.h"
-
 #if BLK == 8
-#define ISA(name) name##_8c
 #define ONCE(name) name##_8c /* the functions each lane count has once */
-#elif defined(IABN_DIRECT_AVX512)
-#define ISA(name) name##_avx512
 #else
-#define ISA(name) name##_portable
 #define ONCE(name) name
 #endif
 
