@@ -198,12 +198,11 @@ void ISA(iabn_conv_blocked_rot)(const iabn_conv_geom *g, iabn_conv_pass pass, in
 {
     int nb = g->c_in / BLK, H = g->h_in, W = g->w_in; /* the same size in and out */
     int cpg = g->c_in / g->groups;
-    float *V = scratch, *rings = scratch + iabn_conv_round16((size_t)g->c_in * cpg * 9);
-    size_t js = (size_t)W * BLK, slot = cpg * js, plane = (size_t)H * W * BLK;
+    float *V = scratch;
+    size_t js = (size_t)W * BLK, plane = (size_t)H * W * BLK;
     long planes = (long)g->n * nb;
     int bands = iabn_conv_row_bands(planes, H, threads);
     long items = planes * bands;
-    (void)rings, (void)slot;
 #pragma omp parallel num_threads(threads)
     {
         vidx rot[BLK];
@@ -212,6 +211,12 @@ void ISA(iabn_conv_blocked_rot)(const iabn_conv_geom *g, iabn_conv_pass pass, in
             for (int l = 0; l < BLK; l++) lanes[l] = iabn_conv_rot_lane(l, j, cpg);
             rot[j] = vidx_make(lanes);
         }
+#if RING(BLK)
+        /* this thread's ring, past the packed weights: 3 slots of cpg planes */
+        float *ring = V + iabn_conv_round16((size_t)g->c_in * cpg * 9) +
+                      ring_floats(W, cpg, BLK) * (size_t)iabn_conv_tid();
+        size_t slot = cpg * js;
+#endif
         pack(g, pass == IABN_CONV_BWD_DATA, w, V);
 #pragma omp for schedule(static)
         for (long it = 0; it < items; it++) {
@@ -222,8 +227,7 @@ void ISA(iabn_conv_blocked_rot)(const iabn_conv_geom *g, iabn_conv_pass pass, in
             const float *Vb = V + (size_t)b * 9 * cpg * BLK;
             const float *bb = bias ? bias + b * BLK : NULL;
 #if RING(BLK)
-            float *ring = rings + ring_floats(W, cpg, BLK) * (size_t)iabn_conv_tid();
-            int tag[3] = {-1, -1, -1};
+            int tag[3] = {-1, -1, -1}; /* the source row each slot holds */
 #endif
             for (int i = i0; i < i1; i++) {
                 const float *rows[3];
