@@ -35,6 +35,9 @@ static const bench_case cases[] = {
     /* ResNeXt-101's mod4 grouped conv (23 blocks, 8 per group) */
     {"grouped3x3_8", "grp3x3 512->512 g64 14x14 b4", 4, 512, 14, 14, 512, 3, 1, 1, 1, 64,
      {0.55, 0.55, 0.30}},
+    /* its mod5 grouped conv (3 blocks, 16 per group) */
+    {"grouped3x3_16_7", "grp3x3 1024->1024 g64 7x7 b4", 4, 1024, 7, 7, 1024, 3, 1, 1, 1, 64,
+     {0.55, 0.55, 0.30}},
     {"conv1x1", "1x1 256->1024 14x14 b8", 8, 256, 14, 14, 1024, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     {"conv1x1_56", "1x1 256->128 56x56 b4", 4, 256, 56, 56, 128, 1, 1, 0, 1, 1, {0.85, 0.85, 0.85}},
     /* ResNeXt-101's mod4 pair (23 blocks): about 45% of its b4 step */
