@@ -415,7 +415,7 @@ static void test_conv_bench(void)
           strstr(e.msg, "dense3x3_7") && strstr(e.msg, "stem3x3"));
     CHECK(iabn_convbench_run(NULL, 1, 235.0, 1, 0, rows, 2, &n, &e) == IABN_EINVAL);
     const char *const *names = iabn_convbench_cases();
-    CHECK(names[0] && names[13] && !names[14]); /* fourteen cases */
+    CHECK(names[0] && names[14] && !names[15]); /* fifteen cases */
     /* the stem: its forward and weight pass where the graph runs them (y
      * blocked: oneDNN's flat kernels), labelled by the run the row's
      * GFLOP/s come from (it said the native path's name before) */
