@@ -191,12 +191,11 @@ static iabn_layout blocked_operands(const iabn_conv_geom *g)
  * and data) or the rows (cpu/conv_rows.c: the weight pass) take them
  * (oneDNN, pairs of groups merged, runs the others faster, and 16 per
  * group: 84-98% of peak at 14x14 against the rotation's 73-81%, 102-107%
- * at 7x7 against 69-96%, by nominal FLOPs).  nChw8c
- * where the 8-lane build is AVX2: up to 4 per group, and the forward and
- * data passes of 8 per group where the rows take them (8
- * per group is one block there; oneDNN's kernels run the rest, and that
- * weight pass, faster).  Elsewhere they run portable builds, for tests
- * only.  docs/CPU.md has the figures. */
+ * at 7x7 against 69-96%, by nominal FLOPs).  nChw8c where the 8-lane
+ * build is AVX2: up to 4 per group, and the forward and data passes of 8
+ * per group where the rows take them (8 per group is one block there;
+ * oneDNN's kernels run the rest, and that weight pass, faster).  Elsewhere
+ * they run portable builds, for tests only.  docs/CPU.md has the figures. */
 static int blocked_fast(const iabn_conv_geom *g, iabn_conv_pass pass, iabn_layout L)
 {
     int cpg = g->c_in / g->groups;
